@@ -1,0 +1,58 @@
+"""Compose ``conf/`` with Hydra's compose API; every failure becomes one line.
+
+Shared by the trial program and the orchestrator (plain Python, no MindSpore).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hydra import compose as hydra_compose
+from hydra import initialize_config_dir
+from hydra.core.config_store import ConfigStore
+from hydra.core.global_hydra import GlobalHydra
+from omegaconf import DictConfig, OmegaConf
+
+from trials.config import CONF_DIR, ConfigError, TrialConfig
+
+ConfigStore.instance().store(name="trial_schema", node=TrialConfig)
+
+
+def one_line(exc: BaseException) -> str:
+    """The useful first line of a Hydra/OmegaConf error (detail may sit in __cause__)."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    cause = exc.__cause__
+    if cause is not None and str(cause).strip() and text.startswith("Error merging override"):
+        text = f"{text}: {str(cause).strip().splitlines()[0]}"
+    return text
+
+
+def compose(config_name: str, overrides: list[str], conf_dir: Path = CONF_DIR) -> DictConfig:
+    """Compose ``config_name`` with Hydra overrides; raise ConfigError on any problem."""
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(conf_dir), version_base="1.3"):
+            cfg = hydra_compose(config_name=config_name, overrides=list(overrides))
+    except Exception as exc:  # Hydra raises several unrelated types for bad input
+        raise ConfigError(one_line(exc)) from exc
+    finally:
+        GlobalHydra.instance().clear()
+    return cfg
+
+
+def load_resolved(path: Path, overrides: list[str]) -> DictConfig:
+    """Load a resolved config file (as written for a trial or an export) plus dotlist overrides.
+
+    A file loaded back is untyped, so callers re-validate it against the schema.
+    """
+    try:
+        cfg = OmegaConf.load(path)
+        if overrides:
+            OmegaConf.set_struct(cfg, True)
+            cfg = OmegaConf.merge(cfg, OmegaConf.from_dotlist(list(overrides)))
+    except FileNotFoundError as exc:
+        raise ConfigError(f"config file not found: {path}") from exc
+    except Exception as exc:
+        raise ConfigError(one_line(exc)) from exc
+    assert isinstance(cfg, DictConfig)
+    return cfg

@@ -1,0 +1,75 @@
+"""Memory on a backend that reports none: peak RSS, an address-space cap, OOM detection.
+
+MindSpore's CPU backend ignores ``max_size`` and its memory statistics read zero
+(shared/mindspore-cpu.md), so the budget is enforced here: ``RLIMIT_AS`` makes an
+allocation fail fast, and a measured peak over budget also counts as OOM.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+from pathlib import Path
+
+GIB = 1024**3
+
+
+def limit_address_space(gib: float) -> None:
+    """Cap this process's (and its future children's) virtual memory."""
+    limit = int(gib * GIB)
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    if hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+
+
+def _status_kib(pid: int | str, field: str) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+def _children(pid: int) -> list[int]:
+    kids = []
+    try:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            text = (task / "children").read_text().split()
+            kids.extend(int(k) for k in text)
+    except OSError:
+        pass
+    return kids
+
+
+class PeakMemory:
+    """Tracks peak RSS of this process plus its dataset worker processes (GiB)."""
+
+    def __init__(self) -> None:
+        self.peak_gib = 0.0
+
+    def sample(self) -> float:
+        own = _status_kib("self", "VmHWM")
+        pid = os.getpid()
+        workers = 0
+        pending = _children(pid)
+        while pending:
+            child = pending.pop()
+            workers += _status_kib(child, "VmRSS")
+            pending.extend(_children(child))
+        self.peak_gib = max(self.peak_gib, (own + workers) / (1024**2))
+        return self.peak_gib
+
+
+#: Texts MindSpore uses for allocation failures it raises as RuntimeError. Matched only
+#: here, inside the trial, to turn them into the structured ``oom`` outcome.
+_OOM_MARKERS = ("Allocate memory failed", "bad_alloc", "Out of memory", "out of memory",
+                "Cannot allocate memory", "Malloc for kernel", "memory isn't enough")
+
+
+def is_oom(exc: BaseException) -> bool:
+    if isinstance(exc, MemoryError):
+        return True
+    return isinstance(exc, RuntimeError) and any(m in str(exc) for m in _OOM_MARKERS)

@@ -1,0 +1,94 @@
+"""The four-layer scorecard of a trial, computed from its step records.
+
+Plain Python + numpy so that the orchestrator can compute the same numbers from
+a metrics file whose trial it had to stop. Keys carry their units.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from trials.protocol import Phase
+
+
+def _finite(values) -> list[float]:
+    out = []
+    for v in values:
+        try:
+            f = float(v)
+        except (TypeError, ValueError):
+            continue
+        if math.isfinite(f):
+            out.append(f)
+    return out
+
+
+def throughput(steps: list[dict]) -> dict[str, float]:
+    """tokens/s = tokens per step / median steady-state step time (MEASURE steps only)."""
+    measured = [s for s in steps if s.get("phase") == Phase.MEASURE.value]
+    times = np.asarray(_finite(s.get("step_s") for s in measured))
+    if times.size == 0:
+        return {}
+    tokens = float(np.median(_finite(s.get("tokens") for s in measured)))
+    median = float(np.median(times))
+    return {
+        "tokens_per_s": tokens / median,
+        "tokens_per_step": tokens,
+        "step_time_median_s": median,
+        "step_time_p10_s": float(np.percentile(times, 10)),
+        "step_time_p90_s": float(np.percentile(times, 90)),
+        "step_time_cv": float(np.std(times) / np.mean(times)) if times.size > 1 else 0.0,
+        "measured_steps": int(times.size),
+    }
+
+
+def scorecard(steps: list[dict], *, flops_per_token: float | None, peak_flops: float | None,
+              recompute: bool, peak_rss_gib: list[float], budget_gib: float,
+              spike_factor: float) -> dict[str, Any]:
+    """Correctness, performance, stability and resources of one trial."""
+    losses = _finite(s.get("loss") for s in steps)
+    norms = _finite(s.get("grad_norm") for s in steps)
+    perf = throughput(steps)
+    first = steps[0] if steps else {}
+    compile_s = float(first.get("step_s", 0.0)) if first.get("phase") == Phase.COMPILE.value else 0
+    measured = [s for s in steps if s.get("phase") == Phase.MEASURE.value]
+    wait = _finite(s.get("data_wait_s") for s in measured)
+    step_sum = sum(_finite(s.get("step_s") for s in measured))
+    perf["compile_s"] = compile_s
+    perf["data_wait_share"] = (sum(wait) / step_sum) if step_sum > 0 else 0.0
+    if flops_per_token and peak_flops and "tokens_per_s" in perf:
+        mfu = perf["tokens_per_s"] * flops_per_token / peak_flops
+        perf["flops_per_token"] = flops_per_token
+        perf["peak_flops"] = peak_flops
+        perf["mfu"] = mfu
+        # Recompute repeats the forward pass (2N of the 6N): hardware FLOPs are 8/6 x.
+        perf["hfu"] = mfu * (8.0 / 6.0) if recompute else mfu
+    trend = float(np.polyfit(np.arange(len(losses)), losses, 1)[0]) if len(losses) > 2 else 0.0
+    median_loss = float(np.median(losses)) if losses else float("nan")
+    return {
+        "correctness": {
+            "loss_start": losses[0] if losses else None,
+            "loss_end": losses[-1] if losses else None,
+            "loss_trend_per_step": trend,
+            "loss_falling": bool(len(losses) > 1 and losses[-1] < losses[0]),
+            "grad_norm_median": float(np.median(norms)) if norms else None,
+            "grad_norm_max": max(norms) if norms else None,
+            "nonfinite_steps": len(steps) - len(losses),
+        },
+        "performance": perf,
+        "stability": {
+            "overflow_steps": sum(1 for s in steps if s.get("overflow")),
+            "skipped_updates": sum(1 for s in steps if s.get("updated") is False),
+            "clipped_steps": sum(1 for s in steps if s.get("clipped")),
+            "loss_spikes": sum(1 for v in losses if v > spike_factor * median_loss),
+        },
+        "resources": {
+            "peak_rss_gib_max_rank": max(peak_rss_gib) if peak_rss_gib else None,
+            "peak_rss_gib_total": sum(peak_rss_gib) if peak_rss_gib else None,
+            "peak_rss_gib_per_rank": list(peak_rss_gib),
+            "memory_budget_gib": budget_gib,
+        },
+    }

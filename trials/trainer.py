@@ -1,0 +1,205 @@
+"""The training loop of a trial or a production run, read top to bottom.
+
+build (context -> workload -> precision -> step cells) -> loop (data -> step ->
+guards -> log -> checkpoint) -> scorecard. Guards raise; ``trials.train`` turns
+what they raise into an outcome.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from pathlib import Path
+
+import mindspore as ms
+import numpy as np
+from mindspore import Tensor, nn
+
+from trials import checkpoint, runtime_setup
+from trials.config import (RunMode, TrialConfig, accumulation_steps, memory_budget_gib,
+                           micro_batch_size)
+from trials.memory import PeakMemory
+from trials.metrics_log import MetricsLog
+from trials.protocol import Event, Phase
+from trials.scorecard import scorecard
+from trials.step import AccumulatingTrainStep, TrainStep, make_scaler
+from trials.workload import load_workload
+
+log = logging.getLogger(__name__)
+
+
+class Diverged(RuntimeError):
+    """Non-finite loss for too long, or a loss spike; raised before the update lands."""
+
+
+class OverBudget(MemoryError):
+    """Measured peak memory above the budget."""
+
+
+class Trainer:
+    def __init__(self, cfg: TrialConfig, metrics: MetricsLog, rank: int, world: int) -> None:
+        self.cfg, self.metrics, self.rank, self.world = cfg, metrics, rank, world
+        self.memory = PeakMemory()
+        self.budget_gib = memory_budget_gib(cfg)
+        self.steps: list[dict] = []
+        self._build()
+
+    # -- build ----------------------------------------------------------------------------
+    def _build(self) -> None:
+        cfg = self.cfg
+        self.workload = load_workload(cfg.workload)
+        model = self.workload.build_model()
+        if cfg.train.recompute:
+            for block in self.workload.blocks(model):
+                block.recompute()
+        if cfg.parallel.mp > 1:
+            runtime_setup.shard_model_parallel(model, cfg.parallel.dp, cfg.parallel.mp)
+        self.flops_per_token = self.workload.flops_per_token(model)
+        model = runtime_setup.apply_precision(model, cfg)
+        loss_net = self.workload.build_loss(model)
+        if cfg.parallel.pp > 1:  # Ascend/GPU only: refused earlier on CPU
+            loss_net = nn.PipelineCell(loss_net, cfg.train.micro_batches)
+        optimizer = nn.AdamWeightDecay(loss_net.trainable_params(), learning_rate=cfg.train.lr,
+                                       weight_decay=cfg.train.weight_decay)
+        self.scaler = make_scaler(cfg.precision)
+        self.accumulation = accumulation_steps(cfg)
+        if self.accumulation == 1:
+            self.step_fn = TrainStep(loss_net, optimizer, cfg.train.clip_norm, self.scaler)
+            cells = [self.step_fn]
+        else:
+            self.step_fn = AccumulatingTrainStep(loss_net, optimizer, cfg.train.clip_norm,
+                                                 self.scaler, self.accumulation)
+            cells = self.step_fn.cells()
+        runtime_setup.apply_jit_level(cells, cfg)
+        self.state_cells = cells
+        self.dataset = self.workload.build_dataset(
+            cfg.data, batch_size=micro_batch_size(cfg), num_shards=cfg.parallel.dp,
+            shard_id=self.rank, seed=cfg.train.seed, cache_dir=runtime_setup.cache_dir(cfg))
+        self.tokens_per_step = cfg.train.global_batch * self.workload.tokens_per_sample
+
+    # -- loop -----------------------------------------------------------------------------
+    def _phase(self, step: int) -> Phase:
+        if step == 0:
+            return Phase.COMPILE
+        if self.cfg.run.mode is RunMode.production:
+            return Phase.TRAIN
+        return Phase.WARMUP if step <= self.cfg.run.warmup_steps else Phase.MEASURE
+
+    def _loss_limit(self) -> float:
+        finite = [s["loss"] for s in self.steps if isinstance(s["loss"], float)
+                  and math.isfinite(s["loss"])]
+        if len(finite) < self.cfg.guard.spike_after_steps:
+            return float("inf")
+        return self.cfg.guard.spike_factor * float(np.median(finite[-20:]))
+
+    def _one_step(self, iterator, limit: float):
+        """Fetch the micro-batches (data wait), run the compiled step, sync on the loss."""
+        start = time.perf_counter()
+        batches = [next(iterator) for _ in range(self.accumulation)]
+        fetched = time.perf_counter()
+        limit_t = Tensor(limit, ms.float32)
+        if self.accumulation == 1:
+            out = self.step_fn(limit_t, *batches[0])
+        else:
+            out = self.step_fn(limit_t, batches)
+        loss, norm, overflow, updated, scale = (x.asnumpy() for x in out)
+        done = time.perf_counter()
+        return (float(loss), float(norm), bool(overflow), bool(updated), float(scale),
+                done - start, fetched - start)
+
+    def _guard(self, loss: float, limit: float) -> None:
+        g = self.cfg.guard
+        if not math.isfinite(loss):
+            recent = self.steps[-g.nonfinite_patience:]
+            if len(recent) >= g.nonfinite_patience and all(
+                    not math.isfinite(s["loss"]) for s in recent):
+                raise Diverged(f"loss non-finite for {g.nonfinite_patience} consecutive steps")
+        elif loss >= limit:
+            raise Diverged(f"loss spike {loss:.4g} >= {g.spike_factor:g} x running median "
+                           f"({limit / g.spike_factor:.4g}); update skipped")
+        peak = self.memory.peak_gib
+        if peak > self.budget_gib:
+            raise OverBudget(f"peak RSS {peak:.2f} GiB over the memory budget "
+                             f"{self.budget_gib:.2f} GiB")
+
+    def run(self) -> dict:
+        cfg = self.cfg
+        production = cfg.run.mode is RunMode.production
+        ckpt_dir = Path(cfg.run.checkpoint_dir)
+        start_step = 0
+        if production and cfg.run.resume:
+            start_step = checkpoint.restore_latest(ckpt_dir, self._state_params())
+            if start_step:
+                log.info("[rank %d] resumed from step %d", self.rank, start_step)
+        total = cfg.run.steps if production else 1 + cfg.run.warmup_steps + cfg.run.measure_steps
+        self.metrics.emit(Event.START, world_size=self.world, start_step=start_step,
+                          total_steps=total, accumulation=self.accumulation,
+                          micro_batch_size=micro_batch_size(cfg),
+                          tokens_per_step=self.tokens_per_step,
+                          flops_per_token=self.flops_per_token, budget_gib=self.budget_gib)
+        # Skip the batches a resumed run has consumed so the data order continues.
+        iterator = self.dataset.skip(start_step * self.accumulation).create_tuple_iterator(
+            num_epochs=-1, output_numpy=False)
+        for step in range(start_step, total):
+            phase = self._phase(step - start_step)
+            limit = self._loss_limit()
+            loss, norm, overflow, updated, scale, step_s, wait_s = self._one_step(iterator, limit)
+            self.memory.sample()
+            record = {"step": step, "phase": phase.value, "loss": loss, "grad_norm": norm,
+                      "clipped": bool(norm > cfg.train.clip_norm), "overflow": overflow,
+                      "updated": updated, "loss_scale": scale, "step_s": step_s,
+                      "data_wait_s": wait_s, "tokens": self.tokens_per_step,
+                      "peak_rss_gib": self.memory.peak_gib}
+            self.steps.append(record)
+            self.metrics.emit(Event.STEP, **record)
+            self._guard(loss, limit)
+            if production:
+                self._log_progress(record)
+                if (step + 1) % cfg.run.checkpoint_every == 0 or step + 1 == total:
+                    self._save(ckpt_dir, step + 1)
+        return self._summary()
+
+    # -- production -----------------------------------------------------------------------
+    def _state_params(self) -> dict:
+        params = {}
+        for cell in self.state_cells:
+            for p in cell.get_parameters():
+                if not p.name.startswith("accum."):
+                    params[p.name] = p
+        if self.scaler is not None and isinstance(self.scaler.scale_value, ms.Parameter):
+            params["loss_scale.scale_value"] = self.scaler.scale_value
+        return params
+
+    def _save(self, ckpt_dir: Path, step: int) -> None:
+        if self.rank != 0:
+            return
+        path = checkpoint.save(ckpt_dir, step, self._state_params(), self.cfg.run.keep_checkpoints)
+        self.metrics.emit(Event.CHECKPOINT, step=step, path=str(path))
+        log.info("[rank %d] checkpoint %s", self.rank, path)
+
+    def _log_progress(self, record: dict) -> None:
+        every = max(1, self.cfg.run.steps // 20)
+        if record["step"] % every == 0 or record["step"] + 1 == self.cfg.run.steps:
+            log.info("[rank %d] step %d | loss %.4f | grad norm %.3f | %.0f tok/s | %.2f GiB",
+                     self.rank, record["step"], record["loss"], record["grad_norm"],
+                     self.tokens_per_step / record["step_s"], record["peak_rss_gib"])
+
+    # -- summary --------------------------------------------------------------------------
+    def _summary(self) -> dict:
+        peaks = gather_floats(self.memory.sample(), self.world)
+        peak_flops = runtime_setup.peak_flops_for(self.cfg)
+        return scorecard(self.steps, flops_per_token=self.flops_per_token, peak_flops=peak_flops,
+                         recompute=self.cfg.train.recompute, peak_rss_gib=peaks,
+                         budget_gib=self.budget_gib, spike_factor=self.cfg.guard.spike_factor)
+
+
+def gather_floats(value: float, world: int) -> list[float]:
+    """One float from every rank, in rank order (a real collective under msrun)."""
+    if world == 1:
+        return [value]
+    from mindspore.mint.distributed import all_gather_object
+
+    out: list = [None] * world
+    all_gather_object(out, value)
+    return [float(v) for v in out]
