@@ -20,19 +20,39 @@ ConfigStore.instance().store(name="trial_schema", node=TrialConfig)
 
 def one_line(exc: BaseException) -> str:
     """The useful first line of a Hydra/OmegaConf error (detail may sit in __cause__)."""
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    text = lines[0] if lines else type(exc).__name__
     cause = exc.__cause__
     if cause is not None and str(cause).strip() and text.startswith("Error merging override"):
         text = f"{text}: {str(cause).strip().splitlines()[0]}"
+    elif text.startswith("Could not override"):
+        text += " No such key: check its spelling (--print-config lists every key)."
+    else:
+        # Hydra lists the group's options one per line after "Available options in 'g':".
+        for i, line in enumerate(lines):
+            if line.startswith("Available options"):
+                names = []
+                for option in lines[i + 1:]:
+                    if option.startswith("Config search path") or ":" in option:
+                        break
+                    names.append(option)
+                text += f" {line} {', '.join(names)}."
+                break
     return text
 
 
-def compose(config_name: str, overrides: list[str], conf_dir: Path = CONF_DIR) -> DictConfig:
-    """Compose ``config_name`` with Hydra overrides; raise ConfigError on any problem."""
+def compose(config_name: str, overrides: list[str], conf_dir: Path = CONF_DIR, *,
+            with_choices: bool = False) -> DictConfig:
+    """Compose ``config_name`` with Hydra overrides; raise ConfigError on any problem.
+
+    ``with_choices`` keeps the ``hydra`` node, whose ``runtime.choices`` says which
+    option each config group took.
+    """
     GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(config_dir=str(conf_dir), version_base="1.3"):
-            cfg = hydra_compose(config_name=config_name, overrides=list(overrides))
+            cfg = hydra_compose(config_name=config_name, overrides=list(overrides),
+                                return_hydra_config=with_choices)
     except Exception as exc:  # Hydra raises several unrelated types for bad input
         raise ConfigError(one_line(exc)) from exc
     finally:

@@ -1,0 +1,93 @@
+"""Command line: ``python -m autotune COMMAND [--print-config] [hydra overrides]``.
+
+    python -m autotune sweep                          # the default study (CPU, built-in GPT)
+    python -m autotune sweep workload=gpt_tiny search=tiny sweep.n_trials=4
+    python -m autotune sweep sweep.study=mine sweep.storage=postgresql+psycopg2://me@db:5432/s
+    python -m autotune sweep --print-config           # the composed config, nothing run
+    python -m autotune report                         # tables, plots, diagnosis
+    python -m autotune confirm confirm.top_k=2        # re-measure the finalists
+    python -m autotune export export.out=best_job     # the winner as a production job
+
+Every command takes the same overrides and so finds the same study. Bad input
+ends with one line naming the fix and exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import warnings
+
+from rich.console import Console
+
+from trials.config import ConfigError
+
+COMMANDS = ("sweep", "report", "confirm", "export")
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m autotune", description=__doc__.split("\n\n")[0],
+                                     epilog=__doc__.split("\n\n", 1)[1],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("command", choices=COMMANDS)
+    parser.add_argument("--print-config", action="store_true",
+                        help="print the composed config (YAML) and exit")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
+    parser.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. sweep.n_trials=20")
+    return parser.parse_args(argv)
+
+
+def _quiet(verbose: bool) -> None:
+    import optuna
+
+    level = logging.INFO if verbose else logging.WARNING
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    optuna.logging.set_verbosity(level)
+    if not verbose:
+        warnings.filterwarnings("ignore", module="optuna")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    console = Console(highlight=False)
+    err = Console(stderr=True, highlight=False)
+    os.environ.setdefault("MPLCONFIGDIR", "/tmp/autotune-mpl")
+    _quiet(args.verbose)
+    try:
+        from omegaconf import OmegaConf
+
+        import autotune.settings  # noqa: F401 - registers the schema
+        from trials.compose import compose
+
+        composed = compose("sweep", args.overrides, with_choices=args.command == "sweep")
+        if args.print_config:
+            shown = OmegaConf.masked_copy(composed, [k for k in composed if k != "hydra"])
+            console.print(OmegaConf.to_yaml(shown), end="", markup=False)
+            return 0
+        return run_command(args.command, composed, args.overrides, console)
+    except ConfigError as exc:
+        err.print(f"autotune: error: {exc}", markup=False, soft_wrap=True)
+        return 2
+    except KeyboardInterrupt:
+        err.print("autotune: interrupted; run the same command again to resume", markup=False)
+        return 130
+
+
+def run_command(command: str, composed, overrides: list[str], console: Console) -> int:
+    if command == "sweep":
+        from autotune.sweep import Sweep
+
+        return Sweep(composed, overrides, console).run().exit_code
+    if command == "report":
+        from autotune.report import run_report
+
+        return run_report(composed, console)
+    if command == "confirm":
+        from autotune.confirm import run_confirm
+
+        return run_confirm(composed, console)
+    from autotune.export import run_export
+
+    return run_export(composed, console)

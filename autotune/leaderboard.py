@@ -1,0 +1,55 @@
+"""The table at the end of a sweep (and the start of a report): one row per trial."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from autotune.records import TrialRecord
+
+SHORT_NAMES = {
+    "runtime.mode": "mode", "precision": "prec", "train.micro_batches": "micro",
+    "runtime.threads": "thr", "train.recompute": "recomp", "data.num_workers": "workers",
+    "runtime.memory_optimize_level": "mem", "parallel.split": "split",
+    "runtime.jit_level": "jit", "data.prefetch": "prefetch",
+}
+
+
+def short(knob: str) -> str:
+    return SHORT_NAMES.get(knob, knob.rsplit(".", 1)[-1])
+
+
+def params_label(params: dict) -> str:
+    return " ".join(f"{short(k)}={v}" for k, v in params.items())
+
+
+def frame(records: list[TrialRecord], *, knobs: list[str] | None = None) -> pd.DataFrame:
+    """Trials as a DataFrame, best tokens/s first, then the rest by trial number."""
+    knobs = knobs or sorted({k for r in records for k in r.params})
+    rows = []
+    for r in records:
+        row = {"trial": r.number}
+        row.update({short(k): r.params.get(k) for k in knobs})
+        row.update({
+            "tokens/s": r.tokens_per_s, "MFU %": None if r.mfu is None else 100 * r.mfu,
+            "peak GiB": r.peak_memory_gib, "step s": r.step_time_s, "compile s": r.compile_s,
+            "state": r.state, "reason": r.reason + (f" (=#{r.reused_from})"
+                                                    if r.reused_from is not None else ""),
+        })
+        rows.append(row)
+    df = pd.DataFrame(rows)
+    if df.empty:
+        return df
+    df["_ok"] = df["tokens/s"].notna()
+    df = df.sort_values(["_ok", "tokens/s", "trial"], ascending=[False, False, True])
+    return df.drop(columns="_ok").reset_index(drop=True)
+
+
+def render(records: list[TrialRecord], *, limit: int = 20) -> str:
+    df = frame(records)
+    if df.empty:
+        return "(no trials)"
+    shown = df.head(limit)
+    text = shown.to_string(index=False, na_rep="-", float_format=lambda v: f"{v:,.2f}")
+    if len(df) > limit:
+        text += f"\n... {len(df) - limit} more (python -m autotune report)"
+    return text

@@ -1,0 +1,51 @@
+"""The sweep's progress bar: launches done/total, best tokens/s, current trial and phase, ETA."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                           TimeElapsedColumn, TimeRemainingColumn)
+
+
+class SweepProgress:
+    """A rich progress bar on a terminal; one plain line per finished trial otherwise."""
+
+    def __init__(self, total: int, done: int, *, enabled: bool, console: Console) -> None:
+        self.console = console
+        self.live = enabled and console.is_terminal
+        self.best: float | None = None
+        self.current = ""
+        self._progress = None
+        if self.live:
+            self._progress = Progress(
+                TextColumn("[bold]sweep"), BarColumn(), MofNCompleteColumn(),
+                TextColumn("best {task.fields[best]}"), TextColumn("{task.fields[current]}"),
+                TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+                console=console, transient=False)
+            self._task = self._progress.add_task("sweep", total=total, completed=done,
+                                                 best="-", current="")
+            self._progress.start()
+
+    def _best_text(self) -> str:
+        return f"{self.best:,.0f} tok/s" if self.best else "-"
+
+    def trial_phase(self, number: int, label: str, phase: str) -> None:
+        self.current = f"trial {number} {label} [{phase}]"
+        if self._progress is not None:
+            self._progress.update(self._task, current=self.current, best=self._best_text())
+
+    def trial_done(self, number: int, label: str, reason: str, tps: float | None,
+                   launched: bool) -> None:
+        if tps is not None and reason == "ok" and (self.best is None or tps > self.best):
+            self.best = tps
+        if self._progress is not None:
+            self._progress.update(self._task, advance=1 if launched else 0,
+                                  best=self._best_text(), current="")
+        speed = f"{tps:,.0f} tok/s" if tps is not None else "-"
+        cost = "" if launched else " (not launched)"
+        self.console.print(f"trial {number:>3} {reason:<11} {speed:>13}  {label}{cost}",
+                           highlight=False)
+
+    def close(self) -> None:
+        if self._progress is not None:
+            self._progress.stop()

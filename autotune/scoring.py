@@ -1,0 +1,115 @@
+"""Turn a trial's end into what Optuna stores: state, objective values, constraints, attrs.
+
+The mapping is where the sampler learns from failures:
+
+=================  =========  ==============================================
+reason             state      constraint (value > 0 = infeasible)
+=================  =========  ==============================================
+ok                 COMPLETE   memory_over_budget_gib = peak - budget
+oom                PRUNED     memory_over_budget_gib > 0 (TPE avoids neighbours)
+infeasible,        PRUNED     infeasible = 1
+unsupported,
+config_error
+diverged           PRUNED     diverged = 1
+slow               PRUNED     none: its intermediate tokens/s tell the story
+crash, hang,       FAIL       none
+timeout, orphaned
+=================  =========  ==============================================
+"""
+
+from __future__ import annotations
+
+import optuna
+from optuna.trial import TrialState
+
+from autotune import records as R
+from autotune.monitor import TrialResult
+
+PRUNED_REASONS = {"oom", "infeasible", "unsupported", "config_error", "diverged", "slow"}
+CONSTRAINT_KEYS = ("memory_over_budget_gib", "infeasible", "diverged")
+
+
+def state_for(reason: str) -> TrialState:
+    if reason == "ok":
+        return TrialState.COMPLETE
+    if reason in PRUNED_REASONS:
+        return TrialState.PRUNED
+    return TrialState.FAIL
+
+
+def constraints_for(reason: str, peak_gib: float | None, budget_gib: float) -> dict[str, float]:
+    over = (peak_gib - budget_gib) if peak_gib is not None else -budget_gib
+    if reason == "oom":
+        over = max(over, 0.0) + 1.0  # strictly infeasible even if the peak was not measured
+    return {
+        "memory_over_budget_gib": over,
+        "infeasible": 1.0 if reason in ("infeasible", "unsupported", "config_error") else 0.0,
+        "diverged": 1.0 if reason == "diverged" else 0.0,
+    }
+
+
+def peak_of(result: TrialResult) -> float | None:
+    card = result.summary or {}
+    peak = card.get("resources", {}).get("peak_rss_gib_max_rank")
+    if peak is None and result.steps:
+        peaks = [s.get("peak_rss_gib") for s in result.steps if s.get("peak_rss_gib")]
+        peak = max(peaks) if peaks else None
+    return peak
+
+
+def tell(study: optuna.Study, trial: optuna.Trial, result: TrialResult, *, budget_gib: float,
+         multi_objective: bool) -> TrialState:
+    """Record the result on the trial and tell Optuna. Failures are data, never raised."""
+    peak = peak_of(result)
+    attrs = {R.REASON: result.reason, R.DETAIL: result.detail[:500], R.WALL_S: result.wall_s}
+    if result.summary is not None:
+        attrs[R.SCORECARD] = {k: v for k, v in result.summary.items()
+                              if k in ("correctness", "performance", "stability", "resources")}
+    elif result.steps:  # a stopped trial: keep what was measured, computed the same way
+        from trials.scorecard import scorecard
+
+        attrs[R.SCORECARD] = scorecard(result.steps, flops_per_token=None, peak_flops=None,
+                                       recompute=False, peak_rss_gib=[peak] if peak else [],
+                                       budget_gib=budget_gib, spike_factor=float("inf"))
+    if result.log_tail:
+        attrs[R.LOG_TAIL] = result.log_tail
+    for key, value in attrs.items():
+        trial.set_user_attr(key, value)
+    state = state_for(result.reason)
+    if state is not TrialState.FAIL:
+        for key, value in constraints_for(result.reason, peak, budget_gib).items():
+            trial.set_constraint(key, value)
+    if state is TrialState.COMPLETE:
+        tps = float(result.summary["performance"]["tokens_per_s"])
+        values = [tps, float(peak or 0.0)] if multi_objective else tps
+        study.tell(trial, values)
+    else:
+        study.tell(trial, state=state)
+    return state
+
+
+def tell_reused(study: optuna.Study, trial: optuna.Trial, original: optuna.trial.FrozenTrial,
+                *, multi_objective: bool) -> None:
+    """A proposal identical to a finished trial: reuse its result, mark it, launch nothing."""
+    for key, value in original.user_attrs.items():
+        if key not in (R.LAUNCHED, R.WORKER, R.PROCESS, R.HEARTBEAT, R.ROLE, R.TRIAL_DIR):
+            trial.set_user_attr(key, value)
+    trial.set_user_attr(R.REUSED_FROM, original.number)
+    trial.set_user_attr(R.LAUNCHED, False)
+    for key, value in original.constraints.items():
+        trial.set_constraint(key, value)
+    if original.state is TrialState.COMPLETE:
+        study.tell(trial, original.values if multi_objective else original.value)
+    else:
+        study.tell(trial, state=original.state)
+
+
+def tell_rejected(study: optuna.Study, trial: optuna.Trial, detail: str, *, budget_gib: float,
+                  reason: str = "infeasible") -> None:
+    """Rejected before launch (structural rule or dominated by an OOM): zero cost."""
+    trial.set_user_attr(R.REASON, reason)
+    trial.set_user_attr(R.DETAIL, detail[:500])
+    trial.set_user_attr(R.LAUNCHED, False)
+    for key, value in constraints_for(reason, None, budget_gib).items():
+        trial.set_constraint(key, value)
+    study.tell(trial, state=TrialState.PRUNED)

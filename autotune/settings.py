@@ -1,0 +1,92 @@
+"""Typed schema of ``conf/sweep.yaml``: the trial config plus the sweep and the search space.
+
+The orchestrator composes the same config groups as the trial program, so
+``workload=gpt_tiny`` or ``runtime.threads=2`` mean the same thing in both.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from hydra.core.config_store import ConfigStore
+
+from trials.config import TrialConfig
+
+
+class Objective(str, enum.Enum):
+    throughput = "throughput"  # maximise tokens/s with peak memory <= budget (a constraint)
+    pareto = "pareto"  # maximise tokens/s and minimise peak memory; keeps the Pareto front
+
+
+@dataclass
+class StopRules:
+    """When the orchestrator stops a trial early."""
+
+    #: Seconds from launch to the first finished step (process start + graph compile).
+    compile_timeout_s: float = 180.0
+    #: Seconds without a new step after the first one: a hang.
+    step_timeout_s: float = 60.0
+    #: Hard cap on one trial's wall time.
+    wall_timeout_s: float = 900.0
+    #: Prune when tokens/s so far < slow_ratio x the best completed trial's tokens/s.
+    slow_ratio: float = 0.5
+    #: Measured steps a trial gets before the slow rule may judge it.
+    slow_min_steps: int = 3
+
+
+@dataclass
+class SweepSettings:
+    """How the search runs and where the study lives."""
+
+    #: Study name; also the directory under runs_dir. Letters, digits, '.', '_', '-'.
+    study: str = "default"
+    #: Real trial launches in total, across resumes and workers.
+    n_trials: int = 12
+    #: Optuna storage URL; empty = SQLite at <runs_dir>/<study>/study.db.
+    storage: str = ""
+    runs_dir: str = "runs"
+    objective: Objective = Objective.throughput
+    #: Sampler seed; each (re)start adds the number of trials already in the study.
+    seed: int = 0
+    #: TPE startup trials before the model takes over.
+    n_startup_trials: int = 6
+    #: After the baseline, try each single-knob change of it before sampling.
+    neighbours: bool = False
+    #: End the sweep when more than this fraction of launches failed (crash/hang/timeout).
+    max_failure_rate: float = 0.5
+    #: ...but only once this many trials were launched.
+    min_trials_for_failure_rate: int = 4
+    #: Accept a study whose fingerprint (space, workload, hardware) differs.
+    allow_changed_space: bool = False
+    #: Seconds between heartbeats; a RUNNING trial silent for heartbeat_timeout_s is a zombie.
+    heartbeat_interval_s: float = 5.0
+    heartbeat_timeout_s: float = 60.0
+    #: Program that runs one trial (argv list); empty = the MindSpore trial program.
+    trial_command: list = field(default_factory=list)
+    stop: StopRules = field(default_factory=StopRules)
+    #: Show the progress bar (off when output is not a terminal).
+    progress: bool = True
+
+
+@dataclass
+class SearchConfig:
+    """Which knobs to explore: override path -> list of values.
+
+    ``parallel.split`` is one choice over "dp x mp x pp" strings such as "2x1x1"
+    (dependent knobs are one categorical over valid combinations).
+    """
+
+    name: str = "default"
+    knobs: dict = field(default_factory=dict)
+    #: Devices a job must use (dp x mp x pp); null = at most the hardware profile's devices.
+    devices: int | None = None
+
+
+@dataclass
+class SweepConfig(TrialConfig):
+    sweep: SweepSettings = field(default_factory=SweepSettings)
+    search: SearchConfig = field(default_factory=SearchConfig)
+
+
+ConfigStore.instance().store(name="sweep_schema", node=SweepConfig)

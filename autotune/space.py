@@ -1,0 +1,152 @@
+"""The search space as data: knobs (override paths) and the values to explore.
+
+A knob is either a config group (``precision: [fp32, fp16]``), a typed field
+(``train.micro_batches: [1, 2, 4]``), or ``parallel.split``: one categorical
+over "dp x mp x pp" strings, because the three are dependent. Each sampled
+point turns into Hydra overrides, composed exactly like the user's own.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+from optuna.distributions import CategoricalDistribution
+
+from autotune.settings import SearchConfig
+from trials.config import CONF_DIR, ConfigError, TrialConfig, to_trial_config, validate
+from trials.compose import compose
+
+SPLIT = "parallel.split"
+
+
+def format_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def split_overrides(split: str) -> list[str]:
+    try:
+        dp, mp, pp = (int(x) for x in str(split).split("x"))
+    except ValueError as exc:
+        raise ConfigError(f"{SPLIT} value {split!r} must look like 'DPxMPxPP', e.g. '2x1x1'") from exc
+    return [f"parallel.dp={dp}", f"parallel.mp={mp}", f"parallel.pp={pp}"]
+
+
+@dataclass(frozen=True)
+class Knob:
+    path: str
+    choices: tuple
+    is_group: bool
+
+    def overrides(self, value: Any) -> list[str]:
+        if self.path == SPLIT:
+            return split_overrides(value)
+        return [f"{self.path}={format_value(value)}"]
+
+
+class SearchSpace:
+    """Knobs plus the baseline point (the workload's default configuration)."""
+
+    def __init__(self, knobs: list[Knob], baseline: dict[str, Any], devices: int | None,
+                 base_overrides: list[str]) -> None:
+        self.knobs = knobs
+        self.baseline = baseline
+        self.devices = devices
+        self.base_overrides = list(base_overrides)
+
+    # -- construction ---------------------------------------------------------------------
+    @classmethod
+    def from_config(cls, search: SearchConfig, base: DictConfig,
+                    base_overrides: list[str]) -> SearchSpace:
+        """Build and check the space; ``base`` is the composed sweep config (with choices)."""
+        raw = OmegaConf.to_container(search.knobs) if isinstance(search.knobs, DictConfig) \
+            else dict(search.knobs)
+        if not raw:
+            raise ConfigError(f"search space {search.name!r} has no knobs: list some under "
+                              "search.knobs in conf/search/<name>.yaml")
+        choices = base.hydra.runtime.choices if "hydra" in base else {}
+        knobs, baseline = [], {}
+        for path, values in raw.items():
+            if not isinstance(values, list) or not values:
+                raise ConfigError(f"search knob {path!r} needs a non-empty list of values")
+            is_group = (CONF_DIR / path).is_dir()
+            current = _current_value(path, base, choices, is_group)
+            values = list(dict.fromkeys(values))  # drop repeats, keep order
+            if current not in values:  # the baseline must be a point of the space
+                values.insert(0, current)
+            knobs.append(Knob(path, tuple(values), is_group))
+            baseline[path] = current
+        space = cls(knobs, baseline, search.devices, base_overrides)
+        space._check_values()
+        return space
+
+    def _check_values(self) -> None:
+        """Every value must compose: an unknown group option or a bad type fails now."""
+        for knob in self.knobs:
+            for value in knob.choices:
+                try:
+                    compose("sweep", self.base_overrides + knob.overrides(value))
+                except ConfigError as exc:
+                    raise ConfigError(f"search knob {knob.path}={format_value(value)}: {exc}") \
+                        from exc
+
+    # -- use ------------------------------------------------------------------------------
+    def distributions(self) -> dict[str, CategoricalDistribution]:
+        return {k.path: CategoricalDistribution(list(k.choices)) for k in self.knobs}
+
+    def overrides(self, params: dict[str, Any]) -> list[str]:
+        out = list(self.base_overrides)
+        for knob in self.knobs:
+            out.extend(knob.overrides(params[knob.path]))
+        return out
+
+    def trial_config(self, params: dict[str, Any]) -> TrialConfig:
+        """The resolved trial config of a point. Raises ConfigError for an impossible one."""
+        cfg = to_trial_config(compose("sweep", self.overrides(params)))
+        validate(cfg)
+        return cfg
+
+    @property
+    def size(self) -> int:
+        return math.prod(len(k.choices) for k in self.knobs)
+
+    def points(self):
+        """Every point of the space (all knobs are categorical)."""
+        for values in itertools.product(*(k.choices for k in self.knobs)):
+            yield dict(zip((k.path for k in self.knobs), values))
+
+    def neighbours(self) -> list[dict[str, Any]]:
+        """One-knob-at-a-time changes of the baseline, in knob order."""
+        out = []
+        for knob in self.knobs:
+            for value in knob.choices:
+                if value != self.baseline[knob.path]:
+                    out.append({**self.baseline, knob.path: value})
+        return out
+
+    def describe(self) -> dict[str, list]:
+        return {k.path: list(k.choices) for k in self.knobs}
+
+
+def _current_value(path: str, base: DictConfig, choices, is_group: bool) -> Any:
+    if path == SPLIT:
+        p = base.parallel
+        return f"{p.dp}x{p.mp}x{p.pp}"
+    if is_group:
+        if path not in choices:
+            raise ConfigError(f"search knob {path!r} is a config group the sweep does not use")
+        return choices[path]
+    value = OmegaConf.select(base, path, default=_MISSING)
+    if value is _MISSING:
+        raise ConfigError(f"search knob {path!r} is not a config key or group; check its spelling")
+    if isinstance(value, (DictConfig, list)) or OmegaConf.is_config(value):
+        raise ConfigError(f"search knob {path!r} is a section, not a value; name a field in it")
+    return value.value if hasattr(value, "value") else value
+
+
+_MISSING = object()

@@ -1,0 +1,225 @@
+"""The study in its database: open or create it, guard resumes, reap zombies, count launches.
+
+Several orchestrators may share one study (e.g. on PostgreSQL): nothing here
+assumes it is the only writer. Trials are claimed through ``ask``; a RUNNING
+trial is only taken over when its owner is provably gone (same host, dead pid)
+or silent past the heartbeat timeout.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import socket
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+import optuna
+from optuna.storages import RDBStorage
+from optuna.exceptions import UpdateFinishedTrialError
+from optuna.trial import TrialState
+
+from autotune import launcher
+from autotune.records import HEARTBEAT, LAUNCHED, PROCESS, REASON, DETAIL, ROLE, WORKER
+from autotune.settings import Objective, SweepSettings
+from trials.config import ConfigError
+
+log = logging.getLogger(__name__)
+
+FINGERPRINT = "autotune.fingerprint"
+FINGERPRINT_PARTS = "autotune.fingerprint_parts"
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+
+
+def check_study_name(name: str) -> None:
+    if not _SAFE_NAME.match(name) or ".." in name:
+        raise ConfigError(f"sweep.study={name!r} is not a safe directory name: use letters, "
+                          "digits, '.', '_' and '-' (e.g. sweep.study=gpt_small_cpu)")
+
+
+def study_dir(settings: SweepSettings) -> Path:
+    return Path(settings.runs_dir).resolve() / settings.study
+
+
+def storage_url(settings: SweepSettings) -> str:
+    if settings.storage:
+        return settings.storage
+    return f"sqlite:///{study_dir(settings) / 'study.db'}"
+
+
+def redact(url: str) -> str:
+    """The URL with any password replaced: safe to print or write."""
+    return re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", url)
+
+
+def check_runs_dir(settings: SweepSettings) -> None:
+    """Fail early, writing nothing, when the run directory cannot be written."""
+    target = study_dir(settings)
+    probe = target
+    while not probe.exists():
+        probe = probe.parent
+    if not probe.is_dir() or not os.access(probe, os.W_OK | os.X_OK):
+        raise ConfigError(f"cannot write under {probe}: choose a writable sweep.runs_dir=PATH")
+
+
+def _check_sqlite_file(path: Path) -> None:
+    """An existing file must be an Optuna database; never write into a foreign one."""
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            tables = {r[0] for r in con.execute("select name from sqlite_master where type='table'")}
+        finally:
+            con.close()
+    except sqlite3.DatabaseError as exc:
+        raise ConfigError(f"{path} is not a SQLite database ({exc}): move it away or choose "
+                          "another sweep.study / sweep.storage") from exc
+    if "studies" not in tables or "trials" not in tables:
+        raise ConfigError(f"{path} is a SQLite database but not an Optuna study database: "
+                          "choose another sweep.study or sweep.storage")
+
+
+def _check_rdb(url: str) -> None:
+    """Reachable, and either empty or an Optuna schema."""
+    import sqlalchemy
+
+    try:
+        engine = sqlalchemy.create_engine(url)
+        with engine.connect():
+            tables = set(sqlalchemy.inspect(engine).get_table_names())
+    except Exception as exc:  # noqa: BLE001 - drivers raise many types
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ConfigError(f"cannot reach study storage {redact(url)} ({first[:200]}): "
+                          "check sweep.storage") from exc
+    if tables and not {"studies", "trials"} <= tables:
+        raise ConfigError(f"storage {redact(url)} holds tables of another application: "
+                          "use an empty database for sweep.storage")
+
+
+def open_storage(settings: SweepSettings, *, create: bool) -> RDBStorage | optuna.storages.BaseStorage:
+    url = storage_url(settings)
+    if url.startswith("sqlite:///"):
+        path = Path(url[len("sqlite:///"):])
+        _check_sqlite_file(path)
+        if not path.exists() and not create:
+            raise ConfigError(f"no study database at {path}: run `python -m autotune sweep` "
+                              "first or set sweep.study / sweep.storage")
+        if create:
+            path.parent.mkdir(parents=True, exist_ok=True)
+    elif "://" in url:
+        _check_rdb(url)
+    else:
+        raise ConfigError(f"sweep.storage={redact(url)!r} is not a database URL "
+                          "(e.g. postgresql+psycopg2://user@host:5432/db)")
+    try:
+        return RDBStorage(url, engine_kwargs={"pool_pre_ping": True} if "postgres" in url else {})
+    except Exception as exc:  # noqa: BLE001
+        raise ConfigError(f"cannot open study storage {redact(url)}: "
+                          f"{str(exc).splitlines()[0][:200]}") from exc
+
+
+def fingerprint(parts: dict[str, Any]) -> str:
+    blob = json.dumps(parts, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def directions(objective: Objective) -> list[str]:
+    if objective is Objective.pareto:
+        return ["maximize", "minimize"]
+    return ["maximize"]
+
+
+def load_or_create(settings: SweepSettings, storage, parts: dict[str, Any]) -> optuna.Study:
+    """Create the study, or resume it when its fingerprint matches (or the user allows)."""
+    name = settings.study
+    try:
+        study = optuna.load_study(study_name=name, storage=storage)
+    except KeyError:
+        study = optuna.create_study(study_name=name, storage=storage,
+                                    directions=directions(settings.objective))
+        study.set_user_attr(FINGERPRINT, fingerprint(parts))
+        study.set_user_attr(FINGERPRINT_PARTS, json.loads(json.dumps(parts, default=str)))
+        return study
+    if list(study.directions) != [optuna.study.StudyDirection.MAXIMIZE
+                                  if d == "maximize" else optuna.study.StudyDirection.MINIMIZE
+                                  for d in directions(settings.objective)]:
+        raise ConfigError(f"study {name!r} was created with another objective: keep "
+                          f"sweep.objective as it was or use a new sweep.study")
+    stored = study.user_attrs.get(FINGERPRINT)
+    new = fingerprint(parts)
+    if stored is not None and stored != new:
+        old_parts = study.user_attrs.get(FINGERPRINT_PARTS, {})
+        changed = sorted(k for k in set(old_parts) | set(parts)
+                         if json.dumps(old_parts.get(k), sort_keys=True, default=str)
+                         != json.dumps(parts.get(k), sort_keys=True, default=str))
+        if not settings.allow_changed_space:
+            raise ConfigError(
+                f"study {name!r} was run with a different {', '.join(changed) or 'setup'} "
+                f"(fingerprint {stored} != {new}): use a new sweep.study=NAME, or "
+                "sweep.allow_changed_space=true to continue it anyway")
+        log.warning("continuing study %s with a changed %s", name, ", ".join(changed))
+        study.set_user_attr(FINGERPRINT, new)
+        study.set_user_attr(FINGERPRINT_PARTS, json.loads(json.dumps(parts, default=str)))
+    return study
+
+
+def count_launches(study: optuna.Study) -> int:
+    """Real launches so far (all workers); orphaned ones are retried, so they don't count."""
+    return sum(1 for t in study.get_trials(deepcopy=False)
+               if t.user_attrs.get(LAUNCHED) and t.user_attrs.get(REASON) != "orphaned")
+
+
+def worker_identity() -> dict[str, Any]:
+    return {"host": socket.gethostname(), "pid": os.getpid()}
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def reap_zombies(study: optuna.Study, settings: SweepSettings) -> list[int]:
+    """Fail RUNNING trials whose orchestrator is gone, kill their orphans, re-queue them."""
+    me = worker_identity()
+    now = time.time()
+    reaped = []
+    storage = study._storage
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        worker = trial.user_attrs.get(WORKER) or {}
+        beat = float(trial.user_attrs.get(HEARTBEAT, 0.0) or 0.0)
+        same_host = worker.get("host") == me["host"]
+        owner_dead = same_host and worker.get("pid") != me["pid"] and not _pid_alive(
+            int(worker.get("pid", 0) or 0))
+        silent = beat and now - beat > settings.heartbeat_timeout_s
+        unclaimed = not worker and trial.datetime_start is not None and (
+            now - trial.datetime_start.timestamp() > settings.heartbeat_timeout_s)
+        if not (owner_dead or silent or unclaimed):
+            continue
+        process = trial.user_attrs.get(PROCESS) or {}
+        killed = 0
+        if process.get("host") == me["host"] and process.get("marker"):
+            killed = launcher.kill_marked(process["marker"])
+        try:
+            storage.set_trial_user_attr(trial._trial_id, REASON, "orphaned")
+            storage.set_trial_user_attr(trial._trial_id, DETAIL,
+                                        f"orchestrator gone; {killed} orphan process(es) killed; "
+                                        "configuration re-queued")
+            storage.set_trial_state_values(trial._trial_id, TrialState.FAIL)
+        except UpdateFinishedTrialError:
+            continue  # another worker reaped it (or its owner finished) first
+        if trial.params:
+            study.enqueue_trial(trial.params, user_attrs={ROLE: "retry", "retry_of": trial.number},
+                                skip_if_exists=False)
+        reaped.append(trial.number)
+    return reaped
