@@ -69,7 +69,20 @@ _OOM_MARKERS = ("Allocate memory failed", "bad_alloc", "Out of memory", "out of 
                 "Cannot allocate memory", "Malloc for kernel", "memory isn't enough")
 
 
+def near_address_limit(margin_gib: float = 0.25) -> bool:
+    """True when this process's peak virtual size reached its RLIMIT_AS (minus a margin).
+
+    A structured signal for failures the limit caused but MindSpore reports in other
+    words (e.g. a dataset thread that could not get its stack: "Resource temporarily
+    unavailable").
+    """
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    if soft == resource.RLIM_INFINITY:
+        return False
+    return _status_kib("self", "VmPeak") * 1024 >= soft - margin_gib * GIB
+
+
 def is_oom(exc: BaseException) -> bool:
-    if isinstance(exc, MemoryError):
+    if isinstance(exc, MemoryError) or near_address_limit():
         return True
     return isinstance(exc, RuntimeError) and any(m in str(exc) for m in _OOM_MARKERS)

@@ -125,3 +125,19 @@ def peak_flops_for(cfg: TrialConfig) -> float | None:
         return peak_flops(dtype, cache_dir(cfg))
     except (RuntimeError, TypeError, ValueError):
         return None  # no such dtype here: MFU is not reported rather than invented
+
+
+def applied_settings(cfg: TrialConfig) -> dict:
+    """The knob values as MindSpore reports them back (what really took effect)."""
+    import mindspore.dataset as ds
+
+    mode = ms.get_context("mode")
+    out = {
+        "device_target": ms.get_context("device_target"),
+        "mode": "graph" if mode == ms.GRAPH_MODE else "pynative",
+        "prefetch_size": ds.config.get_prefetch_size(),
+        "dataset_seed": ds.config.get_seed(),
+    }
+    if cfg.hardware.backend is Backend.CPU:
+        out["cpu_threads"] = cfg.runtime.threads or None
+    return out

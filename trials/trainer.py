@@ -50,12 +50,14 @@ class Trainer:
         cfg = self.cfg
         self.workload = load_workload(cfg.workload)
         model = self.workload.build_model()
+        blocks = self.workload.blocks(model)
         if cfg.train.recompute:
-            for block in self.workload.blocks(model):
+            for block in blocks:
                 block.recompute()
         if cfg.parallel.mp > 1:
             runtime_setup.shard_model_parallel(model, cfg.parallel.dp, cfg.parallel.mp)
         self.flops_per_token = self.workload.flops_per_token(model)
+        raw_model = model
         model = runtime_setup.apply_precision(model, cfg)
         loss_net = self.workload.build_loss(model)
         if cfg.parallel.pp > 1:  # Ascend/GPU only: refused earlier on CPU
@@ -77,6 +79,13 @@ class Trainer:
             cfg.data, batch_size=micro_batch_size(cfg), num_shards=cfg.parallel.dp,
             shard_id=self.rank, seed=cfg.train.seed, cache_dir=runtime_setup.cache_dir(cfg))
         self.tokens_per_step = cfg.train.global_batch * self.workload.tokens_per_sample
+        self.applied = runtime_setup.applied_settings(cfg)
+        self.applied.update(
+            jit_level=cfg.runtime.jit_level.value if cfg.runtime.mode.value == "graph" else None,
+            recomputed_blocks=len(blocks) if cfg.train.recompute else 0,
+            dense_compute_dtype=_first_dense_dtype(raw_model),
+            loss_scaler=type(self.scaler).__name__ if self.scaler else None,
+            dataset_workers=cfg.data.num_workers, accumulation_steps=self.accumulation)
 
     # -- loop -----------------------------------------------------------------------------
     def _phase(self, step: int) -> Phase:
@@ -137,7 +146,8 @@ class Trainer:
                           total_steps=total, accumulation=self.accumulation,
                           micro_batch_size=micro_batch_size(cfg),
                           tokens_per_step=self.tokens_per_step,
-                          flops_per_token=self.flops_per_token, budget_gib=self.budget_gib)
+                          flops_per_token=self.flops_per_token, budget_gib=self.budget_gib,
+                          applied=self.applied)
         # Skip the batches a resumed run has consumed so the data order continues.
         iterator = self.dataset.skip(start_step * self.accumulation).create_tuple_iterator(
             num_epochs=-1, output_numpy=False)
@@ -192,6 +202,15 @@ class Trainer:
         return scorecard(self.steps, flops_per_token=self.flops_per_token, peak_flops=peak_flops,
                          recompute=self.cfg.train.recompute, peak_rss_gib=peaks,
                          budget_gib=self.budget_gib, spike_factor=self.cfg.guard.spike_factor)
+
+
+def _first_dense_dtype(model: nn.Cell) -> str:
+    """The compute dtype auto_mixed_precision flagged on the first Dense layer."""
+    for _, cell in model.cells_and_names():
+        if isinstance(cell, nn.Dense):
+            flags = cell.get_flags()
+            return next((name for name in ("fp16", "bf16") if flags.get(name)), "fp32")
+    return "fp32"
 
 
 def gather_floats(value: float, world: int) -> list[float]:
