@@ -27,8 +27,15 @@ from trials.config import ConfigError
 COMMANDS = ("sweep", "report", "confirm", "export")
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (exit code 2) like every other bad input."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m autotune", description=__doc__.split("\n\n")[0],
+    parser = OneLineParser(prog="python -m autotune", description=__doc__.split("\n\n")[0],
                                      epilog=__doc__.split("\n\n", 1)[1],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("command", choices=COMMANDS)
@@ -36,7 +43,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="print the composed config (YAML) and exit")
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. sweep.n_trials=20")
-    return parser.parse_args(argv)
+    return parser.parse_intermixed_args(argv)
 
 
 def _quiet(verbose: bool) -> None:

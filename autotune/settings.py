@@ -84,9 +84,49 @@ class SearchConfig:
 
 
 @dataclass
+class ReportSettings:
+    """``python -m autotune report``."""
+
+    #: Output directory; empty = <runs_dir>/<study>/report.
+    out: str = ""
+
+
+@dataclass
+class ConfirmSettings:
+    """``python -m autotune confirm``: re-measure the finalists, interleaved."""
+
+    #: How many of the best distinct configurations to re-run.
+    top_k: int = 3
+    #: Runs of each, interleaved (A B C A B C ...).
+    repeats: int = 3
+
+
+@dataclass
+class ExportSettings:
+    """``python -m autotune export``: the chosen trial as a production job."""
+
+    #: Output directory; empty = <runs_dir>/<study>/export.
+    out: str = ""
+    #: Trial number to export; null = the best feasible trial.
+    trial: int | None = None
+    #: Choose by confirmed medians where `confirm` has run.
+    use_confirmed: bool = True
+    #: Pareto studies: the fastest trial with at least this much memory headroom (GiB).
+    min_headroom_gib: float = 0.0
+    #: Write into a non-empty output directory.
+    overwrite: bool = False
+    #: Production run of the exported job: total steps and checkpoint interval.
+    steps: int = 1000
+    checkpoint_every: int = 100
+
+
+@dataclass
 class SweepConfig(TrialConfig):
     sweep: SweepSettings = field(default_factory=SweepSettings)
     search: SearchConfig = field(default_factory=SearchConfig)
+    report: ReportSettings = field(default_factory=ReportSettings)
+    confirm: ConfirmSettings = field(default_factory=ConfirmSettings)
+    export: ExportSettings = field(default_factory=ExportSettings)
 
 
 ConfigStore.instance().store(name="sweep_schema", node=SweepConfig)

@@ -135,7 +135,19 @@ def directions(objective: Objective) -> list[str]:
     return ["maximize"]
 
 
-def load_or_create(settings: SweepSettings, storage, parts: dict[str, Any]) -> optuna.Study:
+def _check_distributions(study: optuna.Study, distributions: dict) -> None:
+    """Optuna cannot change a categorical's choices within one study."""
+    for trial in study.get_trials(deepcopy=False):
+        for name, old in trial.distributions.items():
+            new = distributions.get(name)
+            if new is not None and new != old:
+                raise ConfigError(
+                    f"study {study.study_name!r} explored {name} over {list(old.choices)}; "
+                    f"its values cannot change within a study: use a new sweep.study=NAME")
+
+
+def load_or_create(settings: SweepSettings, storage, parts: dict[str, Any],
+                   distributions: dict) -> optuna.Study:
     """Create the study, or resume it when its fingerprint matches (or the user allows)."""
     name = settings.study
     try:
@@ -163,6 +175,7 @@ def load_or_create(settings: SweepSettings, storage, parts: dict[str, Any]) -> o
                 f"study {name!r} was run with a different {', '.join(changed) or 'setup'} "
                 f"(fingerprint {stored} != {new}): use a new sweep.study=NAME, or "
                 "sweep.allow_changed_space=true to continue it anyway")
+        _check_distributions(study, distributions)
         log.warning("continuing study %s with a changed %s", name, ", ".join(changed))
         study.set_user_attr(FINGERPRINT, new)
         study.set_user_attr(FINGERPRINT_PARTS, json.loads(json.dumps(parts, default=str)))
@@ -223,3 +236,15 @@ def reap_zombies(study: optuna.Study, settings: SweepSettings) -> list[int]:
                                 skip_if_exists=False)
         reaped.append(trial.number)
     return reaped
+
+
+def load_existing(settings: SweepSettings) -> optuna.Study:
+    """Open a study that a sweep created; ConfigError (one line) when there is none."""
+    check_study_name(settings.study)
+    storage = open_storage(settings, create=False)
+    try:
+        return optuna.load_study(study_name=settings.study, storage=storage)
+    except KeyError as exc:
+        names = [s.study_name for s in optuna.get_all_study_summaries(storage)]
+        raise ConfigError(f"no study {settings.study!r} in {redact(storage_url(settings))} "
+                          f"(it has: {', '.join(names) or 'none'}): set sweep.study") from exc

@@ -25,7 +25,7 @@ from autotune import study as S
 from autotune.progress import SweepProgress
 from autotune.settings import Objective, SweepSettings
 from autotune.space import SearchSpace
-from trials.config import TrialConfig, memory_budget_gib, micro_batch_size, to_trial_config
+from trials.config import ConfigError, TrialConfig, memory_budget_gib, micro_batch_size, to_trial_config
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +48,9 @@ class Sweep:
         S.check_study_name(self.settings.study)
         self.space = SearchSpace.from_config(self.search, composed, overrides)
         self.base: TrialConfig = to_trial_config(composed)
+        _, problem = feasibility.structural_problem(self.space, self.space.baseline)
+        if problem:
+            raise ConfigError(f"the baseline configuration is impossible: {problem}")
         self.budget_gib = memory_budget_gib(self.base)
         self.multi = self.settings.objective is Objective.pareto
         self.dir = S.study_dir(self.settings)
@@ -66,7 +69,8 @@ class Sweep:
     def run(self) -> SweepOutcome:
         S.check_runs_dir(self.settings)
         storage = S.open_storage(self.settings, create=True)
-        study = S.load_or_create(self.settings, storage, self.fingerprint_parts())
+        study = S.load_or_create(self.settings, storage, self.fingerprint_parts(),
+                                  self.space.distributions())
         reaped = S.reap_zombies(study, self.settings)
         if reaped:
             self.console.print(f"reaped {len(reaped)} trial(s) left RUNNING by a stopped "
@@ -112,6 +116,7 @@ class Sweep:
     # -- one proposal ---------------------------------------------------------------------
     def _one_trial(self, study: optuna.Study, progress: SweepProgress) -> bool:
         """Ask for a point and settle it; True when a process was launched."""
+        self._queue_next_neighbour(study)
         trial = study.ask(self.space.distributions())
         params = dict(trial.params)
         label = leaderboard.params_label(params)
@@ -189,13 +194,26 @@ class Sweep:
 
     # -- helpers --------------------------------------------------------------------------
     def _seed_queue(self, study: optuna.Study) -> None:
-        """Trial 0 is the baseline; optionally its one-knob neighbours follow."""
-        if study.get_trials(deepcopy=False):
+        """Trial 0 is the baseline."""
+        if not study.get_trials(deepcopy=False):
+            study.enqueue_trial(self.space.baseline, user_attrs={R.ROLE: "baseline"})
+
+    def _queue_next_neighbour(self, study: optuna.Study) -> None:
+        """With sweep.neighbours, the one-knob changes of the baseline come before sampling.
+
+        Queued one at a time, only when nothing else waits, so that retries of
+        orphaned trials go first and a resume picks up where it stopped.
+        """
+        if not self.settings.neighbours:
             return
-        study.enqueue_trial(self.space.baseline, user_attrs={R.ROLE: "baseline"})
-        if self.settings.neighbours:
-            for point in self.space.neighbours():
+        trials = study.get_trials(deepcopy=False)
+        if any(t.state is TrialState.WAITING for t in trials):
+            return
+        seen = [t.params for t in trials] + [t.system_attrs.get("fixed_params") for t in trials]
+        for point in self.space.neighbours():
+            if point not in seen:
                 study.enqueue_trial(point, user_attrs={R.ROLE: "neighbour"})
+                return
 
     def _sampler(self, study: optuna.Study) -> optuna.samplers.BaseSampler:
         # A fixed seed would re-propose the same first points after a resume.

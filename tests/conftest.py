@@ -68,3 +68,52 @@ def run_trial(tmp_path):
         return TrialRun(proc, workdir)
 
     return run
+
+
+class SweepHarness:
+    """Runs ``python -m autotune sweep`` in-process against a scratch study and search space."""
+
+    def __init__(self, tmp_path: Path, monkeypatch, capsys) -> None:
+        self.tmp = tmp_path
+        self.monkeypatch = monkeypatch
+        self.capsys = capsys
+        self.conf = tmp_path / "conf"
+        self.runs = tmp_path / "runs"
+        monkeypatch.setenv("AUTOTUNE_CACHE", project_env()["AUTOTUNE_CACHE"])
+
+    def space(self, name: str, knobs: dict, **extra) -> str:
+        import yaml
+
+        (self.conf / "search").mkdir(parents=True, exist_ok=True)
+        body = {"name": name, "knobs": knobs, **extra}
+        (self.conf / "search" / f"{name}.yaml").write_text(yaml.safe_dump(body))
+        return name
+
+    def script(self, rules: list[dict] | None = None, **opts) -> None:
+        self.monkeypatch.setenv("AUTOTUNE_FAKE", json.dumps({"rules": rules or [], **opts}))
+
+    def overrides(self, search: str, *extra: str, study: str = "s", fake: bool = True) -> list[str]:
+        out = [f"hydra.searchpath=[file://{self.conf}]", f"search={search}",
+               f"sweep.runs_dir={self.runs}", f"sweep.study={study}", "sweep.progress=false",
+               "workload=gpt_tiny", "runtime.threads=2"]
+        if fake:
+            out.append(f"sweep.trial_command=[{sys.executable},{ROOT / 'tests' / 'fake_trial.py'}]")
+        return out + list(extra)
+
+    def run(self, search: str, *extra: str, study: str = "s", fake: bool = True):
+        from autotune.cli import main
+
+        code = main(["sweep", *self.overrides(search, *extra, study=study, fake=fake)])
+        out = self.capsys.readouterr()
+        return code, out.out, out.err
+
+    def study(self, study: str = "s"):
+        import optuna
+
+        return optuna.load_study(study_name=study,
+                                 storage=f"sqlite:///{self.runs / study / 'study.db'}")
+
+
+@pytest.fixture
+def harness(tmp_path, monkeypatch, capsys):
+    return SweepHarness(tmp_path, monkeypatch, capsys)

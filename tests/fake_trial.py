@@ -1,0 +1,96 @@
+"""A scripted stand-in for the trial program, for orchestrator edge cases.
+
+Called exactly like the real one (``--config config.yaml``), it writes the same
+metrics format through the same writer (trials/metrics_log.py) and exits with
+the same codes, but trains nothing. What it does is scripted by the
+``AUTOTUNE_FAKE`` environment variable (JSON)::
+
+    {"rules": [{"when": {"train.micro_batches": 4}, "do": "oom"}, ...],
+     "steps": 6, "step_sleep": 0.02}
+
+``do`` is one of ok, hang, hang_before_first_step, crash, oom, diverged, slow,
+unsupported, sigkill. Throughput is a deterministic function of the knobs, so
+tests know which configuration should win: tokens/s = 1000 x threads / micro_batches.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from omegaconf import OmegaConf  # noqa: E402
+
+from trials.metrics_log import MetricsLog  # noqa: E402
+from trials.protocol import Event, Outcome, Phase  # noqa: E402
+from trials.scorecard import scorecard  # noqa: E402
+
+
+def behaviour(cfg, script: dict) -> str:
+    for rule in script.get("rules", []):
+        if all(str(OmegaConf.select(cfg, key)) == str(value)
+               for key, value in rule["when"].items()):
+            return rule["do"]
+    return "ok"
+
+
+def finish(log: MetricsLog, outcome: Outcome, reason: str = "") -> None:
+    log.emit(Event.END, outcome=outcome.value, reason=reason)
+    log.close()
+    sys.exit(outcome.exit_code)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--config", required=True)
+    args, _ = parser.parse_known_args()
+    cfg = OmegaConf.load(args.config)
+    script = json.loads(os.environ.get("AUTOTUNE_FAKE", "{}"))
+    do = behaviour(cfg, script)
+    log = MetricsLog(Path(cfg.run.metrics_path))
+    (Path.cwd() / "pid").write_text(str(os.getpid()))
+    log.emit(Event.START, world_size=1, applied={"fake": True, "do": do})
+    if do == "hang_before_first_step":
+        time.sleep(3600)
+    threads = int(cfg.runtime.threads) or 2
+    tps = 1000.0 * threads / int(cfg.train.micro_batches)
+    if do == "slow":
+        tps /= 10
+    peak = 0.5 * int(cfg.train.micro_batches)
+    tokens = 256
+    n_steps = int(script.get("steps", 6))
+    steps = []
+    for i in range(n_steps):
+        if do == "hang" and i == 2:
+            time.sleep(3600)
+        if do == "crash" and i == 2:
+            raise RuntimeError("scripted crash")
+        if do == "sigkill" and i == 2:
+            os.kill(os.getpid(), 9)
+        if do == "diverged" and i == 2:
+            finish(log, Outcome.DIVERGED, "loss non-finite for 3 consecutive steps")
+        if do == "oom" and i == 1:
+            finish(log, Outcome.OOM, "peak RSS 9.00 GiB over the memory budget 8.00 GiB")
+        if do == "unsupported":
+            finish(log, Outcome.UNSUPPORTED, "scripted: not on this backend")
+        phase = Phase.COMPILE if i == 0 else (Phase.WARMUP if i == 1 else Phase.MEASURE)
+        step = {"step": i, "phase": phase.value, "loss": 5.0 - 0.1 * i, "grad_norm": 1.0,
+                "clipped": False, "overflow": False, "updated": True, "loss_scale": 1.0,
+                "step_s": tokens / tps, "data_wait_s": 0.0, "tokens": tokens,
+                "peak_rss_gib": peak}
+        steps.append(step)
+        log.emit(Event.STEP, **step)
+        time.sleep(float(script.get("step_sleep", 0.02)) * (20 if do == "slow" else 1))
+    card = scorecard(steps, flops_per_token=1e6, peak_flops=1e12, recompute=False,
+                     peak_rss_gib=[peak], budget_gib=8.0, spike_factor=8.0)
+    log.emit(Event.SUMMARY, **card)
+    finish(log, Outcome.OK)
+
+
+if __name__ == "__main__":
+    main()

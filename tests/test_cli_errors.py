@@ -1,0 +1,91 @@
+"""Bad input ends in one line naming the fix, exit code 2, no traceback, nothing written."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+
+def assert_one_line_error(code: int, err: str, *needles: str) -> None:
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("autotune: error: ")
+    assert "Traceback" not in err
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
+@pytest.mark.parametrize("override, needles", [
+    ("sweep.n_trails=3", ("Could not override 'sweep.n_trails'", "check its spelling")),
+    ("precision=int8", ("precision/int8", "Available options in 'precision': bf16, fp16, fp32")),
+    ("sweep.n_trials=many", ("sweep.n_trials=many", "could not be converted to Integer")),
+    ("runtime.mode=eager", ("expected one of [graph, pynative]",)),
+    ("sweep.study=../escape", ("not a safe directory name",)),
+    ("parallel.dp=3", ("baseline configuration is impossible",
+                       "train.global_batch=8 is not divisible")),
+    ("parallel.dp=4", ("baseline configuration is impossible", "hardware profile cpu has 2")),
+])
+def test_bad_overrides(harness, override, needles):
+    space = harness.space("ok", {"train.micro_batches": [1, 2]})
+    code, _, err = harness.run(space, override)
+    assert_one_line_error(code, err, *needles)
+    assert not harness.runs.exists()
+
+
+def test_empty_search_space(harness):
+    space = harness.space("empty", {})
+    code, _, err = harness.run(space)
+    assert_one_line_error(code, err, "has no knobs")
+    assert not harness.runs.exists()
+
+
+def test_unknown_knob_and_unknown_knob_value(harness):
+    code, _, err = harness.run(harness.space("k", {"train.micro_batchs": [1, 2]}))
+    assert_one_line_error(code, err, "train.micro_batchs", "not a config key")
+    code, _, err = harness.run(harness.space("v", {"precision": ["fp32", "fp8"]}))
+    assert_one_line_error(code, err, "search knob precision=fp8", "Available options")
+    assert not harness.runs.exists()
+
+
+def test_foreign_and_broken_databases_are_left_untouched(harness, tmp_path):
+    space = harness.space("ok", {"train.micro_batches": [1, 2]})
+    foreign = tmp_path / "foreign.db"
+    con = sqlite3.connect(foreign)
+    con.execute("create table invoices (id integer)")
+    con.commit()
+    con.close()
+    before = foreign.read_bytes()
+    code, _, err = harness.run(space, f"sweep.storage=sqlite:///{foreign}")
+    assert_one_line_error(code, err, "not an Optuna study database")
+    assert foreign.read_bytes() == before
+    broken = tmp_path / "broken.db"
+    broken.write_text("this is not sqlite" * 100)
+    code, _, err = harness.run(space, f"sweep.storage=sqlite:///{broken}")
+    assert_one_line_error(code, err, "is not a SQLite database")
+
+
+def test_unreachable_database(harness):
+    space = harness.space("ok", {"train.micro_batches": [1, 2]})
+    code, _, err = harness.run(space, "sweep.storage=postgresql+psycopg2://nobody:secret@127.0.0.1:9/x")
+    assert_one_line_error(code, err, "cannot reach study storage", "check sweep.storage")
+    assert "secret" not in err  # a password is never printed
+
+
+def test_unwritable_runs_dir(harness, tmp_path):
+    space = harness.space("ok", {"train.micro_batches": [1, 2]})
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    code, _, err = harness.run(space, f"sweep.runs_dir={blocker}/runs")
+    assert_one_line_error(code, err, "sweep.runs_dir")
+
+
+def test_print_config_runs_nothing(harness):
+    from autotune.cli import main
+
+    space = harness.space("ok", {"train.micro_batches": [1, 2]})
+    code = main(["sweep", "--print-config", *harness.overrides(space)])
+    out = harness.capsys.readouterr().out
+    assert code == 0 and "n_trials: 12" in out and "micro_batches" in out
+    assert not harness.runs.exists()

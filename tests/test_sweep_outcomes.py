@@ -1,0 +1,133 @@
+"""The orchestrator against a scripted fake trial: every way a trial can end.
+
+``sweep.neighbours=true`` makes the order deterministic: the baseline first,
+then one knob changed at a time, in the order the space lists the values.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from optuna.trial import TrialState
+
+FAST_STOPS = ("sweep.stop.compile_timeout_s=3", "sweep.stop.step_timeout_s=2",
+              "sweep.stop.wall_timeout_s=30", "sweep.stop.slow_min_steps=2")
+
+# data.prefetch is a convenient knob to script behaviours on: the fake ignores its meaning.
+BEHAVIOURS = {1: "hang", 2: "crash", 3: "oom", 4: "diverged", 5: "unsupported",
+              6: "hang_before_first_step", 7: "slow", 8: "sigkill"}
+EXPECTED = {  # prefetch -> (reason, state)
+    16: ("ok", TrialState.COMPLETE),
+    1: ("hang", TrialState.FAIL),
+    2: ("crash", TrialState.FAIL),
+    3: ("oom", TrialState.PRUNED),
+    4: ("diverged", TrialState.PRUNED),
+    5: ("unsupported", TrialState.PRUNED),
+    6: ("hang", TrialState.FAIL),
+    7: ("slow", TrialState.PRUNED),
+    8: ("oom", TrialState.PRUNED),  # killed by SIGKILL from outside = the kernel's OOM killer
+}
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie is dead for our purposes.
+    status = Path(f"/proc/{pid}/status")
+    return status.exists() and "State:\tZ" not in status.read_text()
+
+
+def test_every_outcome_is_recorded_with_its_reason(harness):
+    space = harness.space("edge", {"data.prefetch": [16, *BEHAVIOURS]})
+    harness.script([{"when": {"data.prefetch": k}, "do": v} for k, v in BEHAVIOURS.items()])
+    code, out, err = harness.run(space, "sweep.neighbours=true", "sweep.n_trials=9",
+                                 "sweep.max_failure_rate=1.0", *FAST_STOPS)
+    assert code == 0, err
+    trials = {t.params["data.prefetch"]: t for t in harness.study().trials}
+    assert set(trials) == set(EXPECTED)
+    for prefetch, (reason, state) in EXPECTED.items():
+        t = trials[prefetch]
+        assert (t.user_attrs["reason"], t.state) == (reason, state), (prefetch, t.user_attrs)
+        assert t.user_attrs["launched"] is True
+    # Rule: OOM is told with a positive memory constraint, so TPE avoids its neighbours.
+    assert trials[3].constraints["memory_over_budget_gib"] > 0
+    assert trials[16].constraints["memory_over_budget_gib"] <= 0
+    # Rule: a crash keeps the log tail for the human.
+    assert "scripted crash" in trials[2].user_attrs["log_tail"]
+    # Rule: the slow trial was stopped early, after its warm-up, with the reason's numbers.
+    slow_steps = [t for t in trials[7].intermediate_values]
+    assert 0 < len(slow_steps) < 5 and "tok/s" in trials[7].user_attrs["detail"]
+    # Rule: hung trials are killed, whole process group, no orphan left.
+    for prefetch in (1, 6):
+        pid = int((Path(trials[prefetch].user_attrs["trial_dir"]) / "pid").read_text())
+        assert not pid_alive(pid)
+    assert "no step progress for 2 s" in trials[1].user_attrs["detail"]
+    assert "compile budget" in trials[6].user_attrs["detail"]
+    # The leaderboard names every trial and where the study lives.
+    assert "study: sqlite:///" in out and "hang" in out
+
+
+def test_infeasible_and_oom_dominated_are_not_launched(harness):
+    # global_batch 8: micro_batches 3 cannot divide it; micro_batches 2 (size 4) runs out of
+    # memory, so micro_batches 1 (size 8, everything else equal) is ruled out unlaunched.
+    space = harness.space("mb", {"train.micro_batches": [4, 2, 1, 3]})
+    harness.script([{"when": {"train.micro_batches": 2}, "do": "oom"}])
+    code, out, err = harness.run(space, "train.micro_batches=4", "sweep.neighbours=true",
+                                 "sweep.n_trials=10")
+    assert code == 0, err
+    trials = {t.params["train.micro_batches"]: t for t in harness.study().trials
+              if t.user_attrs.get("reused_from") is None}
+    assert trials[3].user_attrs["reason"] == "infeasible"
+    assert "not divisible" in trials[3].user_attrs["detail"]
+    assert trials[1].user_attrs["reason"] == "infeasible"
+    assert "ran out of memory at micro-batch size 4" in trials[1].user_attrs["detail"]
+    for mb in (3, 1):
+        assert trials[mb].user_attrs["launched"] is False
+        assert "trial_dir" not in trials[mb].user_attrs
+    # Rule: the budget counts launches; an exhausted space ends the sweep with a message.
+    assert "search space exhausted" in out
+    launched = [t for t in harness.study().trials if t.user_attrs.get("launched")]
+    assert len(launched) == 2
+    assert len(list((harness.runs / "s").glob("trial-*"))) == 2
+
+
+def test_identical_proposals_reuse_the_earlier_result(harness):
+    space = harness.space("two", {"train.micro_batches": [1, 2]})
+    harness.script()
+    code, out, err = harness.run(space, "sweep.n_trials=5", "sweep.n_startup_trials=20",
+                                 "sweep.seed=3")
+    assert code == 0, err
+    study = harness.study()
+    launched = [t for t in study.trials if t.user_attrs.get("launched")]
+    reused = [t for t in study.trials if t.user_attrs.get("reused_from") is not None]
+    # Two distinct points: each launched once, every repeat reuses the measured value.
+    assert sorted(t.params["train.micro_batches"] for t in launched) == [1, 2]
+    for t in reused:
+        original = study.trials[t.user_attrs["reused_from"]]
+        assert t.params == original.params and t.value == original.value
+    assert "search space exhausted" in out
+
+
+def test_failure_rate_above_the_limit_ends_the_sweep(harness):
+    space = harness.space("crashy", {"train.micro_batches": [1, 2, 4]})
+    harness.script([{"when": {"run.metrics_path": "metrics.jsonl"}, "do": "crash"}])
+    code, out, err = harness.run(space, "sweep.n_trials=3", "sweep.min_trials_for_failure_rate=2",
+                                 "sweep.max_failure_rate=0.5")
+    assert code == 1
+    assert "sweep.max_failure_rate=0.5" in out
+    assert sum(1 for t in harness.study().trials if t.user_attrs.get("launched")) == 2
+
+
+def test_best_trial_is_the_fastest_feasible(harness):
+    space = harness.space("speed", {"train.micro_batches": [1, 2, 4], "runtime.threads": [2, 1]})
+    harness.script()
+    code, _, err = harness.run(space, "sweep.neighbours=true", "sweep.n_trials=4")
+    assert code == 0, err
+    study = harness.study()
+    # The fake's throughput is 1000 x threads / micro_batches: the baseline (mb 1, thr 2) wins.
+    assert study.best_trial.params == {"train.micro_batches": 1, "runtime.threads": 2}
+    assert study.best_value == 2000.0
+    assert study.trials[0].user_attrs["role"] == "baseline"

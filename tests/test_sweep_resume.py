@@ -1,0 +1,114 @@
+"""Resume: the same command continues the study; a killed orchestrator leaves nothing behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from optuna.trial import TrialState
+
+from tests.conftest import project_env
+from tests.test_sweep_outcomes import pid_alive
+
+
+def test_kill_9_mid_trial_then_resume(harness):
+    space = harness.space("resume", {"train.micro_batches": [1, 2, 4], "runtime.threads": [2, 1]})
+    argv = [sys.executable, "-m", "autotune", "sweep",
+            *harness.overrides(space, "sweep.neighbours=true", "sweep.n_trials=3")]
+    slow = {"rules": [], "steps": 6, "step_sleep": 0.4}
+    env = project_env(AUTOTUNE_FAKE=json.dumps(slow))
+    orchestrator = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL, start_new_session=True)
+    pid_file = harness.runs / "s" / "trial-0001" / "pid"
+    deadline = time.time() + 60
+    while not pid_file.exists() and time.time() < deadline:
+        time.sleep(0.1)
+    assert pid_file.exists(), "trial 1 never started"
+    os.kill(orchestrator.pid, signal.SIGKILL)
+    orchestrator.wait()
+    orphan = int(pid_file.read_text())
+    assert pid_alive(orphan)  # the trial outlived its orchestrator (its own session)
+    before = harness.study()
+    assert before.trials[1].state is TrialState.RUNNING
+    assert before.trials[0].state is TrialState.COMPLETE
+
+    fast = {"rules": [], "steps": 6, "step_sleep": 0.01}
+    resumed = subprocess.run(argv, env=project_env(AUTOTUNE_FAKE=json.dumps(fast)),
+                             capture_output=True, text=True, timeout=120)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "reaped 1 trial" in resumed.stdout
+    after = harness.study()
+    states = [t.state for t in after.trials]
+    # Rule: no RUNNING left, no finished trial lost, no orphan alive, budget honoured.
+    assert TrialState.RUNNING not in states
+    assert after.trials[0].state is TrialState.COMPLETE
+    assert after.trials[0].value == before.trials[0].value
+    assert not pid_alive(orphan)
+    orphaned = after.trials[1]
+    assert orphaned.state is TrialState.FAIL and orphaned.user_attrs["reason"] == "orphaned"
+    retry = [t for t in after.trials if t.user_attrs.get("role") == "retry"]
+    assert len(retry) == 1 and retry[0].params == orphaned.params
+    assert retry[0].state is TrialState.COMPLETE
+    launched = [t for t in after.trials if t.user_attrs.get("launched")
+                and t.user_attrs.get("reason") != "orphaned"]
+    assert len(launched) == 3
+    # Numbering never restarts: trial numbers are unique and increasing.
+    assert [t.number for t in after.trials] == list(range(len(after.trials)))
+
+
+def test_rerun_with_more_budget_continues_where_it_stopped(harness):
+    space = harness.space("more", {"train.micro_batches": [1, 2, 4], "runtime.threads": [2, 1]})
+    harness.script()
+    code, _, err = harness.run(space, "sweep.n_trials=2")
+    assert code == 0, err
+    first = [t.params for t in harness.study().trials]
+    code, out, err = harness.run(space, "sweep.n_trials=4")
+    assert code == 0, err
+    trials = harness.study().trials
+    # Rule: n_trials is a total, and the earlier trials are kept as they were.
+    assert sum(1 for t in trials if t.user_attrs.get("launched")) == 4
+    assert [t.params for t in trials[:len(first)]] == first
+    assert "resuming study s: 2/4 launched" in out
+
+
+def test_changed_space_is_refused_unless_allowed(harness):
+    harness.script()
+    harness.space("a", {"train.micro_batches": [1, 2]})
+    harness.space("b", {"train.micro_batches": [1, 2], "runtime.threads": [2, 1]})
+    harness.space("c", {"train.micro_batches": [1, 2, 4]})
+    code, _, err = harness.run("a", "sweep.n_trials=1")
+    assert code == 0, err
+    db = harness.runs / "s" / "study.db"
+    stamp = db.stat().st_mtime_ns
+    code, _, err = harness.run("b", "sweep.n_trials=2")
+    assert code == 2
+    line = err.strip()
+    assert "\n" not in line and "search_space" in line
+    assert "sweep.study=NAME" in line and "sweep.allow_changed_space=true" in line
+    assert db.stat().st_mtime_ns == stamp  # nothing written
+    code, _, err = harness.run("b", "sweep.n_trials=2", "sweep.allow_changed_space=true")
+    assert code == 0, err
+    assert len(harness.study().trials) >= 2
+    # Optuna cannot change a categorical's values inside a study, even when allowed.
+    code, _, err = harness.run("c", "sweep.n_trials=3", "sweep.allow_changed_space=true")
+    assert code == 2 and "cannot change within a study" in err
+
+
+def test_optuna_cli_reads_the_study(harness):
+    harness.script()
+    space = harness.space("cli", {"train.micro_batches": [1, 2]})
+    code, _, err = harness.run(space, "sweep.n_trials=2", study="cli-study")
+    assert code == 0, err
+    optuna_cli = Path(sys.executable).with_name("optuna")
+    url = f"sqlite:///{harness.runs / 'cli-study' / 'study.db'}"
+    out = subprocess.run([str(optuna_cli), "studies", "--storage", url, "-f", "json"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    studies = json.loads(out.stdout)
+    assert [s["name"] for s in studies] == ["cli-study"]
+    assert studies[0]["n_trials"] == 2
