@@ -86,7 +86,7 @@ class SweepHarness:
 
         (self.conf / "search").mkdir(parents=True, exist_ok=True)
         body = {"name": name, "knobs": knobs, **extra}
-        (self.conf / "search" / f"{name}.yaml").write_text(yaml.safe_dump(body))
+        (self.conf / "search" / f"{name}.yaml").write_text(yaml.safe_dump(body, sort_keys=False))
         return name
 
     def script(self, rules: list[dict] | None = None, **opts) -> None:

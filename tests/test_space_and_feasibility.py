@@ -1,0 +1,74 @@
+"""The search space as data, and the rules that reject a point before launch."""
+
+from __future__ import annotations
+
+import autotune.settings  # noqa: F401 - registers the sweep schema
+from autotune.feasibility import oom_dominating, structural_problem
+from autotune.records import TrialRecord
+from autotune.settings import SearchConfig
+from autotune.space import SearchSpace
+from trials.compose import compose
+
+
+def space_of(knobs: dict, *overrides: str, devices=None) -> SearchSpace:
+    base = compose("sweep", list(overrides), with_choices=True)
+    return SearchSpace.from_config(SearchConfig(name="t", knobs=knobs, devices=devices), base,
+                                   list(overrides))
+
+
+def test_baseline_is_the_composed_default_and_joins_the_choices():
+    space = space_of({"precision": ["fp16"], "train.micro_batches": [2, 4],
+                      "parallel.split": ["2x1x1"]})
+    assert space.baseline == {"precision": "fp32", "train.micro_batches": 1,
+                              "parallel.split": "1x1x1"}
+    assert space.describe()["precision"] == ["fp32", "fp16"]
+    assert space.size == 2 * 3 * 2
+    assert space.overrides({"precision": "fp16", "train.micro_batches": 2,
+                            "parallel.split": "2x1x1"})[-4:] == [
+        "train.micro_batches=2", "parallel.dp=2", "parallel.mp=1", "parallel.pp=1"]
+
+
+def test_neighbours_change_one_knob_at_a_time():
+    space = space_of({"train.micro_batches": [1, 2], "runtime.mode": ["graph", "pynative"]})
+    assert space.neighbours() == [{"train.micro_batches": 2, "runtime.mode": "graph"},
+                                  {"train.micro_batches": 1, "runtime.mode": "pynative"}]
+
+
+def test_structural_rules_name_the_reason():
+    space = space_of({"parallel.split": ["1x1x1", "2x1x1", "1x2x1", "4x1x1"],
+                      "precision": ["fp32", "bf16"]})
+    base = {"parallel.split": "1x1x1", "precision": "fp32"}
+    assert structural_problem(space, base)[1] is None
+    assert "model parallel (mp=2) is not available on the CPU" in structural_problem(
+        space, {**base, "parallel.split": "1x2x1"})[1]
+    assert "hardware profile cpu has 2" in structural_problem(
+        space, {**base, "parallel.split": "4x1x1"})[1]
+    assert "bf16 is not available" in structural_problem(space, {**base, "precision": "bf16"})[1]
+
+
+def test_job_size_rule_for_accelerator_spaces():
+    space = space_of({"parallel.split": ["8x1x1", "2x2x2", "2x2x1"]}, "hardware=ascend_910b",
+                     "parallel.dp=8", "train.global_batch=64", "train.micro_batches=2",
+                     devices=8)
+    assert structural_problem(space, {"parallel.split": "2x2x2"})[1] is None
+    assert "uses 4 devices; the job has 8" in structural_problem(
+        space, {"parallel.split": "2x2x1"})[1]
+
+
+def oom_record(params, size):
+    return TrialRecord(number=7, state="PRUNED", params=params, reason="oom", detail="",
+                       launched=True, role="sampled", tokens_per_s=None, mfu=None,
+                       peak_memory_gib=None, step_time_s=None, compile_s=None,
+                       data_wait_share=None, micro_batch_size=size, started=None, wall_s=None,
+                       trial_dir=None, reused_from=None)
+
+
+def test_an_oom_rules_out_larger_micro_batches_with_the_other_knobs_equal():
+    space = space_of({"train.micro_batches": [1, 2, 4], "runtime.mode": ["graph", "pynative"]})
+    history = [oom_record({"train.micro_batches": 2, "runtime.mode": "graph"}, size=4)]
+    bigger = {"train.micro_batches": 1, "runtime.mode": "graph"}
+    smaller = {"train.micro_batches": 4, "runtime.mode": "graph"}
+    other = {"train.micro_batches": 1, "runtime.mode": "pynative"}
+    assert oom_dominating(bigger, space.trial_config(bigger), history).number == 7
+    assert oom_dominating(smaller, space.trial_config(smaller), history) is None
+    assert oom_dominating(other, space.trial_config(other), history) is None

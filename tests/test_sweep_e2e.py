@@ -1,0 +1,42 @@
+"""End to end: a real sweep of real MindSpore trials (tiny GPT), msrun included."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import optuna
+from optuna.trial import TrialState
+
+from tests.conftest import ROOT, project_env
+
+
+def test_real_sweep_with_data_parallel_trial(harness):
+    space = harness.space("real", {"train.micro_batches": [1, 2],
+                                   "parallel.split": ["1x1x1", "2x1x1"]})
+    argv = [sys.executable, "-m", "autotune", "sweep",
+            *harness.overrides(space, "sweep.neighbours=true", "sweep.n_trials=3",
+                               "run.warmup_steps=1", "run.measure_steps=4", fake=False)]
+    proc = subprocess.run(argv, cwd=ROOT, env=project_env(), capture_output=True, text=True,
+                          timeout=400)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    study = optuna.load_study(study_name="s",
+                              storage=f"sqlite:///{harness.runs / 's' / 'study.db'}")
+    trials = study.trials
+    assert [t.user_attrs["role"] for t in trials] == ["baseline", "neighbour", "neighbour"]
+    baseline = trials[0]
+    assert baseline.state is TrialState.COMPLETE
+    card = baseline.user_attrs["scorecard"]
+    assert card["performance"]["tokens_per_s"] == baseline.value > 0
+    assert 0 < card["performance"]["mfu"] < 1
+    assert card["correctness"]["loss_falling"]
+    dp2 = next(t for t in trials if t.params["parallel.split"] == "2x1x1")
+    # The dp=2 trial ran through msrun: two ranks, both measured.
+    assert dp2.user_attrs["reason"] in ("ok", "slow"), dp2.user_attrs
+    if dp2.user_attrs["reason"] == "ok":
+        assert len(dp2.user_attrs["scorecard"]["resources"]["peak_rss_gib_per_rank"]) == 2
+    from pathlib import Path
+
+    assert (Path(dp2.user_attrs["trial_dir"]) / "msrun_log").is_dir()
+    # The leaderboard at the end names the study and its knobs.
+    assert "tokens/s" in proc.stdout and "split" in proc.stdout and "study: sqlite" in proc.stdout
