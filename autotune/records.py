@@ -77,5 +77,17 @@ class TrialRecord:
             scorecard=card, attrs=dict(a))
 
 
+#: Study attribute where `confirm` stores re-run spreads, keyed by trial number.
+CONFIRM_STUDY_KEY = "autotune.confirm"
+
+
 def load_records(study) -> list[TrialRecord]:
-    return [TrialRecord.from_trial(t) for t in study.get_trials(deepcopy=False)]
+    """Every trial, with confirmation re-runs (kept on the study) merged in as attrs['confirm']."""
+    confirmed = study.user_attrs.get(CONFIRM_STUDY_KEY) or {}
+    out = []
+    for trial in study.get_trials(deepcopy=False):
+        record = TrialRecord.from_trial(trial)
+        if str(trial.number) in confirmed:
+            record.attrs[CONFIRM] = confirmed[str(trial.number)]
+        out.append(record)
+    return out

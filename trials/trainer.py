@@ -140,7 +140,7 @@ class Trainer:
         if production and cfg.run.resume:
             start_step = checkpoint.restore_latest(ckpt_dir, self._state_params())
             if start_step:
-                log.info("[rank %d] resumed from step %d", self.rank, start_step)
+                log.info("resumed from step %d", start_step)
         total = cfg.run.steps if production else 1 + cfg.run.warmup_steps + cfg.run.measure_steps
         self.metrics.emit(Event.START, world_size=self.world, start_step=start_step,
                           total_steps=total, accumulation=self.accumulation,
@@ -186,13 +186,13 @@ class Trainer:
             return
         path = checkpoint.save(ckpt_dir, step, self._state_params(), self.cfg.run.keep_checkpoints)
         self.metrics.emit(Event.CHECKPOINT, step=step, path=str(path))
-        log.info("[rank %d] checkpoint %s", self.rank, path)
+        log.info("checkpoint %s", path)
 
     def _log_progress(self, record: dict) -> None:
         every = max(1, self.cfg.run.steps // 20)
         if record["step"] % every == 0 or record["step"] + 1 == self.cfg.run.steps:
-            log.info("[rank %d] step %d | loss %.4f | grad norm %.3f | %.0f tok/s | %.2f GiB",
-                     self.rank, record["step"], record["loss"], record["grad_norm"],
+            log.info("step %d | loss %.4f | grad norm %.3f | %.0f tok/s | %.2f GiB",
+                     record["step"], record["loss"], record["grad_norm"],
                      self.tokens_per_step / record["step_s"], record["peak_rss_gib"])
 
     # -- summary --------------------------------------------------------------------------

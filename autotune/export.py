@@ -1,0 +1,172 @@
+"""``python -m autotune export``: the chosen trial as a production job that runs as it is.
+
+Writes, into a fresh directory (built aside and renamed into place, so an error
+leaves nothing half-written):
+
+* ``job.yaml``: the trial's fully resolved config, switched to production mode;
+* ``launch.sh``: the exact command (msrun with the right worker count when dp > 1);
+* ``mindformers.yaml``: the knobs under MindFormers' keys;
+* ``provenance.json``: study, trial, measured metrics with spread, versions, fingerprint;
+* ``CHANGES.md``: what changed against the baseline, the measured gain, the caveats.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import platform
+import shutil
+import sys
+import tempfile
+from importlib import metadata
+from pathlib import Path
+
+import optuna
+from omegaconf import DictConfig, OmegaConf
+from rich.console import Console
+
+from autotune import study as S
+from autotune.choose import choose_trial
+from autotune.launcher import PROJECT_ROOT
+from autotune.mindformers import mindformers_config
+from autotune.records import TrialRecord, load_records
+from autotune.settings import ExportSettings, SweepSettings
+from trials.config import ConfigError, RunMode, TrialConfig, to_trial_config
+from trials.compose import load_resolved
+
+
+def run_export(composed: DictConfig, console: Console) -> int:
+    settings: SweepSettings = OmegaConf.to_object(composed.sweep)
+    options: ExportSettings = OmegaConf.to_object(composed.export)
+    out = Path(options.out) if options.out else S.study_dir(settings) / "export"
+    if out.exists() and any(out.iterdir()) and not options.overwrite:
+        raise ConfigError(f"{out} is not empty: choose another export.out=DIR or set "
+                          "export.overwrite=true")
+    study = S.load_existing(settings)
+    records = load_records(study)
+    chosen, why = choose_trial(study, records, options)
+    job = production_config(chosen, options)
+    baseline = next((r for r in records if r.role == "baseline"), None)
+    files = {
+        "job.yaml": OmegaConf.to_yaml(OmegaConf.structured(job)),
+        "launch.sh": launch_script(job),
+        "mindformers.yaml": OmegaConf.to_yaml(OmegaConf.create(mindformers_config(job))),
+        "provenance.json": json.dumps(provenance(study, settings, chosen, why), indent=2,
+                                      default=str) + "\n",
+        "CHANGES.md": change_summary(chosen, baseline, job, records),
+        "README.md": EXPORT_README.format(trial=chosen.number, study=settings.study),
+    }
+    write_atomically(out, files, overwrite=options.overwrite)
+    console.print(f"exported trial {chosen.number} ({why}) to {out}\n"
+                  f"run it: bash {out / 'launch.sh'}", highlight=False, soft_wrap=True)
+    return 0
+
+
+def production_config(record: TrialRecord, options: ExportSettings) -> TrialConfig:
+    """The trial's resolved config, switched to a long production run."""
+    if not record.trial_dir or not (Path(record.trial_dir) / "config.yaml").exists():
+        raise ConfigError(f"trial {record.number} has no config.yaml in its run directory "
+                          f"({record.trial_dir}): export another export.trial=N")
+    cfg = to_trial_config(load_resolved(Path(record.trial_dir) / "config.yaml", []))
+    cfg.run.mode = RunMode.production
+    cfg.run.steps = options.steps
+    cfg.run.checkpoint_every = options.checkpoint_every
+    cfg.run.checkpoint_dir = "checkpoints"
+    cfg.run.metrics_path = "metrics.jsonl"
+    cfg.run.resume = True
+    return cfg
+
+
+def launch_script(job: TrialConfig) -> str:
+    world = job.parallel.devices
+    if world > 1:
+        run = (f'"$(dirname "$PY")/msrun" --worker_num={world} --local_worker_num={world} '
+               f'--master_addr=127.0.0.1 --master_port="${{MASTER_PORT:-8118}}" --join=True '
+               f'--log_dir=msrun_log "{PROJECT_ROOT}/trials/train.py" --config job.yaml "$@"')
+    else:
+        run = '"$PY" -m trials.train --config job.yaml "$@"'
+    threads = f"# CPU operator threads: {job.runtime.threads}\n" if job.runtime.threads else ""
+    return (
+        "#!/usr/bin/env bash\n"
+        "# Production job exported by autotune. Extra arguments are overrides,\n"
+        "# e.g. run.steps=5000. Re-running resumes from the latest checkpoint.\n"
+        "set -euo pipefail\n"
+        'cd "$(dirname "$0")"\n'
+        f'PY="${{PYTHON:-{sys.executable}}}"\n'
+        f'export PYTHONPATH="{PROJECT_ROOT}${{PYTHONPATH:+:$PYTHONPATH}}"\n'
+        'export PATH="$(dirname "$PY"):$PATH"  # msrun starts workers with the first python\n'
+        'export GLOG_v="${GLOG_v:-3}"\n'
+        f"{threads}"
+        f"{run}\n")
+
+
+def provenance(study: optuna.Study, settings: SweepSettings, record: TrialRecord,
+               why: str) -> dict:
+    perf = record.scorecard.get("performance", {})
+    versions = {}
+    for package in ("mindspore", "optuna", "hydra-core", "omegaconf", "numpy"):
+        try:
+            versions[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            versions[package] = None
+    versions["python"] = platform.python_version()
+    return {
+        "study": settings.study,
+        "storage": S.redact(S.storage_url(settings)),
+        "trial": record.number,
+        "chosen_because": why,
+        "params": record.params,
+        "metrics": {
+            "tokens_per_s": perf.get("tokens_per_s"),
+            "step_time_median_s": perf.get("step_time_median_s"),
+            "step_time_p10_s": perf.get("step_time_p10_s"),
+            "step_time_p90_s": perf.get("step_time_p90_s"),
+            "step_time_cv": perf.get("step_time_cv"),
+            "mfu": perf.get("mfu"),
+            "peak_memory_gib": record.peak_memory_gib,
+            "confirmed": record.attrs.get("confirm"),
+        },
+        "versions": versions,
+        "hardware_profile": (study.user_attrs.get(S.FINGERPRINT_PARTS) or {}).get("hardware"),
+        "fingerprint": study.user_attrs.get(S.FINGERPRINT),
+        "host": platform.node(),
+        "exported_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def change_summary(chosen: TrialRecord, baseline: TrialRecord | None, job: TrialConfig,
+                   records: list[TrialRecord]) -> str:
+    from autotune.changes import describe_changes
+
+    return describe_changes(chosen, baseline, job, records)
+
+
+def write_atomically(out: Path, files: dict[str, str], *, overwrite: bool) -> None:
+    """Build the export beside ``out`` and move it into place in one step."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
+    staging.chmod(0o755)  # mkdtemp makes it private; the export is meant to be shared
+    try:
+        for name, text in files.items():
+            (staging / name).write_text(text)
+        (staging / "launch.sh").chmod(0o755)
+        if out.exists():
+            if not overwrite and any(out.iterdir()):
+                raise ConfigError(f"{out} is not empty: set export.overwrite=true")
+            shutil.rmtree(out)
+        staging.rename(out)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+EXPORT_README = """# Production job: trial {trial} of study {study}
+
+    bash launch.sh                      # run (resumes from checkpoints/ when re-run)
+    bash launch.sh run.steps=5000       # any override of job.yaml
+
+- `job.yaml`: the resolved configuration (trials/config.py schema), production mode.
+- `mindformers.yaml`: the same knobs under MindFormers' keys.
+- `provenance.json`: where it came from and what was measured.
+- `CHANGES.md`: what changed against the baseline, and what to watch out for.
+"""

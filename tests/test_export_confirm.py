@@ -1,0 +1,135 @@
+"""Export a real tiny study as a production job and run it; confirm the finalists."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import uuid
+
+import pytest
+
+from tests.conftest import ROOT, project_env, read_events
+
+STUDY = ["workload=gpt_tiny", "search=tiny", "sweep.study=real", "run.warmup_steps=1",
+         "run.measure_steps=3"]
+
+
+def autotune(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "autotune", *args], cwd=ROOT,
+                          env=project_env(), capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def real_study(tmp_path_factory):
+    runs = tmp_path_factory.mktemp("study") / "runs"
+    common = [*STUDY, f"sweep.runs_dir={runs}", "sweep.progress=false"]
+    proc = autotune("sweep", *common, "sweep.n_trials=2", "sweep.neighbours=true")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    return runs, common
+
+
+def test_exported_job_runs_from_its_files_alone(real_study, tmp_path):
+    runs, common = real_study
+    out = tmp_path / "export"
+    proc = autotune("export", *common, f"export.out={out}")
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in out.iterdir()) == [
+        "CHANGES.md", "README.md", "job.yaml", "launch.sh", "mindformers.yaml",
+        "provenance.json"]
+    provenance = json.loads((out / "provenance.json").read_text())
+    assert provenance["study"] == "real" and provenance["versions"]["mindspore"] == "2.10.0"
+    assert provenance["metrics"]["tokens_per_s"] > 0 and provenance["fingerprint"]
+    mf = (out / "mindformers.yaml").read_text()
+    for key in ("context:", "jit_config:", "parallel_config:", "micro_batch_num:",
+                "recompute_config:", "runner_config:", "num_parallel_workers:",
+                "memory_optimize_level:", "compute_dtype:"):
+        assert key in mf
+    # The job must not depend on the study's run directory: move it away and run it there.
+    moved = tmp_path / "elsewhere"
+    shutil.copytree(out, moved)
+    job = subprocess.run(["bash", str(moved / "launch.sh"), "run.steps=3",
+                          "run.checkpoint_every=2"], cwd=tmp_path, env=project_env(),
+                         capture_output=True, text=True, timeout=240)
+    assert job.returncode == 0, job.stderr[-2000:]
+    events = read_events(moved / "metrics.jsonl")
+    assert [e["step"] for e in events if e["event"] == "step"] == [0, 1, 2]
+    assert events[-1]["outcome"] == "ok"
+    assert sorted(p.name for p in (moved / "checkpoints").iterdir()) == [
+        "step-00000002.safetensors", "step-00000003.safetensors"]
+
+
+def test_export_refuses_a_non_empty_directory(real_study, tmp_path):
+    _, common = real_study
+    out = tmp_path / "taken"
+    out.mkdir()
+    (out / "mine.txt").write_text("keep me")
+    proc = autotune("export", *common, f"export.out={out}")
+    assert proc.returncode == 2
+    assert "export.overwrite=true" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert [p.name for p in out.iterdir()] == ["mine.txt"]
+    proc = autotune("export", *common, f"export.out={out}", "export.overwrite=true")
+    assert proc.returncode == 0 and (out / "job.yaml").exists()
+
+
+def test_confirm_records_medians_and_spreads_that_export_uses(real_study, tmp_path):
+    _, common = real_study
+    proc = autotune("confirm", *common, "confirm.top_k=2", "confirm.repeats=2")
+    assert proc.returncode == 0, proc.stderr
+    assert "top two" in proc.stdout and "separable" in proc.stdout.lower()
+    import optuna
+
+    runs = [c.split("=", 1)[1] for c in common if c.startswith("sweep.runs_dir=")][0]
+    study = optuna.load_study(study_name="real", storage=f"sqlite:///{runs}/real/study.db")
+    confirmed = study.user_attrs["autotune.confirm"]
+    assert len(confirmed) == 2
+    for spread in confirmed.values():
+        assert len(spread["tokens_per_s"]) == 2
+        assert spread["min"] <= spread["median"] <= spread["max"]
+    out = tmp_path / "export"
+    proc = autotune("export", *common, f"export.out={out}")
+    assert proc.returncode == 0
+    best = max(confirmed, key=lambda k: confirmed[k]["median"])
+    assert json.loads((out / "provenance.json").read_text())["trial"] == int(best)
+    assert "best confirmed median" in proc.stdout
+
+
+def _postgres_url(password: str) -> tuple[str, str]:
+    import psycopg2
+
+    name = f"autotune_test_{uuid.uuid4().hex[:8]}"
+    try:
+        con = psycopg2.connect(host="127.0.0.1", port=5432, user="postgres", dbname="postgres",
+                               connect_timeout=3)
+    except psycopg2.OperationalError as exc:
+        pytest.skip(f"no PostgreSQL on 127.0.0.1:5432 ({exc})")
+    con.autocommit = True
+    con.cursor().execute(f"create database {name}")
+    con.close()
+    return name, f"postgresql+psycopg2://postgres:{password}@127.0.0.1:5432/{name}"
+
+
+def test_storage_password_never_reaches_exported_files(harness, tmp_path):
+    password = "s3cret-Pa55"
+    name, url = _postgres_url(password)
+    harness.script()
+    space = harness.space("pg", {"train.micro_batches": [1, 2]})
+    code, out, err = harness.run(space, f"sweep.storage={url}", "sweep.n_trials=2")
+    assert code == 0, err
+    assert password not in out and "postgres:***@" in out
+    from autotune.cli import main
+
+    export_dir = tmp_path / "export"
+    code = main(["export", *harness.overrides(space, f"sweep.storage={url}"),
+                 f"export.out={export_dir}"])
+    assert code == 0
+    for path in export_dir.rglob("*"):
+        assert password not in path.read_text(), path
+    assert "***" in (export_dir / "provenance.json").read_text()
+    import psycopg2
+
+    con = psycopg2.connect(host="127.0.0.1", user="postgres", dbname="postgres")
+    con.autocommit = True
+    con.cursor().execute(f"drop database if exists {name} with (force)")
+    con.close()
