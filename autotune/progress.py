@@ -44,7 +44,7 @@ class SweepProgress:
         speed = f"{tps:,.0f} tok/s" if tps is not None else "-"
         cost = "" if launched else " (not launched)"
         self.console.print(f"trial {number:>3} {reason:<11} {speed:>13}  {label}{cost}",
-                           highlight=False)
+                           highlight=False, soft_wrap=True)
 
     def close(self) -> None:
         if self._progress is not None:

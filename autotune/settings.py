@@ -31,8 +31,8 @@ class StopRules:
     wall_timeout_s: float = 900.0
     #: Prune when tokens/s so far < slow_ratio x the best completed trial's tokens/s.
     slow_ratio: float = 0.5
-    #: Measured steps a trial gets before the slow rule may judge it.
-    slow_min_steps: int = 3
+    #: Steps after the compile step (warm-up included) before the slow rule may judge.
+    slow_min_steps: int = 2
 
 
 @dataclass

@@ -33,6 +33,7 @@ log = logging.getLogger(__name__)
 
 FINGERPRINT = "autotune.fingerprint"
 FINGERPRINT_PARTS = "autotune.fingerprint_parts"
+STOP_RULES = "autotune.stop_rules"
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
 

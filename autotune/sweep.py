@@ -71,6 +71,9 @@ class Sweep:
         storage = S.open_storage(self.settings, create=True)
         study = S.load_or_create(self.settings, storage, self.fingerprint_parts(),
                                   self.space.distributions())
+        # What the report's diagnosis quotes: the stop rules the trials really ran under.
+        study.set_user_attr(S.STOP_RULES, OmegaConf.to_container(
+            OmegaConf.structured(self.settings.stop)))
         reaped = S.reap_zombies(study, self.settings)
         if reaped:
             self.console.print(f"reaped {len(reaped)} trial(s) left RUNNING by a stopped "
@@ -171,15 +174,14 @@ class Sweep:
         last_beat = [time.time()]
 
         def on_step(steps: list[dict]) -> str | None:
-            tps = monitor.tokens_per_s_so_far(steps)
-            measured = sum(1 for s in steps if s.get("phase") == "measure")
+            tps, settled = monitor.tokens_per_s_so_far(steps)
             if tps is None:
                 return None
             if not self.multi:
                 trial.report(tps, steps[-1]["step"])
             rules = self.settings.stop
-            if best and measured >= rules.slow_min_steps and tps < rules.slow_ratio * best:
-                return (f"{tps:,.0f} tok/s after {measured} measured steps < "
+            if best and settled >= rules.slow_min_steps and tps < rules.slow_ratio * best:
+                return (f"{tps:,.0f} tok/s after {settled} steps past compile < "
                         f"{rules.slow_ratio:g} x best {best:,.0f}")
             return None
 

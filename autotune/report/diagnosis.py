@@ -1,0 +1,318 @@
+"""Diagnosis in words: rules over trial records that say what to try next.
+
+Each rule is a pure function of the records (plus the config values a trial's
+params do not set) and returns :class:`Finding` objects: the rule, the trials it
+is about, one sentence, and the numbers that sentence cites::
+
+    findings = diagnose(records, budget_gib=8.0, config={"data.num_workers": 1})
+    print(to_markdown(findings))
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from autotune.records import TrialRecord
+from autotune.report.tables import REASONS, baseline, best, distinct, measured_tokens_per_s
+
+#: A data-wait share above this (fraction of step time) means the input pipeline is short.
+DATA_WAIT_HIGH = 0.10
+#: MFU below this, with a micro-batch of at most SMALL_MICRO_BATCH samples: steps are too small.
+MFU_LOW = 0.10
+SMALL_MICRO_BATCH = 2
+NOT_RUN = ("unsupported", "infeasible", "config_error", "duplicate")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One diagnosis: ``rule`` id, subject ``trials``, a ``sentence``, the ``numbers`` it cites."""
+
+    rule: str
+    trials: tuple[int, ...]
+    sentence: str
+    numbers: dict[str, float] = field(default_factory=dict, hash=False)
+
+
+@dataclass
+class _Context:
+    records: list[TrialRecord]
+    budget_gib: float | None
+    config: Mapping[str, Any]
+
+    @property
+    def best(self) -> TrialRecord | None:
+        return best(self.records, self.budget_gib)
+
+    def value(self, record: TrialRecord, key: str) -> Any:
+        return record.params.get(key, self.config.get(key))
+
+    def of(self, *reasons: str) -> list[TrialRecord]:
+        return [r for r in self.records if r.reason in reasons]
+
+
+def _ids(records: list[TrialRecord], limit: int = 5) -> str:
+    text = ", ".join(f"#{r.number}" for r in records[:limit])
+    return text + (f" and {len(records) - limit} more" if len(records) > limit else "")
+
+
+def _n(records: list[TrialRecord]) -> str:
+    return f"{len(records)} trial{'s' if len(records) != 1 else ''}"
+
+
+def _pct(fraction: float) -> str:
+    return f"{100 * fraction:.1f} %"
+
+
+def _change(key: str, value: Any, factor: float) -> str:
+    """``key=v -> v*factor`` when the current value is known, else ``key``."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return key
+    new = max(1, round(value * factor)) if isinstance(value, int) else value * factor
+    return f"{key}={value:g} -> {new:g}"
+
+
+def _card(record: TrialRecord, section: str, key: str) -> Any:
+    return (record.scorecard.get(section) or {}).get(key)
+
+
+# --- rules --------------------------------------------------------------------------------
+
+def best_trial(ctx: _Context) -> list[Finding]:
+    top = ctx.best
+    if not ctx.records:
+        return [Finding("best", (), "The study has no trials yet: run `python -m autotune "
+                        "sweep` with the same overrides first.", {"trials": 0})]
+    if top is None:
+        return [Finding("best", (), f"No trial finished within the memory budget "
+                        f"({_n(ctx.records)}): the failure classes below say why.",
+                        {"trials": len(ctx.records)})]
+    nums: dict[str, float] = {"tokens_per_s": top.tokens_per_s}
+    parts = [f"{top.tokens_per_s:,.0f} tokens/s"]
+    if top.mfu is not None:
+        nums["mfu"] = top.mfu
+        parts.append(f"{_pct(top.mfu)} MFU")
+    if top.peak_memory_gib is not None and ctx.budget_gib is not None:
+        nums |= {"peak_memory_gib": top.peak_memory_gib, "budget_gib": ctx.budget_gib}
+        parts.append(f"peak {top.peak_memory_gib:.2f} GiB of the {ctx.budget_gib:.2f} GiB budget")
+    base = baseline(ctx.records)
+    if base is not None and base.number != top.number and base.tokens_per_s:
+        nums["change"] = top.tokens_per_s / base.tokens_per_s - 1.0
+        parts.append(f"{100 * nums['change']:+.1f} % over the baseline "
+                     f"(trial #{base.number}, {base.tokens_per_s:,.0f} tokens/s)")
+    confirm = top.attrs.get("confirm") or {}
+    if confirm.get("median") is not None:
+        nums["confirmed_median"] = confirm["median"]
+        runs = len(confirm.get("tokens_per_s") or [])
+        parts.append(f"confirmed median {confirm['median']:,.0f} tokens/s over {runs} runs")
+    return [Finding("best", (top.number,), f"Trial #{top.number} is the fastest feasible "
+                    f"trial: {', '.join(parts)}.", nums)]
+
+
+def data_wait(ctx: _Context) -> list[Finding]:
+    top = ctx.best
+    if top is None or top.data_wait_share is None or top.data_wait_share <= DATA_WAIT_HIGH:
+        return []
+    workers = _change("data.num_workers", ctx.value(top, "data.num_workers"), 2)
+    prefetch = _change("data.prefetch", ctx.value(top, "data.prefetch"), 2)
+    return [Finding("data_wait", (top.number,), (
+        f"Trial #{top.number} spent {_pct(top.data_wait_share)} of its step time waiting for "
+        f"input data (above {_pct(DATA_WAIT_HIGH)}): give the input pipeline more dataset "
+        f"workers ({workers}) or a deeper prefetch ({prefetch})."),
+        {"data_wait_share": top.data_wait_share})]
+
+
+def low_mfu(ctx: _Context) -> list[Finding]:
+    top = ctx.best
+    if (top is None or top.mfu is None or top.mfu >= MFU_LOW or top.micro_batch_size is None
+            or top.micro_batch_size > SMALL_MICRO_BATCH):
+        return []
+    micro = ctx.value(top, "train.micro_batches")
+    fix = (f"fewer gradient-accumulation steps ({_change('train.micro_batches', micro, 0.5)})"
+           if isinstance(micro, int) and micro > 1 else
+           "a larger train.global_batch (re-tune the learning rate with it)")
+    return [Finding("low_mfu", (top.number,), (
+        f"Trial #{top.number} reaches only {_pct(top.mfu)} MFU (below {_pct(MFU_LOW)}) with a "
+        f"micro-batch of {top.micro_batch_size} samples: a larger micro-batch gives each step "
+        f"more work per kernel launch; try {fix}."),
+        {"mfu": top.mfu, "micro_batch_size": top.micro_batch_size})]
+
+
+def diverged_fp16(ctx: _Context) -> list[Finding]:
+    hit = [r for r in ctx.of("diverged") if ctx.value(r, "precision") == "fp16"]
+    if not hit:
+        return []
+    nonfinite = sum(_card(r, "correctness", "nonfinite_steps") or 0 for r in hit)
+    overflow = sum(_card(r, "stability", "overflow_steps") or 0 for r in hit)
+    bf16 = ("" if ctx.config.get("hardware.supports.bf16") is not False else
+            "; this hardware profile has no bf16, so loss scaling is the way here")
+    return [Finding("diverged_fp16", tuple(r.number for r in hit), (
+        f"{_n(hit)} diverged in fp16 ({_ids(hit)}; {nonfinite} non-finite loss steps, "
+        f"{overflow} overflow steps): use dynamic loss scaling "
+        f"(precision.loss_scale=dynamic, a lower precision.init_scale) or precision=bf16 where "
+        f"the hardware supports it{bf16}."),
+        {"trials": len(hit), "nonfinite_steps": nonfinite, "overflow_steps": overflow})]
+
+
+def diverged(ctx: _Context) -> list[Finding]:
+    hit = [r for r in ctx.of("diverged") if ctx.value(r, "precision") != "fp16"]
+    if not hit:
+        return []
+    norms = [g for r in hit if (g := _card(r, "correctness", "grad_norm_max")) is not None]
+    spikes = sum(_card(r, "stability", "loss_spikes") or 0 for r in hit)
+    nums = {"trials": len(hit), "loss_spikes": spikes}
+    seen = f"{spikes} loss spikes"
+    if norms:
+        nums["grad_norm_max"] = max(norms)
+        seen += f", grad norm up to {max(norms):.3g}"
+    precisions = "/".join(sorted({str(ctx.value(r, "precision") or "?") for r in hit}))
+    lr = _change("train.lr", ctx.config.get("train.lr"), 0.5)
+    clip = _change("train.clip_norm", ctx.config.get("train.clip_norm"), 0.5)
+    return [Finding("diverged", tuple(r.number for r in hit), (
+        f"{_n(hit)} diverged in {precisions} ({_ids(hit)}; {seen}): lower the learning rate "
+        f"({lr}) or clip gradients harder ({clip})."), nums)]
+
+
+def oom(ctx: _Context) -> list[Finding]:
+    hit = ctx.of("oom")
+    if not hit:
+        return []
+    nums: dict[str, float] = {"trials": len(hit)}
+    facts = []
+    peaks = [r.peak_memory_gib for r in hit if r.peak_memory_gib is not None]
+    if peaks and ctx.budget_gib is not None:
+        nums |= {"peak_memory_gib": max(peaks), "budget_gib": ctx.budget_gib}
+        facts.append(f"peak up to {max(peaks):.2f} GiB against the {ctx.budget_gib:.2f} GiB "
+                     "budget")
+    sizes = sorted({r.micro_batch_size for r in hit if r.micro_batch_size is not None})
+    if sizes:
+        nums["micro_batch_size"] = max(sizes)
+        facts.append(f"micro-batch of {'/'.join(map(str, sizes))} samples")
+    micro = [m for r in hit if isinstance(m := ctx.value(r, "train.micro_batches"), int)]
+    accumulate = _change("train.micro_batches", max(micro) if micro else None, 2)
+    recompute = ("recompute (train.recompute=true)"
+                 if not all(ctx.value(r, "train.recompute") is True for r in hit)
+                 else "a higher runtime.memory_optimize_level (recompute was already on)")
+    return [Finding("oom", tuple(r.number for r in hit), (
+        f"{_n(hit)} ran out of memory ({_ids(hit)}{'; ' if facts else ''}{'; '.join(facts)}): "
+        f"use a smaller micro-batch through more gradient accumulation ({accumulate}), "
+        f"or {recompute}."), nums)]
+
+
+def hang(ctx: _Context) -> list[Finding]:
+    cfg = ctx.config.get
+    workers = f"data.num_workers={cfg('data.num_workers', '?')}"
+    cases = (  # (rule, trials, what happened, what to check)
+        ("hang", [r for r in ctx.of("hang") if not r.scorecard],
+         "hung before the first step finished",
+         "the graph compile may need more than the compile budget (sweep.stop.compile_timeout_s"
+         f"={cfg('sweep.stop.compile_timeout_s', '?')}), or the dataset workers never "
+         f"delivered a batch ({workers})"),
+        ("hang", [r for r in ctx.of("hang") if r.scorecard], "stalled mid-run",
+         f"check the dataset workers ({workers}) and the step budget "
+         f"(sweep.stop.step_timeout_s={cfg('sweep.stop.step_timeout_s', '?')})"),
+        ("timeout", ctx.of("timeout"), "ran past the wall-clock cap",
+         f"check the compile budget and the dataset workers ({workers}), or raise "
+         f"sweep.stop.wall_timeout_s={cfg('sweep.stop.wall_timeout_s', '?')}"),
+    )
+    out = []
+    for rule, hit, what, advice in cases:
+        if hit:
+            walls = [r.wall_s for r in hit if r.wall_s is not None]
+            killed = f"; killed after {max(walls):.0f} s" if walls else ""
+            nums = {"trials": len(hit)} | ({"wall_s": max(walls)} if walls else {})
+            out.append(Finding(rule, tuple(r.number for r in hit),
+                               f"{_n(hit)} {what} ({_ids(hit)}{killed}): {advice}.", nums))
+    return out
+
+
+def slow(ctx: _Context) -> list[Finding]:
+    hit = ctx.of("slow")
+    top = ctx.best
+    if not hit:
+        return []
+    nums: dict[str, float] = {"trials": len(hit)}
+    seen = ""
+    partial = [v for r in hit if (v := measured_tokens_per_s(r)) is not None]
+    if partial:
+        nums["median_tokens_per_s"] = statistics.median(partial)
+        seen = f"; {nums['median_tokens_per_s']:,.0f} tokens/s median when stopped"
+        if top is not None:
+            nums["ratio"] = nums["median_tokens_per_s"] / top.tokens_per_s
+            seen += f", {nums['ratio']:.2f} x the best {top.tokens_per_s:,.0f}"
+    knobs = sorted({k for r in hit for k in r.params})
+    shared = {k: hit[0].params.get(k) for k in knobs
+              if len({repr(r.params.get(k)) for r in hit}) == 1
+              and (top is None or top.params.get(k) != hit[0].params.get(k))}
+    complete = [r for r in ctx.records if r.ok]
+    if shared:
+        listed = ", ".join(f"{k}={v} ({sum(r.params.get(k) == v for r in complete)} of "
+                           f"{len(complete)} completed trials)" for k, v in shared.items())
+        tail = (f"{'they all' if len(hit) > 1 else 'it'} ran with {listed}, unlike the best "
+                "trial: avoid these values or give them a space of their own")
+    else:
+        tail = "they share no knob value that the best trial lacks: no single knob explains it"
+    return [Finding("slow", tuple(r.number for r in hit),
+                    f"{_n(hit)} stopped as slow ({_ids(hit)}{seen}): {tail}.", nums)]
+
+
+def _last_log_line(tail: str) -> str:
+    """The last line of stderr in a log tail (headers ``--- name`` separate the files)."""
+    chunks: dict[str, list[str]] = {}
+    name = "log"
+    for line in tail.splitlines():
+        if line.startswith("--- "):
+            name = line[4:].strip()
+            continue
+        if line.strip():
+            chunks.setdefault(name, []).append(line.strip())
+    lines = chunks.get("stderr.log") or next(reversed(chunks.values()), [])
+    return lines[-1][:200] if lines else ""
+
+
+def crash(ctx: _Context, *, limit: int = 3) -> list[Finding]:
+    out = []
+    for r in ctx.of("crash")[:limit]:
+        where = f"{r.trial_dir}/stderr.log" if r.trial_dir else "its trial directory"
+        last = _last_log_line(str(r.attrs.get("log_tail") or ""))
+        ended = f'its log ends with "{last}"' if last else "it left no log output"
+        after = f" after {r.wall_s:.1f} s" if r.wall_s is not None else ""
+        out.append(Finding("crash", (r.number,), (
+            f"Trial #{r.number} crashed{after} ({r.detail or 'no detail'}): {ended}; the full "
+            f"log is in {where}."), {"wall_s": r.wall_s} if r.wall_s is not None else {}))
+    return out
+
+
+def not_run(ctx: _Context) -> list[Finding]:
+    out = []
+    for reason in NOT_RUN:
+        hit = ctx.of(reason)
+        if hit:
+            out.append(Finding("not_run", tuple(r.number for r in hit), (
+                f"{_n(hit)} ended as {reason} ({_ids(hit)}): {REASONS[reason]}; e.g. trial "
+                f"#{hit[0].number}: {hit[0].detail or 'no detail'}."), {"trials": len(hit)}))
+    return out
+
+
+RULES: tuple[Callable[[_Context], list[Finding]], ...] = (
+    best_trial, data_wait, low_mfu, diverged_fp16, diverged, oom, hang, slow, crash, not_run)
+
+
+def diagnose(records: list[TrialRecord], *, budget_gib: float | None = None,
+             config: Mapping[str, Any] | None = None) -> list[Finding]:
+    """Every rule's findings, best trial first, then one or more per failure class.
+
+    ``config`` maps override paths (``data.num_workers``, ``train.lr``, ``precision``,
+    ``sweep.stop.compile_timeout_s``, ...) to the values trials used where their params
+    do not say; suggestions quote them.
+    """
+    ctx = _Context(distinct(records), budget_gib, dict(config or {}))
+    return [finding for rule in RULES for finding in rule(ctx)]
+
+
+def to_markdown(findings: list[Finding]) -> str:
+    lines = ["# Diagnosis", ""]
+    lines += [f"- **{f.rule}**: {f.sentence}" for f in findings] or ["- Nothing to report."]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,117 @@
+"""The report's front page: summary, diagnosis, top trials, links to every file.
+
+``index.md`` links the files next to it; ``index.html`` is the same page with the
+figures embedded, so it can be mailed or opened anywhere on its own.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import html
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from autotune.leaderboard import frame, params_label
+from autotune.records import TrialRecord
+from autotune.report.diagnosis import Finding
+from autotune.report.tables import best, markdown_table, pareto_front, reason_counts
+
+#: (file, title, what it holds), in page order.
+TABLES = (
+    ("experiments.md", "Experiments", "every trial: start time, knob values, metrics, reason"),
+    ("experiments.csv", "Experiments (CSV)", "the same table for spreadsheets and pandas"),
+    ("ablation.md", "Ablation", "one knob at a time from the baseline"),
+    ("failures.md", "Failures", "counts and examples per reason"),
+    ("diagnosis.md", "Diagnosis", "what to try next, with the numbers behind it"),
+)
+FIGURES = (
+    ("history.png", "Optimisation history"),
+    ("memory_vs_throughput.png", "Throughput against peak memory"),
+    ("importance.png", "Knob importance"),
+    ("knob_effects.png", "Effect of each knob value"),
+)
+
+
+@dataclass
+class Summary:
+    """What the console and the top of the index say."""
+
+    study: str
+    storage: str  # already redacted
+    objective: str
+    n_trials: int
+    n_launched: int
+    counts: dict[str, int]
+    best: TrialRecord | None
+    front: list[TrialRecord]
+
+    def lines(self) -> list[str]:
+        counts = ", ".join(f"{reason} {n}" for reason, n in self.counts.items()) or "none"
+        out = [f"study {self.study} in {self.storage}; objective: {self.objective}",
+               f"trials: {self.n_trials} ({self.n_launched} launched): {counts}"]
+        if self.best is None:
+            out.append("best: no completed trial within the memory budget")
+        else:
+            b = self.best
+            mfu = "" if b.mfu is None else f", {100 * b.mfu:.2f} % MFU"
+            peak = "" if b.peak_memory_gib is None else f", peak {b.peak_memory_gib:.2f} GiB"
+            out.append(f"best: trial #{b.number}, {b.tokens_per_s:,.0f} tokens/s{mfu}{peak} "
+                       f"({params_label(b.params) or 'no knobs'})")
+        if len(self.front) > 1:
+            out.append("Pareto front (tokens/s vs peak memory): "
+                       + ", ".join(f"#{r.number}" for r in self.front))
+        return out
+
+
+def summarise(records: list[TrialRecord], *, study: str, storage: str, n_objectives: int,
+              budget_gib: float | None) -> Summary:
+    budget = "?" if budget_gib is None else f"{budget_gib:.2f}"
+    objective = (f"max tokens/s with peak memory <= {budget} GiB" if n_objectives == 1 else
+                 f"Pareto: max tokens/s, min peak memory (budget {budget} GiB)")
+    return Summary(study=study, storage=storage, objective=objective, n_trials=len(records),
+                   n_launched=sum(r.launched for r in records),
+                   counts=dict(reason_counts(records).most_common()),
+                   best=best(records, budget_gib), front=pareto_front(records))
+
+
+def _top(records: list[TrialRecord], n: int = 5) -> pd.DataFrame:
+    return frame(records).head(n)
+
+
+def render_markdown(summary: Summary, records: list[TrialRecord],
+                    findings: list[Finding]) -> str:
+    text = [f"# Tuning report: {summary.study}", "",
+            f"Generated {dt.datetime.now().isoformat(timespec='seconds')}.", ""]
+    text += [f"- {line}" for line in summary.lines()] + [""]
+    text += ["## Diagnosis", ""] + [f"- {f.sentence}" for f in findings] + [""]
+    text += ["## Top trials", "", markdown_table(_top(records))]
+    text += ["## Tables", ""] + [f"- [{title}]({name}): {what}" for name, title, what in TABLES]
+    text += ["", "The same page with the figures embedded: [index.html](index.html).", ""]
+    for name, title in FIGURES:
+        text += [f"## {title}", "", f"[![{title}]({name})]({name})", ""]
+    return "\n".join(text)
+
+
+def render_html(summary: Summary, records: list[TrialRecord], findings: list[Finding],
+                out: Path) -> str:
+    """The same page with every figure embedded as a data URL."""
+    e = html.escape
+    parts = [f"<!doctype html><meta charset='utf-8'><title>Tuning report: {e(summary.study)}"
+             "</title><style>body{font-family:sans-serif;max-width:1100px;margin:2em auto}"
+             "table{border-collapse:collapse;font-size:90%}td,th{border:1px solid #ccc;"
+             "padding:2px 6px;text-align:right}img{max-width:100%}</style>",
+             f"<h1>Tuning report: {e(summary.study)}</h1><ul>"]
+    parts += [f"<li>{e(line)}</li>" for line in summary.lines()]
+    parts += ["</ul><h2>Diagnosis</h2><ul>"] + [f"<li>{e(f.sentence)}</li>" for f in findings]
+    parts += ["</ul><h2>Top trials</h2>", _top(records).to_html(index=False, na_rep="-",
+                                                                float_format="{:,.2f}".format)]
+    parts += ["<h2>Tables</h2><ul>"] + [f"<li><a href='{name}'>{e(title)}</a>: {e(what)}</li>"
+                                        for name, title, what in TABLES] + ["</ul>"]
+    for name, title in FIGURES:
+        data = base64.b64encode((out / name).read_bytes()).decode()
+        parts.append(f"<h2>{e(title)}</h2><img alt='{e(title)}' "
+                     f"src='data:image/png;base64,{data}'>")
+    return "\n".join(parts) + "\n"

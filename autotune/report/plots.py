@@ -1,0 +1,268 @@
+"""The report's figures as PNG files (matplotlib, no display, no pyplot state).
+
+Every function writes its file even when there is too little data to plot: the
+figure then carries a note saying why, so the index never links a missing file.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import statistics
+from pathlib import Path
+
+import numpy as np
+
+from autotune.records import TrialRecord
+from autotune.report.tables import (baseline, budget_of, distinct, feasible,
+                                    measured_tokens_per_s, pareto_front)
+
+os.environ.setdefault("MPLCONFIGDIR", "/tmp/autotune-mpl")
+
+from matplotlib.figure import Figure  # noqa: E402 - after MPLCONFIGDIR
+from matplotlib.ticker import FuncFormatter  # noqa: E402
+
+#: Marker colours per reason; anything else is grey.
+COLOURS = {"ok": "tab:blue", "slow": "tab:gray", "oom": "tab:red", "diverged": "tab:purple",
+           "crash": "black", "hang": "tab:brown", "timeout": "tab:brown",
+           "unsupported": "tab:olive", "infeasible": "tab:olive", "config_error": "tab:olive"}
+DPI = 110
+
+
+def _save(fig: Figure, path: Path) -> Path:
+    fig.savefig(path, dpi=DPI, bbox_inches="tight")
+    return path
+
+
+def placeholder(path: Path, title: str, note: str) -> Path:
+    fig = Figure(figsize=(6, 2.2))
+    ax = fig.subplots()
+    ax.axis("off")
+    ax.set_title(title)
+    ax.text(0.5, 0.45, note, ha="center", va="center", wrap=True, fontsize=11)
+    return _save(fig, path)
+
+
+def _thousands(ax) -> None:
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
+
+
+def _ended(records: list[TrialRecord]) -> list[TrialRecord]:
+    return [r for r in distinct(records) if r.state not in ("RUNNING", "WAITING")]
+
+
+def history(records: list[TrialRecord], path: Path, *, budget_gib: float | None) -> Path:
+    """tokens/s per trial, best feasible so far, baseline; failures as crosses at zero."""
+    ended = sorted(_ended(records), key=lambda r: r.number)
+    title = "Optimisation history"
+    if not ended:
+        return placeholder(path, title, "No trial has ended yet.")
+    fig = Figure(figsize=(8, 4.5))
+    ax = fig.subplots()
+    groups: dict[str, tuple[list[int], list[float]]] = {}
+
+    def add(label: str, r: TrialRecord, y: float) -> None:
+        groups.setdefault(label, ([], []))[0].append(r.number)
+        groups[label][1].append(y)
+
+    for r in ended:
+        tps = measured_tokens_per_s(r)
+        if r.ok and tps is not None:
+            add("completed" if feasible(r, budget_gib) else "over memory budget", r, tps)
+        elif tps is not None:
+            add(f"{r.reason} (tokens/s when stopped)", r, tps)
+        else:
+            add(r.reason or r.state.lower(), r, 0.0)
+    for label, (xs, ys) in groups.items():
+        reason = label.split(" ")[0]
+        if label == "completed":
+            ax.scatter(xs, ys, color="tab:blue", zorder=3, label=label)
+        elif label == "over memory budget":
+            ax.scatter(xs, ys, facecolors="none", edgecolors="tab:orange", zorder=3, label=label)
+        elif "stopped" in label:
+            ax.scatter(xs, ys, facecolors="none", edgecolors=COLOURS.get(reason, "tab:gray"),
+                       zorder=3, label=label)
+        else:
+            ax.scatter(xs, ys, marker="x", color=COLOURS.get(reason, "tab:gray"), zorder=3,
+                       label=f"{label} (no tokens/s)")
+    running, xs, ys = -math.inf, [], []
+    for r in ended:
+        if feasible(r, budget_gib):
+            running = max(running, r.tokens_per_s)
+        if running > -math.inf:
+            xs.append(r.number)
+            ys.append(running)
+    if xs:
+        ax.step(xs, ys, where="post", color="tab:green", label="best feasible so far")
+        top = max((r for r in ended if feasible(r, budget_gib)), key=lambda r: r.tokens_per_s)
+        ax.annotate(f"#{top.number}", (top.number, top.tokens_per_s), xytext=(4, 6),
+                    textcoords="offset points", fontsize=9)
+    base = baseline(records)
+    if base is not None and base.tokens_per_s is not None:
+        ax.axhline(base.tokens_per_s, color="tab:gray", linestyle=":",
+                   label=f"baseline #{base.number}")
+    ax.set(title=title, xlabel="trial", ylabel="tokens/s (steady state)")
+    _thousands(ax)
+    ax.set_ylim(bottom=0)
+    ax.xaxis.get_major_locator().set_params(integer=True)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    return _save(fig, path)
+
+
+def memory_vs_throughput(records: list[TrialRecord], path: Path, *,
+                         budget_gib: float | None) -> Path:
+    """tokens/s against peak memory, with the memory budget and the Pareto front."""
+    title = "Throughput against peak memory"
+    ended = [r for r in _ended(records) if r.peak_memory_gib is not None]
+    if not ended:
+        return placeholder(path, title, "No trial reported its peak memory.")
+    fig = Figure(figsize=(8, 4.5))
+    ax = fig.subplots()
+    done = [r for r in ended if r.ok and r.tokens_per_s is not None]
+    groups = [("completed", {"color": "tab:blue"}, [r for r in done if feasible(r, budget_gib)]),
+              ("over budget", {"facecolors": "none", "edgecolors": "tab:orange"},
+               [r for r in done if not feasible(r, budget_gib)]),
+              ("stopped early", {"facecolors": "none", "edgecolors": "tab:gray"},
+               [r for r in ended if not r.ok and measured_tokens_per_s(r) is not None])]
+    failed = [r for r in ended if not r.ok and measured_tokens_per_s(r) is None]
+    for reason in sorted({r.reason for r in failed}):
+        groups.append((f"{reason} (no tokens/s)",
+                       {"marker": "x", "color": COLOURS.get(reason, "tab:gray")},
+                       [r for r in failed if r.reason == reason]))
+    for label, style, rs in groups:
+        if rs:
+            ax.scatter([r.peak_memory_gib for r in rs],
+                       [measured_tokens_per_s(r) or 0.0 for r in rs], zorder=3, label=label,
+                       **style)
+    front = pareto_front(records)
+    if front:
+        ax.step([r.peak_memory_gib for r in front], [r.tokens_per_s for r in front],
+                where="post", color="tab:green", alpha=0.6)
+        ax.scatter([r.peak_memory_gib for r in front], [r.tokens_per_s for r in front], s=140,
+                   facecolors="none", edgecolors="tab:green", zorder=4, label="Pareto front")
+        labels: dict[tuple[float, float], list[str]] = {}
+        for r in front:  # trials on the same point share one label
+            labels.setdefault((r.peak_memory_gib, r.tokens_per_s), []).append(f"#{r.number}")
+        for point, names in labels.items():
+            ax.annotate(", ".join(names), point, xytext=(8, 4), textcoords="offset points",
+                        fontsize=9)
+    budgets = {b for r in ended if (b := budget_of(r, budget_gib)) is not None}
+    budget = max(budgets) if budgets else None
+    top_peak = max(r.peak_memory_gib for r in ended)
+    xlabel = "peak memory per rank (GiB)"
+    if budget is not None and budget <= 2.0 * top_peak:
+        ax.axvline(budget, color="tab:red", linestyle="--", label=f"budget {budget:.2f} GiB")
+    elif budget is not None:  # far right of every point: say so instead of squashing them
+        xlabel += f"; the memory budget, {budget:.2f} GiB, is far off the right edge"
+    ax.set(title=title, xlabel=xlabel, ylabel="tokens/s (steady state)")
+    _thousands(ax)
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    return _save(fig, path)
+
+
+def _by_value(records: list[TrialRecord], knob: str) -> dict:
+    values: dict = {}
+    for r in records:
+        if knob in r.params:
+            values.setdefault(r.params[knob], []).append(r)
+    try:
+        return dict(sorted(values.items()))
+    except TypeError:
+        return dict(sorted(values.items(), key=lambda kv: str(kv[0])))
+
+
+def knob_importance(records: list[TrialRecord]) -> dict[str, float]:
+    """Per knob: the tokens/s range its values span in an additive model of completed trials.
+
+    The model is tokens/s = mean + one effect per (knob, value), fitted by ridge least
+    squares, so a knob that merely co-occurred with a fast one gets little credit (the plain
+    spread of per-value means would give it the same). It is robust to few trials and to
+    knobs that always moved together (they share the credit); it does not model
+    interactions: read it with the ablation table. A knob with one value tried scores 0.
+    """
+    done = [r for r in distinct(records) if r.ok and r.tokens_per_s is not None]
+    columns = sorted({(k, repr(v)) for r in done for k, v in r.params.items()})
+    if not done:
+        return {}
+    x = np.array([[1.0] + [float(repr(r.params.get(k)) == v) for k, v in columns]
+                  for r in done])
+    y = np.array([r.tokens_per_s for r in done])
+    penalty = 1e-3 * len(y) * np.eye(x.shape[1])
+    penalty[0, 0] = 0.0  # the mean is not shrunk
+    coef = np.linalg.solve(x.T @ x + penalty, x.T @ y)
+    effects: dict[str, list[float]] = {}
+    for (knob, _), c in zip(columns, coef[1:]):
+        effects.setdefault(knob, []).append(float(c))
+    out = {k: (max(v) - min(v) if len(v) > 1 else 0.0) for k, v in effects.items()}
+    return dict(sorted(out.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def importance(records: list[TrialRecord], path: Path) -> bool:
+    """Bar chart of :func:`knob_importance`; False (and a placeholder) under 2 completed trials."""
+    title = "Knob importance"
+    done = [r for r in distinct(records) if r.ok and r.tokens_per_s is not None]
+    if len(done) < 2:
+        placeholder(path, title, f"{len(done)} completed trial(s): importance needs at least 2.")
+        return False
+    scores = knob_importance(records)
+    best_tps = max(r.tokens_per_s for r in done)
+    fig = Figure(figsize=(8, 0.5 * len(scores) + 1.5))
+    ax = fig.subplots()
+    names = list(scores)[::-1]
+    ax.barh(names, [scores[k] for k in names], color="tab:blue")
+    for i, k in enumerate(names):
+        ax.annotate(f"{scores[k]:,.0f} tok/s ({100 * scores[k] / best_tps:.0f} % of best)",
+                    (scores[k], i), xytext=(4, 0), textcoords="offset points", va="center",
+                    fontsize=8)
+    ax.set(title=f"{title}: tokens/s range each knob spans",
+           xlabel=f"max - min of its values' effects in an additive model of tokens/s "
+                  f"({len(done)} completed trials)")
+    ax.set_xlim(0, max(max(scores.values()) * 1.35, 1.0))
+    ax.grid(axis="x", alpha=0.3)
+    _save(fig, path)
+    return True
+
+
+def knob_effects(records: list[TrialRecord], path: Path) -> Path:
+    """Small multiples: tokens/s of completed trials per value of each knob, mean as a bar."""
+    title = "Effect of each knob value"
+    ended = _ended(records)
+    knobs = sorted({k for r in ended for k in r.params})
+    if not knobs:
+        return placeholder(path, title, "No trial with knob values has ended yet.")
+    ncols = min(3, len(knobs))
+    nrows = math.ceil(len(knobs) / ncols)
+    fig = Figure(figsize=(3.6 * ncols, 3.0 * nrows + 0.4), layout="constrained")
+    axes = fig.subplots(nrows, ncols, squeeze=False, sharey=True).ravel()
+    for ax, knob in zip(axes, knobs):
+        groups = _by_value(ended, knob)
+        for i, rs in enumerate(groups.values()):
+            tps = [r.tokens_per_s for r in rs if r.ok and r.tokens_per_s is not None]
+            if tps:
+                ax.bar(i, statistics.fmean(tps), width=0.6, color="tab:blue", alpha=0.25)
+                offsets = [0.0] if len(tps) == 1 else [
+                    -0.2 + 0.4 * j / (len(tps) - 1) for j in range(len(tps))]
+                ax.scatter([i + o for o in offsets], tps, color="tab:blue", s=14, zorder=3)
+            failed = [r for r in rs if not r.ok]
+            if failed:  # one cross per failed trial, coloured by reason, along the bottom
+                ax.scatter([i - 0.2 + 0.4 * j / max(len(failed) - 1, 1)
+                            for j in range(len(failed))], [0.0] * len(failed), marker="x",
+                           s=18, color=[COLOURS.get(r.reason, "tab:gray") for r in failed],
+                           zorder=3, clip_on=False)
+        ax.set_xticks(range(len(groups)),
+                      [f"{v}\n{sum(r.ok for r in rs)}/{len(rs)} ok" for v, rs in groups.items()],
+                      fontsize=8)
+        ax.set_title(knob, fontsize=10)
+        ax.grid(axis="y", alpha=0.3)
+        _thousands(ax)
+    for ax in axes[len(knobs):]:
+        ax.axis("off")
+    for ax in axes[::ncols]:
+        ax.set_ylabel("tokens/s")
+    fig.suptitle(f"{title}\ndots: completed trials, bars: their mean, crosses: trials that "
+                 "failed (red oom, purple diverged, black crash, brown hang/timeout, grey slow)",
+                 fontsize=10)
+    return _save(fig, path)

@@ -1,0 +1,216 @@
+"""The report's tables: experiments, one-knob-at-a-time ablation, failure taxonomy.
+
+Also the selections every part of the report agrees on: which trials count
+(:func:`distinct`), which fit the memory budget, the best one, the baseline and
+the Pareto front.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from typing import Any
+
+import pandas as pd
+
+from autotune.leaderboard import frame, short
+from autotune.records import TrialRecord
+
+#: What each reason code means, for readers of failures.md.
+REASONS = {
+    "ok": "finished and measured",
+    "diverged": "loss went non-finite or spiked; the trial's guard stopped it",
+    "oom": "ran out of memory",
+    "unsupported": "the backend cannot run this combination",
+    "infeasible": "breaks a structural rule or is dominated by an OOM; never launched",
+    "duplicate": "same configuration as an earlier trial",
+    "hang": "no step within the compile budget, or no step progress; killed",
+    "timeout": "ran past the wall-clock cap; killed",
+    "slow": "tokens/s far below the best so far; pruned",
+    "crash": "the process died without a structured outcome",
+    "config_error": "the trial program rejected its configuration",
+    "orphaned": "its orchestrator died; the configuration was re-queued",
+    "running": "still running",
+    "waiting": "queued; not started yet",
+}
+
+#: Number formats of the Markdown tables, by column.
+FORMATS = {"tokens/s": "{:,.0f}", "confirmed tok/s": "{:,.0f}", "MFU %": "{:.2f}",
+           "peak GiB": "{:.3f}", "step s": "{:.4f}", "compile s": "{:.1f}",
+           "change %": "{:+.1f}", "peak change GiB": "{:+.3f}"}
+
+
+# --- selections -------------------------------------------------------------------------
+
+def distinct(records: list[TrialRecord]) -> list[TrialRecord]:
+    """Trials that measured something of their own: no reused copies, no orphaned attempts."""
+    return [r for r in records if r.reused_from is None and r.reason != "orphaned"]
+
+
+def budget_of(record: TrialRecord, default: float | None) -> float | None:
+    budget = (record.scorecard.get("resources") or {}).get("memory_budget_gib")
+    return float(budget) if budget is not None else default
+
+
+def feasible(record: TrialRecord, budget_gib: float | None) -> bool:
+    """Completed, measured, and within the memory budget (where both are known)."""
+    if not record.ok or record.tokens_per_s is None:
+        return False
+    budget = budget_of(record, budget_gib)
+    return record.peak_memory_gib is None or budget is None or record.peak_memory_gib <= budget
+
+
+def best(records: list[TrialRecord], budget_gib: float | None) -> TrialRecord | None:
+    """The fastest feasible trial (lowest number on ties)."""
+    candidates = [r for r in distinct(records) if feasible(r, budget_gib)]
+    return max(candidates, key=lambda r: (r.tokens_per_s, -r.number), default=None)
+
+
+def baseline(records: list[TrialRecord]) -> TrialRecord | None:
+    """The baseline configuration's trial; a completed retry of it when the first was lost."""
+    first = next((r for r in records if r.role == "baseline"), None)
+    if first is None:
+        return None
+    same = [r for r in distinct(records) if r.params == first.params]
+    return min(same, key=lambda r: (not r.ok, r.number), default=first)
+
+
+def pareto_front(records: list[TrialRecord]) -> list[TrialRecord]:
+    """Completed trials no other beats on both tokens/s (up) and peak memory (down)."""
+    points = [r for r in distinct(records)
+              if r.ok and r.tokens_per_s is not None and r.peak_memory_gib is not None]
+
+    def dominated(p: TrialRecord) -> bool:
+        return any(q.tokens_per_s >= p.tokens_per_s and q.peak_memory_gib <= p.peak_memory_gib
+                   and (q.tokens_per_s > p.tokens_per_s or q.peak_memory_gib < p.peak_memory_gib)
+                   for q in points)
+
+    return sorted((p for p in points if not dominated(p)), key=lambda r: r.peak_memory_gib)
+
+
+def measured_tokens_per_s(record: TrialRecord) -> float | None:
+    """tokens/s of a completed trial, or what a stopped one had measured so far."""
+    if record.tokens_per_s is not None:
+        return record.tokens_per_s
+    return (record.scorecard.get("performance") or {}).get("tokens_per_s")
+
+
+def reason_counts(records: list[TrialRecord]) -> Counter:
+    return Counter(r.reason or r.state.lower() for r in records)
+
+
+# --- tables -------------------------------------------------------------------------------
+
+def experiments(records: list[TrialRecord]) -> pd.DataFrame:
+    """One row per trial in trial order: start time, knob values, metrics, state, reason."""
+    df = frame(records)
+    if df.empty:
+        return pd.DataFrame(columns=["trial", "started", "tokens/s", "MFU %", "peak GiB",
+                                     "step s", "compile s", "state", "reason", "role"])
+    by_number = {r.number: r for r in records}
+    started = {n: r.started.strftime("%Y-%m-%d %H:%M:%S") if r.started else None
+               for n, r in by_number.items()}
+    df.insert(1, "started", df["trial"].map(started))
+    confirmed = {n: (r.attrs.get("confirm") or {}).get("median") for n, r in by_number.items()}
+    if any(v is not None for v in confirmed.values()):
+        df.insert(df.columns.get_loc("tokens/s") + 1, "confirmed tok/s",
+                  df["trial"].map(confirmed))
+    df["role"] = df["trial"].map({n: r.role for n, r in by_number.items()})
+    return df.sort_values("trial").reset_index(drop=True)
+
+
+def _cell(column: str, value: Any) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if isinstance(value, float):
+        if column in FORMATS:
+            return FORMATS[column].format(value)
+        return str(int(value)) if value.is_integer() else f"{value:g}"
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def markdown_table(df: pd.DataFrame) -> str:
+    """A GitHub-flavoured Markdown table (numbers right-aligned)."""
+    if df.empty:
+        return "(none)\n"
+    numeric = [pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c])
+               for c in df.columns]
+    lines = ["| " + " | ".join(str(c) for c in df.columns) + " |",
+             "|" + "|".join("---:" if n else "---" for n in numeric) + "|"]
+    for row in df.itertuples(index=False):
+        lines.append("| " + " | ".join(_cell(c, v) for c, v in zip(df.columns, row)) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def knob_legend(records: list[TrialRecord]) -> str:
+    knobs = sorted({k for r in records for k in r.params})
+    return ", ".join(f"`{short(k)}` = `{k}`" for k in knobs)
+
+
+def ablation(records: list[TrialRecord]) -> pd.DataFrame:
+    """Trials that change exactly one knob of the baseline, with the change they made."""
+    base = baseline(records)
+    if base is None:
+        return pd.DataFrame()
+    rows = []
+    for r in distinct(records):
+        changed = [k for k in sorted(set(r.params) | set(base.params))
+                   if r.params.get(k) != base.params.get(k)]
+        if r.number == base.number or len(changed) != 1:
+            continue
+        knob = changed[0]
+        change = peak_change = None
+        if r.tokens_per_s is not None and base.tokens_per_s:
+            change = 100.0 * (r.tokens_per_s / base.tokens_per_s - 1.0)
+        if r.peak_memory_gib is not None and base.peak_memory_gib is not None:
+            peak_change = r.peak_memory_gib - base.peak_memory_gib
+        rows.append({"knob": knob, "baseline": base.params.get(knob), "new": r.params.get(knob),
+                     "trial": r.number, "tokens/s": r.tokens_per_s, "change %": change,
+                     "peak change GiB": peak_change, "reason": r.reason})
+    df = pd.DataFrame(rows)
+    return df.sort_values(["knob", "trial"]).reset_index(drop=True) if rows else df
+
+
+def ablation_markdown(records: list[TrialRecord]) -> str:
+    base = baseline(records)
+    head = "# One knob at a time, from the baseline\n\n"
+    if base is None:
+        return head + "None: the study has no baseline trial (role=baseline).\n"
+    df = ablation(records)
+    tps = "-" if base.tokens_per_s is None else f"{base.tokens_per_s:,.0f} tokens/s"
+    peak = "-" if base.peak_memory_gib is None else f"{base.peak_memory_gib:.3f} GiB"
+    text = (head + f"Baseline: trial #{base.number} ({base.reason}; {tps}, peak {peak}).\n\n")
+    if df.empty:
+        return text + ("None: no trial differs from the baseline in exactly one knob "
+                       "(`sweep.neighbours=true` runs them first).\n")
+    return text + markdown_table(df)
+
+
+def failures(records: list[TrialRecord], *, n_examples: int = 3) -> list[dict[str, Any]]:
+    """Per reason other than ok: how many, in which states, and a few examples."""
+    out = []
+    for reason, count in reason_counts(records).most_common():
+        if reason == "ok":
+            continue
+        rs = [r for r in records if (r.reason or r.state.lower()) == reason]
+        out.append({"reason": reason, "trials": count,
+                    "launched": sum(r.launched for r in rs),
+                    "state": ", ".join(sorted({r.state for r in rs})),
+                    "meaning": REASONS.get(reason, ""),
+                    "examples": [(r.number, r.detail) for r in rs[:n_examples]]})
+    return out
+
+
+def failures_markdown(records: list[TrialRecord]) -> str:
+    rows = failures(records)
+    text = "# Failure taxonomy\n\n"
+    if not rows:
+        return text + "None: no trial failed.\n"
+    table = pd.DataFrame([{k: v for k, v in row.items() if k != "examples"} for row in rows])
+    text += markdown_table(table) + "\n"
+    for row in rows:
+        text += f"## {row['reason']} ({row['trials']})\n\n"
+        for number, detail in row["examples"]:
+            text += f"- trial #{number}: {_cell('detail', detail or '(no detail)')}\n"
+        text += "\n"
+    return text

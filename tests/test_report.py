@@ -1,0 +1,375 @@
+"""``python -m autotune report``: diagnosis rules on built records; a report of a real study."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import pytest
+
+from autotune.records import TrialRecord
+from autotune.report import diagnose, plots, tables
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+REPORT_FILES = ("experiments.csv", "experiments.md", "ablation.md", "failures.md",
+                "diagnosis.md", "history.png", "memory_vs_throughput.png", "importance.png",
+                "knob_effects.png", "index.md")
+STATES = {"ok": "COMPLETE", "slow": "PRUNED", "oom": "PRUNED", "diverged": "PRUNED",
+          "infeasible": "PRUNED", "unsupported": "PRUNED"}
+CONFIG = {"precision": "fp32", "train.lr": 0.001, "train.clip_norm": 1.0,
+          "data.num_workers": 1, "data.prefetch": 16, "sweep.stop.compile_timeout_s": 180.0,
+          "sweep.stop.step_timeout_s": 60.0, "sweep.stop.wall_timeout_s": 900.0}
+
+
+def rec(number: int, reason: str = "ok", *, params: dict | None = None,
+        tokens_per_s: float | None = None, card: dict | None = None, **fields) -> TrialRecord:
+    """A TrialRecord as load_records would build it; anything not given is unknown."""
+    values = dict(number=number, state=STATES.get(reason, "FAIL"), params=params or {},
+                  reason=reason, detail="", launched=True, role="sampled",
+                  tokens_per_s=tokens_per_s, mfu=None, peak_memory_gib=None, step_time_s=None,
+                  compile_s=None, data_wait_share=None, micro_batch_size=None, started=None,
+                  wall_s=None, trial_dir=None, reused_from=None, scorecard=card or {},
+                  attrs={})
+    values.update(fields)
+    return TrialRecord(**values)
+
+
+def by_rule(records: list[TrialRecord], rule: str, **kwargs) -> list:
+    kwargs.setdefault("config", CONFIG)
+    return [f for f in diagnose(records, **kwargs) if f.rule == rule]
+
+
+def test_best_trial_cites_throughput_mfu_memory_and_change_over_baseline():
+    records = [rec(0, tokens_per_s=1000.0, role="baseline"),
+               rec(1, tokens_per_s=1500.0, mfu=0.25, peak_memory_gib=3.5),
+               rec(2, tokens_per_s=9000.0, peak_memory_gib=9.5)]
+    (finding,) = by_rule(records, "best", budget_gib=8.0)
+    # Rule: the best trial is the fastest one within the memory budget (#2 is over it).
+    assert finding.trials == (1,)
+    for cited in ("#1", "1,500 tokens/s", "25.0 % MFU", "3.50 GiB", "8.00 GiB", "+50.0 %",
+                  "#0", "1,000 tokens/s"):
+        assert cited in finding.sentence, (cited, finding.sentence)
+    assert finding.numbers["change"] == pytest.approx(0.5)
+
+
+def test_best_trial_when_nothing_completed():
+    (finding,) = by_rule([rec(0, "crash"), rec(1, "oom")], "best")
+    # Rule: no completed trial is said plainly, and no trial is named best.
+    assert finding.trials == ()
+    assert "No trial finished" in finding.sentence and "2 trials" in finding.sentence
+
+
+def test_data_wait_rule():
+    records = [rec(0, tokens_per_s=900.0, data_wait_share=0.231),
+               rec(1, tokens_per_s=500.0, data_wait_share=0.5)]
+    (finding,) = by_rule(records, "data_wait")
+    # Rule: > 10 % data wait on the best trial -> more workers / prefetch, citing the share.
+    assert finding.trials == (0,)
+    for cited in ("23.1 %", "10.0 %", "data.num_workers=1 -> 2", "data.prefetch=16 -> 32"):
+        assert cited in finding.sentence, (cited, finding.sentence)
+
+
+def test_data_wait_rule_negative():
+    # Rule: a low share on the best trial is fine, even when a slower trial waited a lot.
+    records = [rec(0, tokens_per_s=900.0, data_wait_share=0.05),
+               rec(1, tokens_per_s=500.0, data_wait_share=0.5)]
+    assert by_rule(records, "data_wait") == []
+
+
+def test_low_mfu_rule():
+    best = rec(0, tokens_per_s=900.0, mfu=0.036, micro_batch_size=2,
+               params={"train.micro_batches": 4})
+    (finding,) = by_rule([best], "low_mfu")
+    # Rule: MFU < 10 % with a micro-batch <= 2 -> a larger micro-batch (fewer accumulation steps).
+    for cited in ("3.6 %", "10.0 %", "2 samples", "train.micro_batches=4 -> 2"):
+        assert cited in finding.sentence, (cited, finding.sentence)
+
+
+@pytest.mark.parametrize("mfu, micro_batch_size", [(0.036, 8), (0.25, 1), (None, 1)])
+def test_low_mfu_rule_negative(mfu, micro_batch_size):
+    # Rule: a large micro-batch, a healthy MFU or an unknown MFU gives no low-MFU advice.
+    best = rec(0, tokens_per_s=900.0, mfu=mfu, micro_batch_size=micro_batch_size)
+    assert by_rule([best], "low_mfu") == []
+
+
+def test_diverged_fp16_rule():
+    card = {"correctness": {"nonfinite_steps": 3}, "stability": {"overflow_steps": 12}}
+    records = [rec(0, tokens_per_s=900.0),
+               rec(4, "diverged", params={"precision": "fp16"}, card=card),
+               rec(6, "diverged", card=card)]  # fp16 from the config, not its params
+    (finding,) = by_rule(records, "diverged_fp16", config=CONFIG | {"precision": "fp16"})
+    # Rule: NaN/diverged in fp16 -> loss scaling or bf16, citing the counts behind it.
+    assert finding.trials == (4, 6)
+    for cited in ("2 trials", "#4, #6", "6 non-finite", "24 overflow", "loss_scale=dynamic",
+                  "bf16"):
+        assert cited in finding.sentence, (cited, finding.sentence)
+    assert by_rule(records, "diverged", config=CONFIG | {"precision": "fp16"}) == []
+
+
+def test_diverged_rule():
+    card = {"correctness": {"grad_norm_max": 1234.5}, "stability": {"loss_spikes": 2}}
+    records = [rec(3, "diverged", params={"precision": "fp32"}, card=card)]
+    (finding,) = by_rule(records, "diverged")
+    # Rule: divergence without fp16 -> a lower learning rate or harder clipping.
+    for cited in ("#3", "fp32", "2 loss spikes", "1.23e+03", "train.lr=0.001 -> 0.0005",
+                  "train.clip_norm=1 -> 0.5"):
+        assert cited in finding.sentence, (cited, finding.sentence)
+    # Rule: an fp32 divergence is not blamed on fp16.
+    assert by_rule(records, "diverged_fp16") == []
+
+
+def test_oom_rule():
+    records = [rec(2, "oom", params={"train.micro_batches": 1, "train.recompute": False},
+                   peak_memory_gib=9.5, micro_batch_size=8),
+               rec(5, "oom", params={"train.micro_batches": 2, "train.recompute": False},
+                   micro_batch_size=4)]
+    (finding,) = by_rule(records, "oom", budget_gib=8.0)
+    # Rule: OOM -> smaller micro-batch via accumulation, or recompute; cites peak and budget.
+    for cited in ("2 trials", "#2, #5", "9.50 GiB", "8.00 GiB", "4/8 samples",
+                  "train.micro_batches=2 -> 4", "train.recompute=true"):
+        assert cited in finding.sentence, (cited, finding.sentence)
+
+
+def test_oom_rule_negative():
+    # Rule: no OOM, no OOM advice; with recompute already on, it is not suggested again.
+    assert by_rule([rec(0, tokens_per_s=1.0)], "oom") == []
+    (finding,) = by_rule([rec(1, "oom", params={"train.recompute": True})], "oom")
+    assert "train.recompute=true" not in finding.sentence
+    assert "recompute was already on" in finding.sentence
+
+
+def test_hang_rule():
+    records = [rec(1, "hang", wall_s=180.4),
+               rec(2, "hang", wall_s=75.0, card={"performance": {"measured_steps": 3}}),
+               rec(3, "timeout", wall_s=900.2)]
+    early, stalled = by_rule(records, "hang")
+    (late,) = by_rule(records, "timeout")
+    # Rule: a hang -> the compile budget (before any step) or the dataset workers (mid-run).
+    assert early.trials == (1,) and "first step" in early.sentence
+    for cited in ("180 s", "compile_timeout_s=180", "data.num_workers=1"):
+        assert cited in early.sentence, (cited, early.sentence)
+    assert stalled.trials == (2,) and "75 s" in stalled.sentence
+    assert "data.num_workers=1" in stalled.sentence
+    assert "900 s" in late.sentence and "wall_timeout_s=900" in late.sentence
+
+
+def test_hang_rule_negative():
+    # Rule: slow or crashed trials are not hangs.
+    assert by_rule([rec(0, "slow"), rec(1, "crash")], "hang") == []
+
+
+def test_slow_rule_names_the_values_slow_trials_share():
+    records = [rec(0, tokens_per_s=2000.0, params={"micro": 1, "threads": 2}),
+               rec(1, tokens_per_s=1500.0, params={"micro": 1, "threads": 1}),
+               rec(2, "slow", params={"micro": 4, "threads": 2},
+                   card={"performance": {"tokens_per_s": 400.0}}),
+               rec(3, "slow", params={"micro": 4, "threads": 1},
+                   card={"performance": {"tokens_per_s": 600.0}})]
+    (finding,) = by_rule(records, "slow")
+    # Rule: slow -> the knob values all slow trials share (and the best lacks), with numbers.
+    for cited in ("2 trials", "#2, #3", "500 tokens/s median", "0.25 x", "2,000",
+                  "micro=4 (0 of 2 completed trials)"):
+        assert cited in finding.sentence, (cited, finding.sentence)
+    assert "threads=" not in finding.sentence  # not shared by both slow trials
+
+
+def test_slow_rule_negative():
+    # Rule: a value the best trial also has explains nothing; no slow trials, no finding.
+    records = [rec(0, tokens_per_s=2000.0, params={"threads": 2}),
+               rec(1, "slow", params={"threads": 2})]
+    (finding,) = by_rule(records, "slow")
+    assert "share no knob value" in finding.sentence
+    assert by_rule(records[:1], "slow") == []
+
+
+def test_crash_rule_points_at_the_log():
+    tail = "--- stderr.log\nTraceback (most recent call last):\nRuntimeError: boom\n" \
+           "--- stdout.log\nstep 1"
+    records = [rec(5, "crash", wall_s=2.5, trial_dir="/runs/s/trial-0005",
+                   detail="exited with code 1", attrs={"log_tail": tail})]
+    (finding,) = by_rule(records, "crash")
+    # Rule: crash -> the last stderr line and where the full log is.
+    for cited in ("#5", "2.5 s", "RuntimeError: boom", "/runs/s/trial-0005/stderr.log"):
+        assert cited in finding.sentence, (cited, finding.sentence)
+
+
+def test_crash_rule_negative():
+    # Rule: a crash without output says so; a reused copy of a crash is not a second crash.
+    records = [rec(5, "crash", trial_dir="/t"), rec(6, "crash", reused_from=5, launched=False)]
+    (finding,) = by_rule(records, "crash")
+    assert finding.trials == (5,) and "no log output" in finding.sentence
+    assert by_rule([rec(0, tokens_per_s=1.0)], "crash") == []
+
+
+def test_not_run_rule():
+    records = [rec(7, "infeasible", launched=False, detail="micro_batches < pp")]
+    (finding,) = by_rule(records, "not_run")
+    # Rule: trials never measured are listed with an example detail.
+    assert "1 trial ended as infeasible (#7)" in finding.sentence
+    assert "micro_batches < pp" in finding.sentence
+
+
+def test_importance_needs_two_completed_trials(tmp_path):
+    # Rule: under 2 completed trials the figure is a note, still a valid PNG.
+    path = tmp_path / "importance.png"
+    assert plots.importance([rec(0, tokens_per_s=1.0, params={"a": 1})], path) is False
+    assert_png(path)
+
+
+def test_importance_credits_the_knob_that_matters():
+    # Only micro matters; workers=2 merely ran more often with the fast micro=1.
+    design = [(1, 2), (1, 2), (1, 1), (2, 1), (2, 1), (2, 2)]
+    records = [rec(i, tokens_per_s=1000.0 / m, params={"micro": m, "workers": w})
+               for i, (m, w) in enumerate(design)]
+    scores = plots.knob_importance(records)
+    # Rule: a knob with no effect gets (almost) no credit for co-occurring with fast trials.
+    assert list(scores) == ["micro", "workers"]
+    assert scores["micro"] == pytest.approx(500.0, rel=0.01)
+    assert scores["workers"] < 0.01 * scores["micro"]
+
+
+def test_ablation_rows_change_exactly_one_knob():
+    base = {"micro": 1, "threads": 2}
+    records = [rec(0, tokens_per_s=1000.0, params=base, role="baseline", peak_memory_gib=1.0),
+               rec(1, tokens_per_s=800.0, params=base | {"micro": 2}, peak_memory_gib=1.5),
+               rec(2, tokens_per_s=900.0, params={"micro": 2, "threads": 1}),
+               rec(3, "oom", params=base | {"micro": 4})]
+    df = tables.ablation(records)
+    # Rule: only trials one knob away from the baseline appear, with their change.
+    assert df["trial"].tolist() == [1, 3]
+    assert df.loc[0, "change %"] == pytest.approx(-20.0)
+    assert df.loc[0, "peak change GiB"] == pytest.approx(0.5)
+
+
+# --- end to end: a study as the sweep leaves it ---------------------------------------------
+
+def assert_png(path: Path) -> None:
+    import matplotlib.image
+
+    assert path.read_bytes()[:8] == PNG_SIGNATURE, path
+    shape = matplotlib.image.imread(path).shape
+    assert len(shape) == 3 and shape[0] > 100 and shape[1] > 100, (path, shape)
+
+
+def card(tps: float | None, peak: float, *, wait: float = 0.02) -> dict:
+    perf = {"compile_s": 3.0, "data_wait_share": wait}
+    if tps is not None:
+        perf |= {"tokens_per_s": tps, "step_time_median_s": 256 / tps, "mfu": tps / 50_000,
+                 "measured_steps": 8}
+    return {"correctness": {"nonfinite_steps": 0}, "performance": perf, "stability": {},
+            "resources": {"peak_rss_gib_max_rank": peak, "memory_budget_gib": 8.0}}
+
+
+def make_study(runs: Path, name: str, directions: list[str], *, n_trials: int = 8) -> int:
+    import optuna
+    from optuna.distributions import CategoricalDistribution
+    from optuna.trial import TrialState, create_trial
+
+    space = {"train.micro_batches": [1, 2, 4], "runtime.threads": [2, 1],
+             "precision": ["fp32", "fp16"]}
+    (runs / name).mkdir(parents=True)
+    study = optuna.create_study(study_name=name, directions=directions,
+                                storage=f"sqlite:///{runs / name / 'study.db'}")
+    base = {"train.micro_batches": 1, "runtime.threads": 2, "precision": "fp32"}
+    plan = [  # (params, reason, role, tokens/s, peak GiB, extra attrs)
+        (base, "ok", "baseline", 2000.0, 0.5, {}),
+        (base | {"train.micro_batches": 2}, "ok", "neighbour", 1000.0, 1.0, {}),
+        (base | {"runtime.threads": 1}, "ok", "neighbour", 1100.0, 0.4, {}),
+        (base | {"precision": "fp16"}, "diverged", "neighbour", None, 0.5, {}),
+        (base | {"train.micro_batches": 4}, "oom", "neighbour", None, 9.0, {}),
+        ({"train.micro_batches": 2, "runtime.threads": 1, "precision": "fp16"}, "crash",
+         "sampled", None, 1.0, {"log_tail": "--- stderr.log\nRuntimeError: boom"}),
+        ({"train.micro_batches": 4, "runtime.threads": 1, "precision": "fp16"}, "hang",
+         "sampled", None, 2.0, {}),
+        ({"train.micro_batches": 2, "runtime.threads": 2, "precision": "fp16"}, "slow",
+         "sampled", None, 1.0, {}),
+    ]
+    states = {"ok": TrialState.COMPLETE, "crash": TrialState.FAIL, "hang": TrialState.FAIL}
+    for i, (params, reason, role, tps, peak, extra) in enumerate(plan[:n_trials]):
+        state = states.get(reason, TrialState.PRUNED)
+        values = None
+        if state is TrialState.COMPLETE:
+            values = [tps, peak] if len(directions) == 2 else [tps]
+        attrs = {"reason": reason, "launched": True, "role": role, "detail": f"{reason} #{i}",
+                 "trial_dir": str(runs / name / f"trial-{i:04d}"), "micro_batch_size": 8,
+                 "scorecard": card(tps if reason != "slow" else 300.0, peak)} | extra
+        study.add_trial(create_trial(
+            state=state, values=values, params=params, user_attrs=attrs,
+            distributions={k: CategoricalDistribution(v) for k, v in space.items()}))
+    return len(plan[:n_trials])
+
+
+@pytest.mark.parametrize("directions", [["maximize"], ["maximize", "minimize"]])
+def test_report_of_a_real_study(tmp_path, capsys, directions):
+    import pandas as pd
+
+    from autotune.cli import main
+
+    runs = tmp_path / "runs"
+    n_trials = make_study(runs, "rep", directions)
+    code = main(["report", f"sweep.runs_dir={runs}", "sweep.study=rep", "workload=gpt_tiny"])
+    out = capsys.readouterr().out
+    assert code == 0
+    report = runs / "rep" / "report"
+    # Rule: every file exists; figures are real images.
+    for name in REPORT_FILES:
+        assert (report / name).is_file() and (report / name).stat().st_size > 0, name
+    for name in REPORT_FILES:
+        if name.endswith(".png"):
+            assert_png(report / name)
+    # Rule: one CSV row per trial, with start time and reason.
+    csv = pd.read_csv(report / "experiments.csv")
+    assert len(csv) == n_trials and {"started", "tokens/s", "reason"} <= set(csv.columns)
+    # Rule: the index links every other file, and the console names the best trial and index.
+    index = (report / "index.md").read_text()
+    for name in REPORT_FILES[:-1]:
+        assert f"]({name})" in index, name
+    assert "best: trial #0, 2,000 tokens/s" in out and str(report / "index.md") in out
+    assert "crash 1" in out and "oom 1" in out
+    ablation = (report / "ablation.md").read_text()
+    assert "train.micro_batches" in ablation and "-50.0" in ablation
+    failures = (report / "failures.md").read_text()
+    assert "## oom (1)" in failures and "crash #5" in failures
+    diagnosis = (report / "diagnosis.md").read_text()
+    assert "RuntimeError: boom" in diagnosis and "ran out of memory" in diagnosis
+
+
+@pytest.mark.parametrize("n_trials", [0, 1])
+def test_report_of_a_study_with_too_few_trials(tmp_path, capsys, n_trials):
+    from autotune.cli import main
+
+    runs = tmp_path / "runs"
+    make_study(runs, "few", ["maximize"], n_trials=n_trials)
+    out = tmp_path / "out"
+    code = main(["report", f"sweep.runs_dir={runs}", "sweep.study=few", "workload=gpt_tiny",
+                 f"report.out={out}"])
+    # Rule: with 0 or 1 trials every file is still written (figures carry a note instead).
+    assert code == 0, capsys.readouterr().err
+    for name in REPORT_FILES:
+        assert (out / name).is_file(), name
+        if name.endswith(".png"):
+            assert_png(out / name)
+
+
+def test_report_of_a_missing_study_is_one_line(tmp_path, capsys):
+    from autotune.cli import main
+
+    runs = tmp_path / "runs"
+    code = main(["report", f"sweep.runs_dir={runs}", "sweep.study=nope", "workload=gpt_tiny"])
+    err = capsys.readouterr().err
+    # Rule: no study -> exit 2, one line naming the fix, nothing written.
+    assert code == 2
+    assert len(err.strip().splitlines()) == 1 and err.startswith("autotune: error: ")
+    assert "no study database" in err and not runs.exists()
+    make_study(runs, "other", ["maximize"])
+    code = main(["report", f"sweep.storage=sqlite:///{runs}/other/study.db", "sweep.study=nope",
+                 "workload=gpt_tiny"])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "no study 'nope'" in err and "it has: other" in err
+
+
+def test_started_column_is_the_trial_start(tmp_path):
+    started = dt.datetime(2026, 1, 2, 3, 4, 5)
+    df = tables.experiments([rec(0, tokens_per_s=1.0, params={"a": 1}, started=started)])
+    assert df.loc[0, "started"] == "2026-01-02 03:04:05"
