@@ -177,8 +177,9 @@ class Sweep:
             tps, settled = monitor.tokens_per_s_so_far(steps)
             if tps is None:
                 return None
-            if not self.multi:
-                trial.report(tps, steps[-1]["step"])
+            if self.multi:
+                return None  # a slow trial may still be on the memory side of the Pareto front
+            trial.report(tps, steps[-1]["step"])
             rules = self.settings.stop
             if best and settled >= rules.slow_min_steps and tps < rules.slow_ratio * best:
                 return (f"{tps:,.0f} tok/s after {settled} steps past compile < "

@@ -10,7 +10,8 @@ the same codes, but trains nothing. What it does is scripted by the
 
 ``do`` is one of ok, hang, hang_before_first_step, crash, oom, diverged, slow,
 unsupported, sigkill. Throughput is a deterministic function of the knobs, so
-tests know which configuration should win: tokens/s = 1000 x threads / micro_batches.
+tests know which configuration should win: tokens/s = 1000 x threads / micro_batches,
+peak memory = 2 GiB / micro_batches.
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ def main() -> None:
     tps = 1000.0 * threads / int(cfg.train.micro_batches)
     if do == "slow":
         tps /= 10
-    peak = 0.5 * int(cfg.train.micro_batches)
+    peak = 2.0 / int(cfg.train.micro_batches)  # bigger micro-batches need more memory
     tokens = 256
     n_steps = int(script.get("steps", 6))
     steps = []

@@ -48,3 +48,10 @@ def test_correctness_and_stability_layers():
                      spike_factor=8)
     assert card["correctness"]["loss_start"] == 6.0
     assert card["stability"]["loss_spikes"] == 1
+
+
+def test_mfu_above_one_is_flagged_as_a_bug():
+    card = scorecard(steps([0.5, 0.5]), flops_per_token=1e6, peak_flops=1e6, recompute=False,
+                     peak_rss_gib=[1.0], budget_gib=8, spike_factor=8)
+    assert card["performance"]["mfu"] == pytest.approx(200)
+    assert "check the hardware profile" in card["performance"]["mfu_error"]

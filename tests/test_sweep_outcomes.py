@@ -6,6 +6,7 @@ then one knob changed at a time, in the order the space lists the values.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -131,3 +132,29 @@ def test_best_trial_is_the_fastest_feasible(harness):
     assert study.best_trial.params == {"train.micro_batches": 1, "runtime.threads": 2}
     assert study.best_value == 2000.0
     assert study.trials[0].user_attrs["role"] == "baseline"
+
+
+def test_pareto_objective_keeps_the_front_and_export_honours_headroom(harness, tmp_path):
+    from autotune.cli import main
+
+    space = harness.space("front", {"train.micro_batches": [1, 2, 4]})
+    harness.script()
+    code, _, err = harness.run(space, "sweep.objective=pareto", "sweep.neighbours=true",
+                               "sweep.n_trials=3")
+    assert code == 0, err
+    study = harness.study()
+    assert len(study.directions) == 2
+    # The fake trades speed for memory: every micro-batch count is on the front.
+    front = sorted(t.params["train.micro_batches"] for t in study.best_trials)
+    assert front == [1, 2, 4]
+    # Resuming a Pareto study as a single-objective one is refused.
+    code, _, err = harness.run(space, "sweep.n_trials=4")
+    assert code == 2 and "another objective" in err
+    out = tmp_path / "export"
+    code = main(["export", *harness.overrides(space, "sweep.objective=pareto"),
+                 f"export.out={out}", "export.min_headroom_gib=7"])
+    assert code == 0
+    provenance = json.loads((out / "provenance.json").read_text())
+    # Budget 8 GiB: micro_batches 2 (1 GiB) is the fastest with >= 7 GiB headroom.
+    assert provenance["params"] == {"train.micro_batches": 2}
+    assert ">= 7 GiB memory headroom" in provenance["chosen_because"]

@@ -112,3 +112,36 @@ def test_optuna_cli_reads_the_study(harness):
     studies = json.loads(out.stdout)
     assert [s["name"] for s in studies] == ["cli-study"]
     assert studies[0]["n_trials"] == 2
+
+
+def test_optuna_dashboard_lists_the_study(harness):
+    import socket
+    import urllib.request
+
+    harness.script()
+    space = harness.space("dash", {"train.micro_batches": [1, 2]})
+    code, _, err = harness.run(space, "sweep.n_trials=2", study="dash-study")
+    assert code == 0, err
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    dashboard = Path(sys.executable).with_name("optuna-dashboard")
+    url = f"sqlite:///{harness.runs / 'dash-study' / 'study.db'}"
+    server = subprocess.Popen([str(dashboard), url, "--host", "127.0.0.1", "--port", str(port),
+                               "--quiet"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        body = None
+        deadline = time.time() + 30
+        while time.time() < deadline and body is None:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/studies",
+                                            timeout=2) as response:
+                    body = json.loads(response.read())
+            except OSError:
+                time.sleep(0.3)
+        assert body is not None, "optuna-dashboard did not answer within 30 s"
+        names = [s["study_name"] for s in body["study_summaries"]]
+        assert names == ["dash-study"]
+    finally:
+        server.terminate()
+        server.wait(timeout=10)

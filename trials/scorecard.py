@@ -66,6 +66,9 @@ def scorecard(steps: list[dict], *, flops_per_token: float | None, peak_flops: f
         perf["mfu"] = mfu
         # Recompute repeats the forward pass (2N of the 6N): hardware FLOPs are 8/6 x.
         perf["hfu"] = mfu * (8.0 / 6.0) if recompute else mfu
+        if mfu > 1.0:  # impossible: the profile's peak is wrong, or the FLOPs model is
+            perf["mfu_error"] = (f"MFU {mfu:.2f} > 1: check the hardware profile's peak "
+                                 "FLOP/s for this dtype and the workload's flops_per_token")
     trend = float(np.polyfit(np.arange(len(losses)), losses, 1)[0]) if len(losses) > 2 else 0.0
     median_loss = float(np.median(losses)) if losses else float("nan")
     return {
