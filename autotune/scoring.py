@@ -11,9 +11,10 @@ infeasible,        PRUNED     infeasible = 1
 unsupported,
 config_error
 diverged           PRUNED     diverged = 1
-slow               PRUNED     none: its intermediate tokens/s tell the story
+slow               PRUNED     memory from its peak; intermediate tokens/s kept
 crash, hang,       FAIL       none
-timeout, orphaned
+timeout, orphaned,
+budget
 =================  =========  ==============================================
 """
 
@@ -106,10 +107,13 @@ def tell_reused(study: optuna.Study, trial: optuna.Trial, original: optuna.trial
 
 def tell_rejected(study: optuna.Study, trial: optuna.Trial, detail: str, *, budget_gib: float,
                   reason: str = "infeasible") -> None:
-    """Rejected before launch (structural rule or dominated by an OOM): zero cost."""
+    """Not launched: ruled out (structural rule, dominated by an OOM) at zero cost, or,
+    as ``budget``, left to another worker (FAIL: the sampler ignores it)."""
     trial.set_user_attr(R.REASON, reason)
     trial.set_user_attr(R.DETAIL, detail[:500])
     trial.set_user_attr(R.LAUNCHED, False)
-    for key, value in constraints_for(reason, None, budget_gib).items():
-        trial.set_constraint(key, value)
-    study.tell(trial, state=TrialState.PRUNED)
+    state = state_for(reason)
+    if state is not TrialState.FAIL:
+        for key, value in constraints_for(reason, None, budget_gib).items():
+            trial.set_constraint(key, value)
+    study.tell(trial, state=state)

@@ -12,6 +12,7 @@ import hashlib
 import json
 import logging
 import os
+import random
 import re
 import socket
 import sqlite3
@@ -118,11 +119,18 @@ def open_storage(settings: SweepSettings, *, create: bool) -> RDBStorage | optun
     else:
         raise ConfigError(f"sweep.storage={redact(url)!r} is not a database URL "
                           "(e.g. postgresql+psycopg2://user@host:5432/db)")
-    try:
-        return RDBStorage(url, engine_kwargs={"pool_pre_ping": True} if "postgres" in url else {})
-    except Exception as exc:  # noqa: BLE001
-        raise ConfigError(f"cannot open study storage {redact(url)}: "
-                          f"{str(exc).splitlines()[0][:200]}") from exc
+    kwargs = {"pool_pre_ping": True} if "postgres" in url else {}
+    for attempt in range(5):
+        try:
+            return RDBStorage(url, engine_kwargs=kwargs)
+        except Exception as exc:  # noqa: BLE001
+            # Workers starting together on an empty database race to create the schema;
+            # the loser's CREATE fails, and a moment later the schema is there.
+            if attempt == 4:
+                raise ConfigError(f"cannot open study storage {redact(url)}: "
+                                  f"{str(exc).splitlines()[0][:200]}") from exc
+            time.sleep(0.5 + random.random())
+    raise AssertionError("unreachable")
 
 
 def fingerprint(parts: dict[str, Any]) -> str:
@@ -154,8 +162,12 @@ def load_or_create(settings: SweepSettings, storage, parts: dict[str, Any],
     try:
         study = optuna.load_study(study_name=name, storage=storage)
     except KeyError:
-        study = optuna.create_study(study_name=name, storage=storage,
-                                    directions=directions(settings.objective))
+        try:
+            study = optuna.create_study(study_name=name, storage=storage,
+                                        directions=directions(settings.objective))
+        except optuna.exceptions.DuplicatedStudyError:  # another worker created it just now
+            time.sleep(0.5)
+            return load_or_create(settings, storage, parts, distributions)
         study.set_user_attr(FINGERPRINT, fingerprint(parts))
         study.set_user_attr(FINGERPRINT_PARTS, json.loads(json.dumps(parts, default=str)))
         return study

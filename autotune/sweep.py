@@ -125,6 +125,10 @@ class Sweep:
         label = leaderboard.params_label(params)
         trial.set_user_attr(R.WORKER, S.worker_identity())
         trial.set_user_attr(R.HEARTBEAT, time.time())
+        if not self._claim_launch(study, trial):
+            scoring.tell_rejected(study, trial, "the launch budget was spent by other workers",
+                                  budget_gib=self.budget_gib, reason="budget")
+            return False
         cfg, problem = feasibility.structural_problem(self.space, params)
         if problem:
             scoring.tell_rejected(study, trial, problem, budget_gib=self.budget_gib)
@@ -166,7 +170,6 @@ class Sweep:
         argv = launcher.trial_argv(config_path, cfg.parallel.devices, self.settings.trial_command,
                                    trial_dir)
         trial.set_user_attr(R.TRIAL_DIR, str(trial_dir))
-        trial.set_user_attr(R.LAUNCHED, True)
         proc = launcher.start(argv, trial_dir, marker)
         trial.set_user_attr(R.PROCESS, {"host": S.worker_identity()["host"], "pgid": proc.pgid,
                                         "marker": marker})
@@ -223,6 +226,22 @@ class Sweep:
         seed = self.settings.seed + len(study.get_trials(deepcopy=False))
         return optuna.samplers.TPESampler(seed=seed,
                                           n_startup_trials=self.settings.n_startup_trials)
+
+    def _claim_launch(self, study: optuna.Study, trial: optuna.Trial) -> bool:
+        """Claim one launch of the budget through the storage (other workers may share it).
+
+        Claimed right after ``ask`` and released when the point is ruled out or reused.
+        Lower trial numbers win: a worker whose claim would pass n_trials, counting only
+        the claims of earlier trials, backs off.
+        """
+        trial.set_user_attr(R.LAUNCHED, True)
+        earlier = sum(1 for t in study.get_trials(deepcopy=False)
+                      if t.number < trial.number and t.user_attrs.get(R.LAUNCHED)
+                      and t.user_attrs.get(R.REASON) != "orphaned")
+        if earlier < self.settings.n_trials:
+            return True
+        trial.set_user_attr(R.LAUNCHED, False)
+        return False
 
     def _best(self, study: optuna.Study) -> float | None:
         values = [t.values[0] for t in study.get_trials(deepcopy=False,

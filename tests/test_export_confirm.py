@@ -133,3 +133,34 @@ def test_storage_password_never_reaches_exported_files(harness, tmp_path):
     con.autocommit = True
     con.cursor().execute(f"drop database if exists {name} with (force)")
     con.close()
+
+
+def test_two_orchestrators_share_one_postgresql_study(harness):
+    import json as _json
+
+    import optuna
+
+    name, url = _postgres_url("pw")
+    space = harness.space("shared", {"train.micro_batches": [1, 2, 4],
+                                     "runtime.threads": [2, 1], "data.num_workers": [1, 2]})
+    argv = [sys.executable, "-m", "autotune", "sweep",
+            *harness.overrides(space, f"sweep.storage={url}", "sweep.n_trials=6")]
+    env = project_env(AUTOTUNE_FAKE=_json.dumps({"steps": 6, "step_sleep": 0.1}))
+    workers = [subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outputs = [w.communicate(timeout=300) for w in workers]
+    assert [w.returncode for w in workers] == [0, 0], outputs
+    study = optuna.load_study(study_name="s", storage=url)
+    trials = study.trials
+    launched = [t for t in trials if t.user_attrs.get("launched")]
+    # Rule: the budget is a total over workers; numbering is shared and never restarts.
+    assert len(launched) == 6
+    assert [t.number for t in trials] == list(range(len(trials)))
+    assert len({t.user_attrs["worker"]["pid"] for t in launched}) == 2  # both worked
+    assert all(t.state.is_finished() for t in trials)
+    import psycopg2
+
+    con = psycopg2.connect(host="127.0.0.1", user="postgres", dbname="postgres")
+    con.autocommit = True
+    con.cursor().execute(f"drop database if exists {name} with (force)")
+    con.close()
