@@ -91,7 +91,7 @@ class Sweep:
         finally:
             progress.close()
         records = R.load_records(study)
-        self.console.print(leaderboard.render(records), highlight=False)
+        self.console.print(leaderboard.render(records), highlight=False, soft_wrap=True)
         self.console.print(f"{message}\nstudy: {S.redact(S.storage_url(self.settings))} "
                            f"(name {self.settings.study}); runs: {self.dir}", highlight=False,
                            soft_wrap=True)

@@ -18,16 +18,19 @@ from pathlib import Path
 CACHE_NAME = "peak_flops.json"
 
 
-def machine_key() -> str:
-    cpu = platform.processor() or platform.machine()
+def cpu_model() -> str:
+    """The CPU's model name (from /proc/cpuinfo where there is one)."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
+                return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return f"{cpu}|cores={os.cpu_count()}"
+    return platform.processor() or platform.machine()
+
+
+def machine_key() -> str:
+    return f"{cpu_model()}|cores={os.cpu_count()}"
 
 
 def measure_gemm_flops(dtype_name: str, n: int = 1024, repeats: int = 5) -> float:
