@@ -62,7 +62,19 @@ def current_phase(steps: list[dict], started: bool) -> str:
 def watch(proc: launcher.TrialProcess, metrics_path: Path, trial_dir: Path, rules: StopRules,
           *, on_step: StepHook | None = None, on_tick: Callable[[str], None] | None = None,
           ) -> TrialResult:
-    """Follow the trial until it exits or a stop rule kills it."""
+    """Follow the trial until it exits or a stop rule kills it.
+
+    If the orchestrator itself is interrupted, the trial's process group goes too.
+    """
+    try:
+        return _watch(proc, metrics_path, trial_dir, rules, on_step, on_tick)
+    except BaseException:
+        launcher.stop(proc)
+        raise
+
+
+def _watch(proc: launcher.TrialProcess, metrics_path: Path, trial_dir: Path, rules: StopRules,
+           on_step: StepHook | None, on_tick: Callable[[str], None] | None) -> TrialResult:
     reader = MetricsReader(metrics_path)
     result = TrialResult(reason="crash")
     steps: list[dict] = []
