@@ -73,69 +73,79 @@ def watch(proc: launcher.TrialProcess, metrics_path: Path, trial_dir: Path, rule
         raise
 
 
-def _watch(proc: launcher.TrialProcess, metrics_path: Path, trial_dir: Path, rules: StopRules,
-           on_step: StepHook | None, on_tick: Callable[[str], None] | None) -> TrialResult:
-    reader = MetricsReader(metrics_path)
-    result = TrialResult(reason="crash")
-    steps: list[dict] = []
-    end: dict | None = None
-    last_progress = proc.started
-    stop: tuple[str, str] | None = None
-    while True:
-        now = time.time()
-        for event in reader.read_new():
+class _Follower:
+    """What the metrics file has said so far."""
+
+    def __init__(self, metrics_path: Path, on_step: StepHook | None) -> None:
+        self.reader = MetricsReader(metrics_path)
+        self.on_step = on_step
+        self.start: dict | None = None
+        self.steps: list[dict] = []
+        self.summary: dict | None = None
+        self.end: dict | None = None
+        self.slow: str | None = None
+
+    def read(self) -> bool:
+        """Take in new events; True when a step arrived."""
+        progressed = False
+        for event in self.reader.read_new():
             kind = event.get("event")
             if kind == Event.START.value:
-                result.start = event
+                self.start = event
             elif kind == Event.STEP.value:
-                steps.append(event)
-                last_progress = now
-                if on_step is not None and stop is None:
-                    verdict = on_step(steps)
-                    if verdict:
-                        stop = ("slow", verdict)
+                self.steps.append(event)
+                progressed = True
+                if self.on_step is not None and self.slow is None:
+                    self.slow = self.on_step(self.steps)
             elif kind == Event.SUMMARY.value:
-                result.summary = event
+                self.summary = event
             elif kind == Event.END.value:
-                end = event
-        code = proc.poll()
-        if code is not None:
-            result.exit_code = code
-            break
-        if stop is None:
-            stop = _clock_verdict(now, proc.started, last_progress, bool(steps), rules)
+                self.end = event
+        return progressed
+
+
+def _watch(proc: launcher.TrialProcess, metrics_path: Path, trial_dir: Path, rules: StopRules,
+           on_step: StepHook | None, on_tick: Callable[[str], None] | None) -> TrialResult:
+    follow = _Follower(metrics_path, on_step)
+    last_progress = proc.started
+    stop: tuple[str, str] | None = None
+    while proc.poll() is None:
+        now = time.time()
+        if follow.read():
+            last_progress = now
+        stop = (("slow", follow.slow) if follow.slow else
+                _clock_verdict(now, proc.started, last_progress, bool(follow.steps), rules))
         if stop is not None:
             launcher.stop(proc)
-            result.exit_code = proc.poll()
             break
         if on_tick is not None:
-            on_tick(current_phase(steps, result.start is not None))
+            on_tick(current_phase(follow.steps, follow.start is not None))
         time.sleep(POLL_S)
-    for event in reader.read_new():  # what was flushed just before the exit
-        kind = event.get("event")
-        if kind == Event.STEP.value:
-            steps.append(event)
-        elif kind == Event.SUMMARY.value:
-            result.summary = event
-        elif kind == Event.END.value:
-            end = event
+    follow.read()  # what was flushed just before the exit
     # A trial that exited by itself may have left children (dataset workers, msrun ranks).
     launcher.kill_marked(proc.marker)
-    result.steps = steps
-    result.wall_s = time.time() - proc.started
-    if stop is not None:
-        result.reason, result.detail = stop
-    elif end is not None:
-        result.reason, result.detail = end.get("outcome", "crash"), end.get("reason", "")
-    else:
-        outcome = Outcome.from_exit_code(result.exit_code)
-        result.reason = outcome.value
-        result.detail = f"exited with code {result.exit_code} without an end event"
-    if result.reason == Outcome.OK.value and result.summary is None:
-        result.reason, result.detail = "crash", "ended ok without a summary"
+    result = TrialResult(reason="crash", summary=follow.summary, steps=follow.steps,
+                         start=follow.start, exit_code=proc.poll(),
+                         wall_s=time.time() - proc.started)
+    result.reason, result.detail = _classify(stop, follow, result.exit_code)
     if result.reason not in (Outcome.OK.value, "slow"):
         result.log_tail = log_tail(trial_dir)
     return result
+
+
+def _classify(stop: tuple[str, str] | None, follow: _Follower,
+              exit_code: int | None) -> tuple[str, str]:
+    """Our own stop first, then the trial's end event, then its exit code."""
+    if stop is not None:
+        return stop
+    if follow.end is not None:
+        reason, detail = follow.end.get("outcome", "crash"), follow.end.get("reason", "")
+    else:
+        reason = Outcome.from_exit_code(exit_code).value
+        detail = f"exited with code {exit_code} without an end event"
+    if reason == Outcome.OK.value and follow.summary is None:
+        return "crash", "ended ok without a summary"
+    return reason, detail
 
 
 def _clock_verdict(now: float, started: float, last_progress: float, any_step: bool,
