@@ -47,6 +47,8 @@ class Summary:
     counts: dict[str, int]
     best: TrialRecord | None
     front: list[TrialRecord]
+    #: Trials that `confirm` re-measured (attrs["confirm"] holds their spread).
+    confirmed: list[TrialRecord]
 
     def lines(self) -> list[str]:
         counts = ", ".join(f"{reason} {n}" for reason, n in self.counts.items()) or "none"
@@ -60,6 +62,12 @@ class Summary:
             peak = "" if b.peak_memory_gib is None else f", peak {b.peak_memory_gib:.2f} GiB"
             out.append(f"best: trial #{b.number}, {b.tokens_per_s:,.0f} tokens/s{mfu}{peak} "
                        f"({params_label(b.params) or 'no knobs'})")
+        if self.confirmed:
+            top = max(self.confirmed, key=lambda r: r.attrs["confirm"]["median"])
+            c = top.attrs["confirm"]
+            out.append(f"best confirmed: trial #{top.number}, median {c['median']:,.0f} "
+                       f"tokens/s over {len(c['tokens_per_s'])} re-runs (CV "
+                       f"{100 * c['cv']:.1f} %); export picks it")
         if len(self.front) > 1:
             out.append("Pareto front (tokens/s vs peak memory): "
                        + ", ".join(f"#{r.number}" for r in self.front))
@@ -74,7 +82,8 @@ def summarise(records: list[TrialRecord], *, study: str, storage: str, n_objecti
     return Summary(study=study, storage=storage, objective=objective, n_trials=len(records),
                    n_launched=sum(r.launched for r in records),
                    counts=dict(reason_counts(records).most_common()),
-                   best=best(records, budget_gib), front=pareto_front(records))
+                   best=best(records, budget_gib), front=pareto_front(records),
+                   confirmed=[r for r in records if (r.attrs.get("confirm") or {}).get("median")])
 
 
 def _top(records: list[TrialRecord], n: int = 5) -> pd.DataFrame:
