@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 export GLOG_v := 3
 
-.PHONY: setup sweep test bench clean
+.PHONY: setup sweep test lint bench clean
 
 setup: $(STAMP)
 
@@ -22,8 +22,14 @@ sweep: setup
 test: setup
 	$(PY) -m pytest $(ARGS)
 
+lint: setup
+	$(VENV)/bin/ruff check autotune trials tests
+
 bench: setup
-	$(PY) -m bench.run_all $(ARGS)
+	$(PY) -m bench.trial_overhead
+	$(PY) -m bench.trial_repeatability
+	$(PY) -m bench.trial_rank_correlation
+	$(PY) -m bench.sweep_costs
 
 clean:
 	rm -rf runs .pytest_cache

@@ -68,7 +68,7 @@ def caveats(job: TrialConfig, base: TrialConfig | None) -> list[str]:
 
 def describe_changes(chosen: TrialRecord, baseline: TrialRecord | None, job: TrialConfig,
                      records: list[TrialRecord]) -> str:
-    lines = [f"# Changes against the baseline\n"]
+    lines = ["# Changes against the baseline\n"]
     if baseline is None:
         lines.append("The study has no baseline trial; nothing to compare against.\n")
         base_cfg = None

@@ -23,6 +23,7 @@ from autotune.settings import ConfirmSettings, StopRules, SweepSettings
 from trials.compose import load_resolved
 from trials.config import ConfigError, to_trial_config
 
+
 def spread(values: list[float]) -> dict:
     arr = np.asarray(values, dtype=float)
     return {"tokens_per_s": [float(v) for v in arr], "median": float(np.median(arr)),

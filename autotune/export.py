@@ -31,8 +31,8 @@ from autotune.launcher import PROJECT_ROOT
 from autotune.mindformers import mindformers_config
 from autotune.records import TrialRecord, load_records
 from autotune.settings import ExportSettings, SweepSettings
-from trials.config import ConfigError, RunMode, TrialConfig, to_trial_config
 from trials.compose import load_resolved
+from trials.config import ConfigError, RunMode, TrialConfig, to_trial_config
 
 
 def run_export(composed: DictConfig, console: Console) -> int:

@@ -11,13 +11,13 @@ from typing import Any
 
 from autotune.records import TrialRecord
 from autotune.space import SearchSpace
-from trials.config import (ConfigError, DType, TrialConfig, micro_batch_size)
+from trials.config import ConfigError, DType, TrialConfig, micro_batch_size
 
 MICRO_BATCH_KNOBS = ("train.micro_batches", "parallel.split")
 
 
-def structural_problem(space: SearchSpace, params: dict[str, Any]) -> tuple[TrialConfig | None,
-                                                                            str | None]:
+def structural_problem(space: SearchSpace,
+                       params: dict[str, Any]) -> tuple[TrialConfig | None, str | None]:
     """(config, None) when the point can run, else (config or None, reason)."""
     try:
         cfg = space.trial_config(params)
@@ -31,7 +31,8 @@ def structural_problem(space: SearchSpace, params: dict[str, Any]) -> tuple[Tria
         return cfg, (f"split {split} needs {p.devices} devices; hardware profile {hw.name} "
                      f"has {hw.devices}")
     if p.mp > 1 and not hw.supports.get("model_parallel", False):
-        return cfg, f"model parallel (mp={p.mp}) is not available on the {hw.backend.value} backend"
+        return cfg, (f"model parallel (mp={p.mp}) is not available on the "
+                     f"{hw.backend.value} backend")
     if p.pp > 1 and not hw.supports.get("pipeline_parallel", False):
         return cfg, (f"pipeline parallel (pp={p.pp}) is not available on the "
                      f"{hw.backend.value} backend")

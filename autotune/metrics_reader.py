@@ -39,7 +39,3 @@ class MetricsReader:
             if isinstance(event, dict) and "event" in event:
                 events.append(event)
         return events
-
-
-def read_all(path: Path) -> list[dict]:
-    return MetricsReader(path).read_new()

@@ -27,7 +27,6 @@ from autotune import records as R
 from autotune.monitor import TrialResult
 
 PRUNED_REASONS = {"oom", "infeasible", "unsupported", "config_error", "diverged", "slow"}
-CONSTRAINT_KEYS = ("memory_over_budget_gib", "infeasible", "diverged")
 
 
 def state_for(reason: str) -> TrialState:

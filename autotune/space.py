@@ -8,7 +8,6 @@ point turns into Hydra overrides, composed exactly like the user's own.
 
 from __future__ import annotations
 
-import itertools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -17,8 +16,8 @@ from omegaconf import DictConfig, OmegaConf
 from optuna.distributions import CategoricalDistribution
 
 from autotune.settings import SearchConfig
-from trials.config import CONF_DIR, ConfigError, TrialConfig, to_trial_config, validate
 from trials.compose import compose
+from trials.config import CONF_DIR, ConfigError, TrialConfig, to_trial_config, validate
 
 SPLIT = "parallel.split"
 
@@ -33,7 +32,8 @@ def split_overrides(split: str) -> list[str]:
     try:
         dp, mp, pp = (int(x) for x in str(split).split("x"))
     except ValueError as exc:
-        raise ConfigError(f"{SPLIT} value {split!r} must look like 'DPxMPxPP', e.g. '2x1x1'") from exc
+        raise ConfigError(f"{SPLIT} value {split!r} must look like 'DPxMPxPP', "
+                          "e.g. '2x1x1'") from exc
     return [f"parallel.dp={dp}", f"parallel.mp={mp}", f"parallel.pp={pp}"]
 
 
@@ -114,11 +114,6 @@ class SearchSpace:
     @property
     def size(self) -> int:
         return math.prod(len(k.choices) for k in self.knobs)
-
-    def points(self):
-        """Every point of the space (all knobs are categorical)."""
-        for values in itertools.product(*(k.choices for k in self.knobs)):
-            yield dict(zip((k.path for k in self.knobs), values))
 
     def neighbours(self) -> list[dict[str, Any]]:
         """One-knob-at-a-time changes of the baseline, in knob order."""

@@ -21,12 +21,12 @@ from pathlib import Path
 from typing import Any
 
 import optuna
-from optuna.storages import RDBStorage
 from optuna.exceptions import UpdateFinishedTrialError
+from optuna.storages import RDBStorage
 from optuna.trial import TrialState
 
 from autotune import launcher
-from autotune.records import HEARTBEAT, LAUNCHED, PROCESS, REASON, DETAIL, ROLE, WORKER
+from autotune.records import DETAIL, HEARTBEAT, LAUNCHED, PROCESS, REASON, ROLE, WORKER
 from autotune.settings import Objective, SweepSettings
 from trials.config import ConfigError
 
@@ -76,7 +76,8 @@ def _check_sqlite_file(path: Path) -> None:
     try:
         con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
         try:
-            tables = {r[0] for r in con.execute("select name from sqlite_master where type='table'")}
+            rows = con.execute("select name from sqlite_master where type='table'")
+            tables = {r[0] for r in rows}
         finally:
             con.close()
     except sqlite3.DatabaseError as exc:
@@ -104,7 +105,7 @@ def _check_rdb(url: str) -> None:
                           "use an empty database for sweep.storage")
 
 
-def open_storage(settings: SweepSettings, *, create: bool) -> RDBStorage | optuna.storages.BaseStorage:
+def open_storage(settings: SweepSettings, *, create: bool) -> RDBStorage:
     url = storage_url(settings)
     if url.startswith("sqlite:///"):
         path = Path(url[len("sqlite:///"):])

@@ -12,7 +12,6 @@ import json
 import logging
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import optuna
 from omegaconf import DictConfig, OmegaConf
@@ -25,7 +24,13 @@ from autotune import study as S
 from autotune.progress import SweepProgress
 from autotune.settings import Objective, SweepSettings
 from autotune.space import SearchSpace
-from trials.config import ConfigError, TrialConfig, memory_budget_gib, micro_batch_size, to_trial_config
+from trials.config import (
+    ConfigError,
+    TrialConfig,
+    memory_budget_gib,
+    micro_batch_size,
+    to_trial_config,
+)
 
 log = logging.getLogger(__name__)
 
@@ -256,7 +261,8 @@ class Sweep:
         failed = sum(1 for t in study.get_trials(deepcopy=False, states=(TrialState.FAIL,))
                      if t.user_attrs.get(R.LAUNCHED) and t.user_attrs.get(R.REASON) != "orphaned")
         if failed / launched > s.max_failure_rate:
-            return (f"stopped: {failed} of {launched} launched trials failed (crash/hang/timeout), "
+            return (f"stopped: {failed} of {launched} launched trials failed "
+                    f"(crash/hang/timeout), "
                     f"above sweep.max_failure_rate={s.max_failure_rate:g}; see the log tails "
                     f"in {self.dir}/trial-*/stderr.log")
         return None
@@ -268,7 +274,3 @@ class Sweep:
                                                                   TrialState.FAIL))
                 if t.user_attrs.get(R.REASON) != "orphaned"}
         return len(seen) >= self.space.size
-
-
-def config_path_of(trial_dir: str | Path) -> Path:
-    return Path(trial_dir) / "config.yaml"

@@ -92,12 +92,14 @@ class SweepHarness:
     def script(self, rules: list[dict] | None = None, **opts) -> None:
         self.monkeypatch.setenv("AUTOTUNE_FAKE", json.dumps({"rules": rules or [], **opts}))
 
-    def overrides(self, search: str, *extra: str, study: str = "s", fake: bool = True) -> list[str]:
+    def overrides(self, search: str, *extra: str, study: str = "s",
+                  fake: bool = True) -> list[str]:
         out = [f"hydra.searchpath=[file://{self.conf}]", f"search={search}",
                f"sweep.runs_dir={self.runs}", f"sweep.study={study}", "sweep.progress=false",
                "workload=gpt_tiny", "runtime.threads=2"]
         if fake:
-            out.append(f"sweep.trial_command=[{sys.executable},{ROOT / 'tests' / 'fake_trial.py'}]")
+            fake_trial = ROOT / "tests" / "fake_trial.py"
+            out.append(f"sweep.trial_command=[{sys.executable},{fake_trial}]")
         return out + list(extra)
 
     def run(self, search: str, *extra: str, study: str = "s", fake: bool = True):

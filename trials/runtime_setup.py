@@ -44,7 +44,8 @@ def check_parallel_support(cfg: TrialConfig) -> None:
     backend = ms.get_context("device_target")
     if (p.mp > 1 or p.pp > 1) and backend == "CPU":
         raise Unsupported(f"parallel.mp={p.mp} parallel.pp={p.pp}: model/pipeline parallel "
-                          f"needs Ascend or GPU; the {backend} backend supports data parallel only")
+                          f"needs Ascend or GPU; the {backend} backend supports data parallel "
+                          "only")
 
 
 def check_dtype_support(cfg: TrialConfig) -> None:

@@ -17,8 +17,13 @@ import numpy as np
 from mindspore import Tensor, nn
 
 from trials import checkpoint, runtime_setup
-from trials.config import (RunMode, TrialConfig, accumulation_steps, memory_budget_gib,
-                           micro_batch_size)
+from trials.config import (
+    RunMode,
+    TrialConfig,
+    accumulation_steps,
+    memory_budget_gib,
+    micro_batch_size,
+)
 from trials.memory import PeakMemory
 from trials.metrics_log import MetricsLog
 from trials.protocol import Event, Phase

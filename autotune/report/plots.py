@@ -14,8 +14,14 @@ from pathlib import Path
 import numpy as np
 
 from autotune.records import TrialRecord
-from autotune.report.tables import (baseline, budget_of, distinct, feasible,
-                                    measured_tokens_per_s, pareto_front)
+from autotune.report.tables import (
+    baseline,
+    budget_of,
+    distinct,
+    feasible,
+    measured_tokens_per_s,
+    pareto_front,
+)
 
 os.environ.setdefault("MPLCONFIGDIR", "/tmp/autotune-mpl")
 
