@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -36,7 +37,7 @@ class SweepProgress:
         return f"{self.best:,.0f} tok/s" if self.best else "-"
 
     def trial_phase(self, number: int, label: str, phase: str) -> None:
-        self.current = f"trial {number} {label} [{phase}]"
+        self.current = escape(f"trial {number} {label} [{phase}]")  # [..] is rich markup
         if self._progress is not None:
             self._progress.update(self._task, current=self.current, best=self._best_text())
 
