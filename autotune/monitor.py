@@ -16,7 +16,6 @@ from autotune import launcher
 from autotune.metrics_reader import MetricsReader
 from autotune.settings import StopRules
 from trials.protocol import Event, Outcome, Phase
-from trials.scorecard import throughput
 
 POLL_S = 0.2
 
@@ -158,16 +157,3 @@ def _clock_verdict(now: float, started: float, last_progress: float, any_step: b
     if any_step and now - last_progress > rules.step_timeout_s:
         return "hang", f"no step progress for {rules.step_timeout_s:g} s"
     return None
-
-
-def tokens_per_s_so_far(steps: list[dict]) -> tuple[float | None, int]:
-    """(tokens/s estimate, steps it rests on) from every step after the compile step.
-
-    Warm-up steps count too: a trial that is already far behind in warm-up is
-    stopped without waiting for its measured steps (warm-up is rarely faster).
-    """
-    settled = [s for s in steps if s.get("phase") != Phase.COMPILE.value]
-    if not settled:
-        return None, 0
-    as_measured = [{**s, "phase": Phase.MEASURE.value} for s in settled]
-    return throughput(as_measured).get("tokens_per_s"), len(settled)

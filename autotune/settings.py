@@ -29,9 +29,11 @@ class StopRules:
     step_timeout_s: float = 60.0
     #: Hard cap on one trial's wall time.
     wall_timeout_s: float = 900.0
-    #: Prune when tokens/s so far < slow_ratio x the best completed trial's tokens/s.
+    #: Prune when tokens/s of the measured steps < slow_ratio x the best trial's tokens/s.
     slow_ratio: float = 0.5
-    #: Steps after the compile step (warm-up included) before the slow rule may judge.
+    #: Before measured steps exist, prune only below this (warm-up can be much slower).
+    slow_warmup_ratio: float = 0.1
+    #: Steps (measured, or else warm-up) the slow rule needs before it may judge.
     slow_min_steps: int = 2
 
 

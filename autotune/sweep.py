@@ -18,7 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 from optuna.trial import TrialState
 from rich.console import Console
 
-from autotune import feasibility, launcher, leaderboard, monitor, scoring
+from autotune import feasibility, launcher, leaderboard, monitor, pruning, scoring
 from autotune import records as R
 from autotune import study as S
 from autotune.progress import SweepProgress
@@ -182,17 +182,12 @@ class Sweep:
         last_beat = [time.time()]
 
         def on_step(steps: list[dict]) -> str | None:
-            tps, settled = monitor.tokens_per_s_so_far(steps)
-            if tps is None:
-                return None
             if self.multi:
                 return None  # a slow trial may still be on the memory side of the Pareto front
-            trial.report(tps, steps[-1]["step"])
-            rules = self.settings.stop
-            if best and settled >= rules.slow_min_steps and tps < rules.slow_ratio * best:
-                return (f"{tps:,.0f} tok/s after {settled} steps past compile < "
-                        f"{rules.slow_ratio:g} x best {best:,.0f}")
-            return None
+            tps, _, _ = pruning.estimate(steps)
+            if tps is not None:
+                trial.report(tps, steps[-1]["step"])
+            return pruning.slow_verdict(steps, best, self.settings.stop)
 
         def on_tick(phase: str) -> None:
             progress.trial_phase(trial.number, label, phase)

@@ -20,6 +20,17 @@ def global_norm(grads):
     return ops.sqrt(ops.addn([ops.reduce_sum(ops.square(g.astype(ms.float32))) for g in grads]))
 
 
+def data_parallel_reducer(optimizer: nn.Optimizer) -> nn.Cell:
+    """Mean all-reduce of gradients across data-parallel ranks; identity on one process."""
+    mode = ms.get_auto_parallel_context("parallel_mode")
+    if mode not in (ms.ParallelMode.DATA_PARALLEL, ms.ParallelMode.HYBRID_PARALLEL):
+        return nn.Identity()
+    from mindspore.communication import GlobalComm, get_group_size
+
+    return nn.DistributedGradReducer(optimizer.parameters, mean=True, degree=get_group_size(),
+                                     group=GlobalComm.WORLD_COMM_GROUP)
+
+
 class ScaledLoss(nn.Cell):
     """loss x scale, so that fp16 gradients do not underflow."""
 
@@ -44,13 +55,23 @@ class _Update(nn.Cell):
         self.optimizer = optimizer
         self.clip_norm = clip_norm
         self.scaler = scaler
+        self.grad_reducer = data_parallel_reducer(optimizer)
 
     def apply(self, loss, grads, loss_limit):
+        # A Cell of our own gets no automatic all-reduce (nn.TrainOneStepCell adds one):
+        # without it every rank would train on its own shard alone.
+        grads = self.grad_reducer(grads)
         if self.scaler is not None:
             grads = self.scaler.unscale(grads)
-        grads_finite = amp.all_finite(grads)
-        norm = global_norm(grads)
-        grads = ops.clip_by_global_norm(grads, self.clip_norm)
+            grads_finite = amp.all_finite(grads)
+            norm = global_norm(grads)
+        else:
+            # One pass instead of two: any inf/nan gradient makes the global norm non-finite.
+            norm = global_norm(grads)
+            grads_finite = ops.isfinite(norm)
+        # Clip with the norm already computed (clip_by_global_norm would compute it again).
+        factor = self.clip_norm / ops.maximum(norm, self.clip_norm)
+        grads = tuple(g * factor.astype(g.dtype) for g in grads)
         ok = ops.logical_and(grads_finite, ops.isfinite(loss))
         ok = ops.logical_and(ok, loss < loss_limit)
         if ok:
