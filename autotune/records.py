@@ -29,6 +29,14 @@ WORKER = "worker"  # {"host": ..., "pid": ...} of the orchestrator that runs it
 PROCESS = "process"  # {"host": ..., "pgid": ..., "marker": ...} of the trial's process group
 CONFIRM = "confirm"  # confirmation runs: {"tokens_per_s": [...], "median": ..., ...}
 
+#: Reasons of trials that measured nothing: their configuration counts as not yet tried.
+NOT_EVALUATED = frozenset({"orphaned", "budget"})
+
+
+def evaluated(trial: FrozenTrial) -> bool:
+    """A finished trial whose result stands for its configuration (reusable, counted)."""
+    return trial.state.is_finished() and trial.user_attrs.get(REASON) not in NOT_EVALUATED
+
 
 @dataclass
 class TrialRecord:

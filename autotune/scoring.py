@@ -94,7 +94,8 @@ def tell_reused(study: optuna.Study, trial: optuna.Trial, original: optuna.trial
     for key, value in original.user_attrs.items():
         if key not in (R.LAUNCHED, R.WORKER, R.PROCESS, R.HEARTBEAT, R.ROLE, R.TRIAL_DIR):
             trial.set_user_attr(key, value)
-    trial.set_user_attr(R.REUSED_FROM, original.number)
+    root = original.user_attrs.get(R.REUSED_FROM)
+    trial.set_user_attr(R.REUSED_FROM, original.number if root is None else root)
     trial.set_user_attr(R.LAUNCHED, False)
     for key, value in original.constraints.items():
         trial.set_constraint(key, value)

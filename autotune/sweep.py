@@ -142,8 +142,7 @@ class Sweep:
         trial.set_user_attr(R.MICRO_BATCH_SIZE, micro_batch_size(cfg))
         finished = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,
                                                             TrialState.PRUNED, TrialState.FAIL))
-        original = next((t for t in finished if t.params == params
-                         and t.user_attrs.get(R.REASON) != "orphaned"), None)
+        original = next((t for t in finished if t.params == params and R.evaluated(t)), None)
         if original is not None:
             scoring.tell_reused(study, trial, original, multi_objective=self.multi)
             progress.trial_done(trial.number, label, original.user_attrs.get(R.REASON, "?"),
@@ -264,8 +263,5 @@ class Sweep:
 
     def _exhausted(self, study: optuna.Study) -> bool:
         seen = {json.dumps(t.params, sort_keys=True, default=str)
-                for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,
-                                                                  TrialState.PRUNED,
-                                                                  TrialState.FAIL))
-                if t.user_attrs.get(R.REASON) != "orphaned"}
+                for t in study.get_trials(deepcopy=False) if R.evaluated(t)}
         return len(seen) >= self.space.size
