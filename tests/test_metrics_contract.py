@@ -44,3 +44,12 @@ def test_exit_codes_round_trip_and_signals_mean_oom():
     assert Outcome.from_exit_code(-9) is Outcome.OOM
     assert Outcome.from_exit_code(-11) is Outcome.CRASH
     assert Outcome.from_exit_code(None) is Outcome.CRASH
+
+
+def test_a_trial_starts_its_file_afresh_a_production_run_continues_it(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    for append in (False, False, True):
+        log = MetricsLog(path, append=append)
+        log.emit(Event.END, outcome="ok", reason="")
+        log.close()
+    assert len(MetricsReader(path).read_new()) == 2

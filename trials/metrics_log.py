@@ -34,14 +34,18 @@ def _clean(value: Any) -> Any:
 
 
 class MetricsLog:
-    """Appends events to ``path``; a no-op writer when ``path`` is None (non-zero ranks)."""
+    """Writes events to ``path``; a no-op writer when ``path`` is None.
 
-    def __init__(self, path: Path | None) -> None:
+    A trial starts the file afresh; a production run that resumes (``append``)
+    continues the file it wrote before.
+    """
+
+    def __init__(self, path: Path | None, *, append: bool = False) -> None:
         self.path = path
         self._file = None
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
-            self._file = open(path, "a", encoding="utf-8")  # noqa: SIM115 - held open
+            self._file = open(path, "a" if append else "w", encoding="utf-8")  # noqa: SIM115
 
     def emit(self, event: Event, **fields: Any) -> None:
         if self._file is None:

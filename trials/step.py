@@ -15,9 +15,39 @@ from __future__ import annotations
 import mindspore as ms
 from mindspore import Parameter, Tensor, amp, nn, ops
 
+# Per-gradient work goes through HyperMap: a Python loop over the gradients would be
+# unrolled into the graph once per parameter and doubles compile time (bench/).
+_square_sum = ops.MultitypeFuncGraph("square_sum")
+_scaled = ops.MultitypeFuncGraph("scaled")
+_accumulate = ops.MultitypeFuncGraph("accumulate")
+_zero = ops.MultitypeFuncGraph("zero")
+
+
+@_square_sum.register("Tensor")
+def _square_sum_tensor(g):
+    return ops.reduce_sum(ops.square(g.astype(ms.float32)))
+
+
+@_scaled.register("Tensor", "Tensor")
+def _scaled_tensor(factor, g):
+    return g * factor.astype(g.dtype)
+
+
+@_accumulate.register("Number", "Tensor", "Tensor")
+def _accumulate_tensor(inv_steps, acc, g):
+    return ops.assign_add(acc, g.astype(acc.dtype) * inv_steps)
+
+
+@_zero.register("Tensor")
+def _zero_tensor(acc):
+    return ops.assign(acc, ops.zeros_like(acc))
+
+
+_map = ops.HyperMap()
+
 
 def global_norm(grads):
-    return ops.sqrt(ops.addn([ops.reduce_sum(ops.square(g.astype(ms.float32))) for g in grads]))
+    return ops.sqrt(ops.addn(_map(_square_sum, grads)))
 
 
 def data_parallel_reducer(optimizer: nn.Optimizer) -> nn.Cell:
@@ -71,7 +101,7 @@ class _Update(nn.Cell):
             grads_finite = ops.isfinite(norm)
         # Clip with the norm already computed (clip_by_global_norm would compute it again).
         factor = self.clip_norm / ops.maximum(norm, self.clip_norm)
-        grads = tuple(g * factor.astype(g.dtype) for g in grads)
+        grads = _map(ops.partial(_scaled, factor), grads)
         ok = ops.logical_and(grads_finite, ops.isfinite(loss))
         ok = ops.logical_and(ok, loss < loss_limit)
         if ok:
@@ -115,8 +145,8 @@ class AccumulateStep(nn.Cell):
 
     def construct(self, *batch):
         scaled_loss, grads = self.grad_fn(*batch)
-        for acc, g in zip(self.accumulators, grads):
-            ops.assign_add(acc, g * self.inv_steps)
+        scaled_loss = ops.depend(scaled_loss, _map(ops.partial(_accumulate, self.inv_steps),
+                                                   self.accumulators, grads))
         loss = scaled_loss.astype(ms.float32)
         if self.scaler is not None:
             loss = self.scaler.unscale(loss)
@@ -133,10 +163,9 @@ class ApplyStep(_Update):
 
     def construct(self, loss_limit, mean_loss):
         grads = tuple(acc.value() for acc in self.accumulators)
-        out = self.apply(mean_loss, grads, loss_limit)
-        for acc in self.accumulators:
-            ops.assign(acc, ops.zeros_like(acc))
-        return out
+        loss, norm, overflow, updated, scale = self.apply(mean_loss, grads, loss_limit)
+        loss = ops.depend(loss, _map(_zero, self.accumulators))
+        return loss, norm, overflow, updated, scale
 
 
 class AccumulatingTrainStep:

@@ -1,6 +1,6 @@
 """The trial program: one short, real MindSpore training run under one knob setting.
 
-    python -m trials.train                                   # default workload, 1 + 2 + 8 steps
+    python -m trials.train                                   # default workload, 1 + 4 + 8 steps
     python -m trials.train workload=gpt_tiny precision=fp16 runtime.mode=pynative
     python -m trials.train train.micro_batches=2 data.num_workers=2 data.multiprocessing=true
     python -m trials.train --print-config workload=gpt_tiny
@@ -29,7 +29,14 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from trials.compose import compose, load_resolved
-from trials.config import ConfigError, TrialConfig, memory_budget_gib, to_trial_config, validate
+from trials.config import (
+    ConfigError,
+    RunMode,
+    TrialConfig,
+    memory_budget_gib,
+    to_trial_config,
+    validate,
+)
 from trials.memory import is_oom, limit_address_space
 from trials.metrics_log import MetricsLog
 from trials.protocol import Event, Outcome
@@ -115,7 +122,8 @@ def main(argv: list[str] | None = None) -> int:
     rank = rank_from_env()
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s [rank {rank}] %(message)s")
     scheduler = os.environ.get("MS_ROLE") == "MS_SCHED"  # msrun's scheduler runs this file too
-    metrics = MetricsLog(None if scheduler else metrics_path(cfg, rank))
+    metrics = MetricsLog(None if scheduler else metrics_path(cfg, rank),
+                         append=cfg.run.mode is RunMode.production)
     budget = memory_budget_gib(cfg)
     try:
         limit_address_space(budget * cfg.guard.address_space_factor)
