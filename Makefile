@@ -23,7 +23,7 @@ test: setup
 	$(PY) -m pytest $(ARGS)
 
 lint: setup
-	$(VENV)/bin/ruff check autotune trials tests
+	$(VENV)/bin/ruff check autotune trials tests bench
 
 bench: setup
 	$(PY) -m bench.trial_overhead

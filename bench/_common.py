@@ -13,6 +13,7 @@ import json
 import math
 import os
 import platform
+import resource
 import shutil
 import statistics
 import subprocess
@@ -37,6 +38,72 @@ def child_env() -> dict[str, str]:
     return env
 
 
+# -- other load on this shared machine ------------------------------------------------------
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_times() -> tuple[float, float]:
+    """(busy, steal) CPU seconds of the whole machine since boot, from /proc/stat."""
+    try:
+        fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    except OSError:
+        return 0.0, 0.0
+    v = [int(x) for x in fields] + [0] * 10
+    user, nice, system, _idle, _iowait, irq, softirq, steal = v[:8]
+    return (user + nice + system + irq + softirq) / _TICK, steal / _TICK
+
+
+def _children_cpu() -> float:
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+class LoadMeter:
+    """CPU cores used by *other* processes (and stolen by the hypervisor) over an interval.
+
+    Busy CPU time of the machine minus what our finished children and we used,
+    divided by the wall time: about 0 on a quiet machine, up to the core count
+    when another job competes.
+    """
+
+    def __init__(self) -> None:
+        self.start()
+
+    def start(self) -> None:
+        self._busy, self._steal = _cpu_times()
+        self._own = _children_cpu() + time.process_time()
+        self._t = time.perf_counter()
+
+    def stop(self) -> dict[str, float]:
+        busy, steal = _cpu_times()
+        own = _children_cpu() + time.process_time()
+        wall = max(time.perf_counter() - self._t, 1e-9)
+        return {"foreign_cores": max(0.0, (busy - self._busy - (own - self._own)) / wall),
+                "steal_cores": max(0.0, (steal - self._steal) / wall)}
+
+
+#: Foreign load (cores) above which the machine counts as busy before a run starts.
+QUIET_CORES = 0.3
+
+
+def wait_for_quiet(max_wait_s: float = 120.0, sample_s: float = 1.0) -> dict[str, float]:
+    """Wait (up to max_wait_s) until other processes use under QUIET_CORES; return the wait."""
+    start = time.perf_counter()
+    announced = False
+    while True:
+        meter = LoadMeter()
+        time.sleep(sample_s)
+        load = meter.stop()["foreign_cores"]
+        waited = time.perf_counter() - start
+        if load < QUIET_CORES or waited >= max_wait_s:
+            if announced:
+                log(f"machine quiet enough after {waited:.0f} s (foreign load {load:.2f} cores)")
+            return {"waited_s": waited, "foreign_cores_before": load}
+        if not announced:
+            log(f"another job uses {load:.2f} cores; waiting up to {max_wait_s:.0f} s")
+            announced = True
+
+
 @dataclass
 class TrialRun:
     """What one trial process left behind."""
@@ -49,6 +116,8 @@ class TrialRun:
     summary: dict[str, Any] = field(default_factory=dict)
     steps: list[dict[str, Any]] = field(default_factory=list)
     stderr_tail: str = ""
+    #: Cores used by other processes / stolen by the hypervisor during the run.
+    load: dict[str, float] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -93,13 +162,18 @@ def read_metrics(path: Path) -> tuple[dict, list[dict], dict]:
     return summary, steps, end
 
 
-def run_trial(overrides: Sequence[str], *, timeout_s: float = 300.0,
+def run_trial(overrides: Sequence[str], *, timeout_s: float = 300.0, quiet_wait_s: float = 0.0,
               keep_dir_on_failure: bool = True) -> TrialRun:
-    """Run ``python -m trials.train <overrides>`` in a fresh temporary working directory."""
+    """Run ``python -m trials.train <overrides>`` in a fresh temporary working directory.
+
+    With ``quiet_wait_s`` > 0, first wait up to that long for other jobs to go quiet.
+    """
+    before = wait_for_quiet(quiet_wait_s) if quiet_wait_s > 0 else {}
     workdir = Path(tempfile.mkdtemp(prefix="autotune-bench-"))
     metrics = workdir / "metrics.jsonl"
     cmd = [sys.executable, "-m", "trials.train", *overrides, f"run.metrics_path={metrics}"]
     start = time.perf_counter()
+    meter = LoadMeter()
     try:
         proc = subprocess.run(cmd, cwd=workdir, env=child_env(), capture_output=True,
                               text=True, timeout=timeout_s)
@@ -110,10 +184,11 @@ def run_trial(overrides: Sequence[str], *, timeout_s: float = 300.0,
             else (exc.stderr or "")
         err += f"\n[bench] timed out after {timeout_s:.0f} s"
     wall = time.perf_counter() - start
+    load = meter.stop()
     summary, steps, end = read_metrics(metrics)
     run = TrialRun(overrides=list(overrides), rc=rc, wall_s=wall, outcome=end.get("outcome"),
                    reason=end.get("reason"), summary=summary, steps=steps,
-                   stderr_tail=err[-2000:])
+                   stderr_tail=err[-2000:], load={**load, **before})
     if run.ok or not keep_dir_on_failure:
         shutil.rmtree(workdir, ignore_errors=True)
     else:
@@ -121,17 +196,22 @@ def run_trial(overrides: Sequence[str], *, timeout_s: float = 300.0,
     return run
 
 
-def run_module(module: str, args: Sequence[str], *, timeout_s: float = 300.0) -> dict[str, Any]:
+def run_module(module: str, args: Sequence[str], *, timeout_s: float = 300.0,
+               quiet_wait_s: float = 0.0) -> dict[str, Any]:
     """Run ``python -m <module> <args> --out <file>`` in a fresh directory; return its JSON."""
+    before = wait_for_quiet(quiet_wait_s) if quiet_wait_s > 0 else {}
     workdir = Path(tempfile.mkdtemp(prefix="autotune-bench-"))
     out = workdir / "result.json"
     cmd = [sys.executable, "-m", module, *args, "--out", str(out)]
+    meter = LoadMeter()
     proc = subprocess.run(cmd, cwd=workdir, env=child_env(), capture_output=True, text=True,
                           timeout=timeout_s)
+    load = meter.stop()
     if proc.returncode != 0 or not out.exists():
         raise RuntimeError(f"{' '.join(cmd)} failed (rc={proc.returncode}); working directory "
                            f"kept: {workdir}\n{proc.stderr[-2000:]}")
     result = json.loads(out.read_text())
+    result["load"] = {**load, **before}
     shutil.rmtree(workdir, ignore_errors=True)
     return result
 
@@ -162,25 +242,25 @@ def fmt(value: Any, digits: int = 4) -> str:
 
 
 def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    """Numbers right-aligned, text left-aligned."""
     cells = [[str(h) for h in headers]] + [[fmt(c) for c in row] for row in rows]
+    right = [[False] * len(headers)] + [[isinstance(c, (int, float)) for c in row]
+                                         for row in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
     for n, row in enumerate(cells):
-        print("  ".join(c.rjust(w) if n else c.ljust(w) for c, w in zip(row, widths)))
+        print("  ".join(c.rjust(w) if r else c.ljust(w)
+                        for c, w, r in zip(row, widths, right[n])).rstrip())
         if n == 0:
             print("  ".join("-" * w for w in widths))
     sys.stdout.flush()
 
 
 def machine_info() -> dict[str, Any]:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    info: dict[str, Any] = {"cpu": cpu, "cpus": os.cpu_count(), "python": platform.python_version()}
+    from trials.calibrate import cpu_model
+
+    cpu = cpu_model()
+    info: dict[str, Any] = {"cpu": cpu, "cpus": os.cpu_count(),
+                            "python": platform.python_version()}
     try:
         from importlib.metadata import version
 
@@ -191,6 +271,10 @@ def machine_info() -> dict[str, Any]:
     try:
         info["git_commit"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO,
                                             capture_output=True, text=True).stdout.strip()
+        # Uncommitted edits of the code under test (the numbers are of the working tree).
+        info["uncommitted"] = subprocess.run(
+            ["git", "status", "--porcelain", "--", "trials", "conf"], cwd=REPO,
+            capture_output=True, text=True).stdout.split("\n")[:-1]
     except OSError:
         pass
     return info
@@ -206,6 +290,22 @@ def write_result(name: str, result: dict[str, Any]) -> Path:
                "machine": machine_info(), **result}
     path.write_text(json.dumps(payload, indent=1) + "\n")
     return path
+
+
+def add_quiet_argument(parser) -> None:
+    parser.add_argument("--max-wait", type=float, default=120.0, metavar="S",
+                        help="before each run, wait up to S seconds for other jobs on this "
+                             "machine to go quiet (0 = never wait; default 120)")
+
+
+def load_note(loads: Sequence[dict[str, float]]) -> str:
+    """One line on how much other jobs competed during the runs."""
+    foreign = [d.get("foreign_cores", 0.0) for d in loads]
+    waited = sum(d.get("waited_s", 0.0) for d in loads)
+    busy = sum(1 for f in foreign if f > QUIET_CORES)
+    return (f"other jobs during the runs: median {median(foreign):.2f}, max {max(foreign):.2f} "
+            f"cores; {busy}/{len(foreign)} runs above {QUIET_CORES} cores; waited {waited:.0f} s "
+            "for quiet")
 
 
 def log(message: str) -> None:

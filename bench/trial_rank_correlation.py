@@ -21,7 +21,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from bench._common import log, print_table, run_trial, write_result
+from bench._common import add_quiet_argument, load_note, log, print_table, run_trial, write_result
 
 NAME = "trial_rank_correlation"
 BASE = ["workload=gpt_small", "workload.n_layers=2", "workload.seq_len=64", "data=synthetic"]
@@ -73,6 +73,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="6 settings, long run = 5x")
     parser.add_argument("--factor", type=int, help="long run's measure_steps multiple "
                                                    "(default 10; quick 5)")
+    add_quiet_argument(parser)
     args = parser.parse_args()
     from scipy.stats import kendalltau, spearmanr
 
@@ -91,14 +92,15 @@ def main() -> None:
         entry: dict = {"label": label, "overrides": overrides, "order": list(kinds)}
         for kind in kinds:
             steps = [] if kind == "short" else [f"run.measure_steps={long_measure}"]
-            run = run_trial([*overrides, *steps], timeout_s=600).check()
+            run = run_trial([*overrides, *steps], timeout_s=600,
+                            quiet_wait_s=args.max_wait).check()
             entry[kind] = {"tokens_per_s": run.tokens_per_s,
                            "step_time_median_s": run.step_time_median_s,
                            "step_time_cv": run.performance.get("step_time_cv"),
                            "measured_steps": run.performance.get("measured_steps"),
-                           "wall_s": run.wall_s}
+                           "wall_s": run.wall_s, "load": run.load}
             log(f"{label:38s} {kind:5s}: {run.tokens_per_s:8,.0f} tok/s "
-                f"({run.wall_s:5.1f} s wall)")
+                f"({run.wall_s:5.1f} s wall, other jobs {run.load['foreign_cores']:.2f} cores)")
         results.append(entry)
 
     labels = [r["label"] for r in results]
@@ -116,6 +118,8 @@ def main() -> None:
     print(f"\nSpearman rho {rho:.3f} (p {p_value:.2g}), Kendall tau {tau:.3f}, "
           f"best setting short: {labels[best_short]!r}, long: {labels[best_long]!r}  "
           f"target rho >= {TARGET_RHO}: {'met' if met else 'MISSED'}")
+    note = load_note([r[k]["load"] for r in results for k in ("short", "long")])
+    print(note)
     path = write_result(NAME, {
         "quick": args.quick, "base": BASE, "warmup_steps": warmup, "short_measure_steps": measure,
         "long_measure_steps": long_measure, "settings": results,
@@ -123,6 +127,7 @@ def main() -> None:
         "spearman_p": float(p_value), "kendall_tau": tau,
         "best_short": labels[best_short], "best_long": labels[best_long],
         "target_rho": TARGET_RHO, "target_met": met,
+        "load_note": note,
         "elapsed_s": time.perf_counter() - started})
     print(f"wrote {path}")
 
