@@ -26,7 +26,8 @@ import optuna
 
 from bench._common import REPO, RESULTS_DIR, child_env
 
-NO_STOPPING = ["sweep.stop.slow_ratio=0", "guard.spike_factor=1e30",
+NO_STOPPING = ["sweep.stop.slow_ratio=0", "sweep.stop.slow_warmup_ratio=0",
+               "guard.spike_factor=1e30",
                "guard.nonfinite_patience=1000000", "guard.memory_budget_gib=1000",
                "sweep.max_failure_rate=1.0"]
 

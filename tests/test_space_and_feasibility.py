@@ -72,3 +72,24 @@ def test_an_oom_rules_out_larger_micro_batches_with_the_other_knobs_equal():
     assert oom_dominating(bigger, space.trial_config(bigger), history).number == 7
     assert oom_dominating(smaller, space.trial_config(smaller), history) is None
     assert oom_dominating(other, space.trial_config(other), history) is None
+
+
+def test_fast_trial_config_equals_a_full_hydra_compose():
+    from trials.config import to_trial_config
+
+    space = space_of({"precision": ["fp16"], "runtime.mode": ["pynative"],
+                      "train.micro_batches": [2], "parallel.split": ["2x1x1"],
+                      "train.recompute": [True]}, "workload=gpt_tiny")
+    for point in [space.baseline, *space.neighbours()]:
+        # Rule: merging field knobs into the cached group composition is what Hydra gives.
+        assert space.trial_config(point) == to_trial_config(
+            compose("sweep", space.overrides(point)))
+
+
+def test_a_bad_field_value_is_named():
+    import pytest
+
+    from trials.config import ConfigError
+
+    with pytest.raises(ConfigError, match="search knob train.micro_batches=many"):
+        space_of({"train.micro_batches": [1, "many"]})
