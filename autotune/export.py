@@ -26,6 +26,7 @@ from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 
 from autotune import study as S
+from autotune.changes import describe_changes
 from autotune.choose import choose_trial
 from autotune.launcher import PROJECT_ROOT
 from autotune.mindformers import mindformers_config
@@ -53,7 +54,7 @@ def run_export(composed: DictConfig, console: Console) -> int:
         "mindformers.yaml": OmegaConf.to_yaml(OmegaConf.create(mindformers_config(job))),
         "provenance.json": json.dumps(provenance(study, settings, chosen, why), indent=2,
                                       default=str) + "\n",
-        "CHANGES.md": change_summary(chosen, baseline, job, records),
+        "CHANGES.md": describe_changes(chosen, baseline, job, records),
         "README.md": EXPORT_README.format(trial=chosen.number, study=settings.study),
     }
     write_atomically(out, files, overwrite=options.overwrite)
@@ -132,13 +133,6 @@ def provenance(study: optuna.Study, settings: SweepSettings, record: TrialRecord
         "host": platform.node(),
         "exported_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
     }
-
-
-def change_summary(chosen: TrialRecord, baseline: TrialRecord | None, job: TrialConfig,
-                   records: list[TrialRecord]) -> str:
-    from autotune.changes import describe_changes
-
-    return describe_changes(chosen, baseline, job, records)
 
 
 def write_atomically(out: Path, files: dict[str, str], *, overwrite: bool) -> None:

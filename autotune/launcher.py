@@ -55,7 +55,6 @@ def trial_env(marker: str) -> dict[str, str]:
     env[MARKER_ENV] = marker
     env.setdefault("GLOG_v", "3")
     env["PYTHONWARNINGS"] = "ignore"
-    env["MPLCONFIGDIR"] = env.get("MPLCONFIGDIR", "/tmp/autotune-mpl")
     # msrun starts workers with the first `python` on PATH: make it ours.
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     paths = [str(PROJECT_ROOT), os.getcwd(), env.get("PYTHONPATH", "")]

@@ -33,6 +33,11 @@ CONFIRM = "confirm"  # confirmation runs: {"tokens_per_s": [...], "median": ...,
 NOT_EVALUATED = frozenset({"orphaned", "budget"})
 
 
+def counts_as_launch(trial: FrozenTrial) -> bool:
+    """A launch (or a live claim of one) against n_trials; orphaned ones are retried instead."""
+    return bool(trial.user_attrs.get(LAUNCHED)) and trial.user_attrs.get(REASON) != "orphaned"
+
+
 def evaluated(trial: FrozenTrial) -> bool:
     """A finished trial whose result stands for its configuration (reusable, counted)."""
     return trial.state.is_finished() and trial.user_attrs.get(REASON) not in NOT_EVALUATED

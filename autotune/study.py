@@ -26,7 +26,15 @@ from optuna.storages import RDBStorage
 from optuna.trial import TrialState
 
 from autotune import launcher
-from autotune.records import DETAIL, HEARTBEAT, LAUNCHED, PROCESS, REASON, ROLE, WORKER
+from autotune.records import (
+    DETAIL,
+    HEARTBEAT,
+    PROCESS,
+    REASON,
+    ROLE,
+    WORKER,
+    counts_as_launch,
+)
 from autotune.settings import Objective, SweepSettings
 from trials.config import ConfigError
 
@@ -198,8 +206,7 @@ def load_or_create(settings: SweepSettings, storage, parts: dict[str, Any],
 
 def count_launches(study: optuna.Study) -> int:
     """Real launches so far (all workers); orphaned ones are retried, so they don't count."""
-    return sum(1 for t in study.get_trials(deepcopy=False)
-               if t.user_attrs.get(LAUNCHED) and t.user_attrs.get(REASON) != "orphaned")
+    return sum(1 for t in study.get_trials(deepcopy=False) if counts_as_launch(t))
 
 
 def worker_identity() -> dict[str, Any]:

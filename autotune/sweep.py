@@ -235,8 +235,7 @@ class Sweep:
         """
         trial.set_user_attr(R.LAUNCHED, True)
         earlier = sum(1 for t in study.get_trials(deepcopy=False)
-                      if t.number < trial.number and t.user_attrs.get(R.LAUNCHED)
-                      and t.user_attrs.get(R.REASON) != "orphaned")
+                      if t.number < trial.number and R.counts_as_launch(t))
         if earlier < self.settings.n_trials:
             return True
         trial.set_user_attr(R.LAUNCHED, False)
@@ -253,7 +252,7 @@ class Sweep:
         if launched < s.min_trials_for_failure_rate:
             return None
         failed = sum(1 for t in study.get_trials(deepcopy=False, states=(TrialState.FAIL,))
-                     if t.user_attrs.get(R.LAUNCHED) and t.user_attrs.get(R.REASON) != "orphaned")
+                     if R.counts_as_launch(t))
         if failed / launched > s.max_failure_rate:
             return (f"stopped: {failed} of {launched} launched trials failed "
                     f"(crash/hang/timeout), "
