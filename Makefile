@@ -24,6 +24,7 @@ test: setup
 
 lint: setup
 	$(VENV)/bin/ruff check autotune trials tests bench
+	$(VENV)/bin/lint-imports
 
 bench: setup
 	$(PY) -m bench.trial_overhead

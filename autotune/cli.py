@@ -17,12 +17,14 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import sys
 import warnings
 
 from rich.console import Console
 
-from trials.config import ConfigError
+from autotune.signals import Stopped, stop_on_signals
+from trials.contract.schema import ConfigError
 
 COMMANDS = ("sweep", "report", "confirm", "export")
 
@@ -63,23 +65,28 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("MPLCONFIGDIR", "/tmp/autotune-mpl")
     _quiet(args.verbose)
     try:
-        from omegaconf import OmegaConf
+        with stop_on_signals():
+            from omegaconf import OmegaConf
 
-        import autotune.settings  # noqa: F401 - registers the schema
-        from trials.compose import compose
+            from autotune.settings import SweepConfig, validate_settings
+            from trials.contract.compose import compose
 
-        composed = compose("sweep", args.overrides, with_choices=args.command == "sweep")
-        if args.print_config:
-            shown = OmegaConf.masked_copy(composed, [k for k in composed if k != "hydra"])
-            console.print(OmegaConf.to_yaml(shown), end="", markup=False)
-            return 0
-        return run_command(args.command, composed, args.overrides, console)
+            composed = compose("sweep", args.overrides, with_choices=args.command == "sweep",
+                               schema=SweepConfig)
+            validate_settings(composed)
+            if args.print_config:
+                shown = OmegaConf.masked_copy(composed, [k for k in composed if k != "hydra"])
+                console.print(OmegaConf.to_yaml(shown), end="", markup=False)
+                return 0
+            return run_command(args.command, composed, args.overrides, console)
     except ConfigError as exc:
         err.print(f"autotune: error: {exc}", markup=False, soft_wrap=True)
         return 2
-    except KeyboardInterrupt:
-        err.print("autotune: interrupted; run the same command again to resume", markup=False)
-        return 130
+    except (Stopped, KeyboardInterrupt) as exc:
+        stopped = exc if isinstance(exc, Stopped) else Stopped(signal.SIGINT)
+        err.print(f"autotune: stopped by {stopped.name}; the running trial was killed and "
+                  "re-queued: run the same command again to resume", markup=False)
+        return stopped.exit_code
 
 
 def run_command(command: str, composed, overrides: list[str], console: Console) -> int:
@@ -92,9 +99,9 @@ def run_command(command: str, composed, overrides: list[str], console: Console) 
 
         return run_report(composed, console)
     if command == "confirm":
-        from autotune.confirm import run_confirm
+        from autotune.running.confirm import run_confirm
 
         return run_confirm(composed, console)
-    from autotune.export import run_export
+    from autotune.export.job import run_export
 
     return run_export(composed, console)

@@ -13,6 +13,8 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from trials.contract.outcomes import Outcome
+
 
 class SweepProgress:
     """A rich progress bar on a terminal; one plain line per finished trial otherwise."""
@@ -41,16 +43,17 @@ class SweepProgress:
         if self._progress is not None:
             self._progress.update(self._task, current=self.current, best=self._best_text())
 
-    def trial_done(self, number: int, label: str, reason: str, tps: float | None,
+    def trial_done(self, number: int, label: str, reason: Outcome | None, tps: float | None,
                    launched: bool) -> None:
-        if tps is not None and reason == "ok" and (self.best is None or tps > self.best):
+        if tps is not None and reason is Outcome.OK and (self.best is None or tps > self.best):
             self.best = tps
         if self._progress is not None:
             self._progress.update(self._task, advance=1 if launched else 0,
                                   best=self._best_text(), current="")
         speed = f"{tps:,.0f} tok/s" if tps is not None else "-"
         cost = "" if launched else " (not launched)"
-        self.console.print(f"trial {number:>3} {reason:<11} {speed:>13}  {label}{cost}",
+        text = reason.value if reason is not None else "?"
+        self.console.print(f"trial {number:>3} {text:<11} {speed:>13}  {label}{cost}",
                            highlight=False, soft_wrap=True)
 
     def close(self) -> None:

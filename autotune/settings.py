@@ -10,8 +10,10 @@ import enum
 from dataclasses import dataclass, field
 
 from hydra.core.config_store import ConfigStore
+from omegaconf import DictConfig, OmegaConf
 
-from trials.config import TrialConfig
+from trials.contract.rules import ConfigError, check_fields, rule
+from trials.contract.schema import TrialConfig, to_trial_config, validate
 
 
 class Objective(str, enum.Enum):
@@ -24,17 +26,18 @@ class StopRules:
     """When the orchestrator stops a trial early."""
 
     #: Seconds from launch to the first finished step (process start + graph compile).
-    compile_timeout_s: float = 180.0
+    compile_timeout_s: float = field(default=180.0, metadata=rule(gt=0))
     #: Seconds without a new step after the first one: a hang.
-    step_timeout_s: float = 60.0
+    step_timeout_s: float = field(default=60.0, metadata=rule(gt=0))
     #: Hard cap on one trial's wall time.
-    wall_timeout_s: float = 900.0
-    #: Prune when tokens/s of the measured steps < slow_ratio x the best trial's tokens/s.
-    slow_ratio: float = 0.5
+    wall_timeout_s: float = field(default=900.0, metadata=rule(gt=0))
+    #: Prune when tokens/s of the measured steps < slow_ratio x the best trial's tokens/s
+    #: (0 = never prune as slow).
+    slow_ratio: float = field(default=0.5, metadata=rule(ge=0, le=1))
     #: Before measured steps exist, prune only below this (warm-up can be much slower).
-    slow_warmup_ratio: float = 0.1
+    slow_warmup_ratio: float = field(default=0.1, metadata=rule(ge=0, le=1))
     #: Steps (measured, or else warm-up) the slow rule needs before it may judge.
-    slow_min_steps: int = 2
+    slow_min_steps: int = field(default=2, metadata=rule(ge=1))
 
 
 @dataclass
@@ -44,26 +47,26 @@ class SweepSettings:
     #: Study name; also the directory under runs_dir. Letters, digits, '.', '_', '-'.
     study: str = "default"
     #: Real trial launches in total, across resumes and workers.
-    n_trials: int = 12
+    n_trials: int = field(default=12, metadata=rule(ge=1))
     #: Optuna storage URL; empty = SQLite at <runs_dir>/<study>/study.db.
     storage: str = ""
     runs_dir: str = "runs"
     objective: Objective = Objective.throughput
     #: Sampler seed; each (re)start adds the number of trials already in the study.
-    seed: int = 0
+    seed: int = field(default=0, metadata=rule(ge=0))
     #: TPE startup trials before the model takes over.
-    n_startup_trials: int = 6
+    n_startup_trials: int = field(default=6, metadata=rule(ge=0))
     #: After the baseline, try each single-knob change of it before sampling.
     neighbours: bool = False
     #: End the sweep when more than this fraction of launches failed (crash/hang/timeout).
-    max_failure_rate: float = 0.5
+    max_failure_rate: float = field(default=0.5, metadata=rule(ge=0, le=1))
     #: ...but only once this many trials were launched.
-    min_trials_for_failure_rate: int = 4
+    min_trials_for_failure_rate: int = field(default=4, metadata=rule(ge=1))
     #: Accept a study whose fingerprint (space, workload, hardware) differs.
     allow_changed_space: bool = False
     #: Seconds between heartbeats; a RUNNING trial silent for heartbeat_timeout_s is a zombie.
-    heartbeat_interval_s: float = 5.0
-    heartbeat_timeout_s: float = 60.0
+    heartbeat_interval_s: float = field(default=5.0, metadata=rule(gt=0))
+    heartbeat_timeout_s: float = field(default=60.0, metadata=rule(gt=0))
     #: Program that runs one trial (argv list); empty = the MindSpore trial program.
     trial_command: list = field(default_factory=list)
     stop: StopRules = field(default_factory=StopRules)
@@ -82,7 +85,7 @@ class SearchConfig:
     name: str = "default"
     knobs: dict = field(default_factory=dict)
     #: Devices a job must use (dp x mp x pp); null = at most the hardware profile's devices.
-    devices: int | None = None
+    devices: int | None = field(default=None, metadata=rule(ge=1))
 
 
 @dataclass
@@ -98,9 +101,9 @@ class ConfirmSettings:
     """``python -m autotune confirm``: re-measure the finalists, interleaved."""
 
     #: How many of the best distinct configurations to re-run.
-    top_k: int = 3
+    top_k: int = field(default=3, metadata=rule(ge=1))
     #: Runs of each, interleaved (A B C A B C ...).
-    repeats: int = 3
+    repeats: int = field(default=3, metadata=rule(ge=1))
 
 
 @dataclass
@@ -110,16 +113,16 @@ class ExportSettings:
     #: Output directory; empty = <runs_dir>/<study>/export.
     out: str = ""
     #: Trial number to export; null = the best feasible trial.
-    trial: int | None = None
+    trial: int | None = field(default=None, metadata=rule(ge=0))
     #: Choose by confirmed medians where `confirm` has run.
     use_confirmed: bool = True
     #: Pareto studies: the fastest trial with at least this much memory headroom (GiB).
-    min_headroom_gib: float = 0.0
+    min_headroom_gib: float = field(default=0.0, metadata=rule(ge=0))
     #: Write into a non-empty output directory.
     overwrite: bool = False
     #: Production run of the exported job: total steps and checkpoint interval.
-    steps: int = 1000
-    checkpoint_every: int = 100
+    steps: int = field(default=1000, metadata=rule(ge=1))
+    checkpoint_every: int = field(default=100, metadata=rule(ge=1))
 
 
 @dataclass
@@ -132,3 +135,41 @@ class SweepConfig(TrialConfig):
 
 
 ConfigStore.instance().store(name="sweep_schema", node=SweepConfig)
+
+
+#: The sections of SweepConfig that are not the trial's, in the order they are checked.
+SETTINGS_KEYS = ("sweep", "search", "report", "confirm", "export")
+
+
+def validate_settings(composed: DictConfig) -> SweepConfig:
+    """Every field of the composed sweep config: ranges, then the rules that span fields.
+
+    Called by every command before anything is written; ConfigError names the override.
+    """
+    node = OmegaConf.masked_copy(composed, [k for k in composed if k != "hydra"])
+    try:
+        cfg = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(SweepConfig), node))
+    except Exception as exc:  # OmegaConf validation errors (a value of the wrong type)
+        from trials.contract.compose import one_line
+
+        raise ConfigError(one_line(exc)) from exc
+    for key in SETTINGS_KEYS:
+        check_fields(getattr(cfg, key), key)
+    validate(to_trial_config(composed))
+    s, stop = cfg.sweep, cfg.sweep.stop
+    if s.heartbeat_timeout_s <= s.heartbeat_interval_s:
+        raise ConfigError(f"sweep.heartbeat_timeout_s={s.heartbeat_timeout_s:g} must exceed "
+                          f"sweep.heartbeat_interval_s={s.heartbeat_interval_s:g}, or live "
+                          "trials would be taken for zombies")
+    if stop.wall_timeout_s < stop.compile_timeout_s:
+        raise ConfigError(f"sweep.stop.wall_timeout_s={stop.wall_timeout_s:g} is below "
+                          f"sweep.stop.compile_timeout_s={stop.compile_timeout_s:g}: no trial "
+                          "could finish compiling; raise it")
+    if stop.slow_warmup_ratio > stop.slow_ratio:
+        raise ConfigError(f"sweep.stop.slow_warmup_ratio={stop.slow_warmup_ratio:g} must not "
+                          f"exceed sweep.stop.slow_ratio={stop.slow_ratio:g} (warm-up is "
+                          "judged more leniently)")
+    if s.trial_command and not all(isinstance(w, str) and w for w in s.trial_command):
+        raise ConfigError("sweep.trial_command must be a list of non-empty strings "
+                          "(argv), e.g. sweep.trial_command=[python,my_trial.py]")
+    return cfg

@@ -1,14 +1,13 @@
 """The sweep: ask -> check -> launch -> watch -> tell, until the launch budget is spent.
 
-The loop is an outline over the pieces that own each concern: ``space``
-(knobs), ``feasibility`` (rejections at zero cost), ``launcher`` + ``monitor``
-(one trial process), ``scoring`` (what Optuna learns), ``study`` (storage,
-resume, zombies).
+The loop is an outline over the pieces that own each concern: ``search``
+(the space and what it rules out before launch), ``running`` (one trial process,
+its stop rules and its outcome), ``study`` (storage, budget, reaping, scoring,
+selection).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from dataclasses import dataclass
@@ -18,13 +17,19 @@ from omegaconf import DictConfig, OmegaConf
 from optuna.trial import TrialState
 from rich.console import Console
 
-from autotune import feasibility, launcher, leaderboard, monitor, pruning, scoring
-from autotune import records as R
-from autotune import study as S
 from autotune.progress import SweepProgress
+from autotune.report import leaderboard
+from autotune.running import launcher, monitor, preflight, pruning
+from autotune.search import feasibility
+from autotune.search.space import SearchSpace
 from autotune.settings import Objective, SweepSettings
-from autotune.space import SearchSpace
-from trials.config import (
+from autotune.signals import Stopped
+from autotune.study import budget, reaping, scoring, selection
+from autotune.study import records as R
+from autotune.study import storage as S
+from trials.contract.launch import trial_argv
+from trials.contract.outcomes import Outcome
+from trials.contract.schema import (
     ConfigError,
     TrialConfig,
     memory_budget_gib,
@@ -36,6 +41,8 @@ log = logging.getLogger(__name__)
 
 #: Proposals in a row that launch nothing (duplicates, rejections) before the sweep gives up.
 MAX_IDLE_PROPOSALS = 200
+#: Outcomes of the baseline that end the sweep: the rest would fail the same way.
+FATAL_FOR_BASELINE = (Outcome.CONFIG_ERROR, Outcome.CRASH)
 
 
 @dataclass
@@ -43,6 +50,14 @@ class SweepOutcome:
     exit_code: int
     message: str
     study: optuna.Study | None = None
+
+
+@dataclass
+class Settled:
+    """What one proposal came to."""
+
+    launched: bool
+    stop: str | None = None  # a reason to end the sweep now
 
 
 class Sweep:
@@ -56,6 +71,8 @@ class Sweep:
         _, problem = feasibility.structural_problem(self.space, self.space.baseline)
         if problem:
             raise ConfigError(f"the baseline configuration is impossible: {problem}")
+        if not self.settings.trial_command:
+            preflight.check_workload_entry(self.base.workload.entry)
         self.budget_gib = memory_budget_gib(self.base)
         self.multi = self.settings.objective is Objective.pareto
         self.dir = S.study_dir(self.settings)
@@ -79,13 +96,13 @@ class Sweep:
         # What the report's diagnosis quotes: the stop rules the trials really ran under.
         study.set_user_attr(S.STOP_RULES, OmegaConf.to_container(
             OmegaConf.structured(self.settings.stop)))
-        reaped = S.reap_zombies(study, self.settings)
+        reaped = self._reap(study)
         if reaped:
             self.console.print(f"reaped {len(reaped)} trial(s) left RUNNING by a stopped "
                                f"orchestrator: {reaped}; their configurations are re-queued")
         self._seed_queue(study)
         study.sampler = self._sampler(study)
-        done = S.count_launches(study)
+        done = budget.count_launches(study)
         total = self.settings.n_trials
         if done:
             self.console.print(f"resuming study {self.settings.study}: {done}/{total} launched")
@@ -106,63 +123,80 @@ class Sweep:
     def _loop(self, study: optuna.Study, progress: SweepProgress) -> str:
         idle = 0
         while True:
-            launched = S.count_launches(study)
+            launched = budget.count_launches(study)
             if launched >= self.settings.n_trials:
                 return f"done: {launched} trial(s) launched (budget {self.settings.n_trials})"
             stop = self._failure_rate_stop(study, launched)
             if stop:
                 return stop
-            if self._exhausted(study):
+            if budget.n_evaluated_points(study) >= self.space.size:
                 return (f"search space exhausted: all {self.space.size} configurations are "
                         f"evaluated or ruled out ({launched} launched)")
             if idle >= MAX_IDLE_PROPOSALS:
                 return (f"stopped early: the sampler proposed {idle} evaluated or infeasible "
                         "configurations in a row")
-            ran = self._one_trial(study, progress)
-            idle = 0 if ran else idle + 1
+            settled = self._one_trial(study, progress)
+            if settled.stop:
+                return settled.stop
+            idle = 0 if settled.launched else idle + 1
 
     # -- one proposal ---------------------------------------------------------------------
-    def _one_trial(self, study: optuna.Study, progress: SweepProgress) -> bool:
-        """Ask for a point and settle it; True when a process was launched."""
+    def _one_trial(self, study: optuna.Study, progress: SweepProgress) -> Settled:
+        """Ask for a point and settle it: rejected, reused, or launched and told."""
         self._queue_next_neighbour(study)
         trial = study.ask(self.space.distributions())
         params = dict(trial.params)
         label = leaderboard.params_label(params)
-        trial.set_user_attr(R.WORKER, S.worker_identity())
+        trial.set_user_attr(R.WORKER, reaping.worker_identity())
         trial.set_user_attr(R.HEARTBEAT, time.time())
-        if not self._claim_launch(study, trial):
+        if not budget.claim_launch(study, trial, self.settings.n_trials):
             scoring.tell_rejected(study, trial, "the launch budget was spent by other workers",
-                                  budget_gib=self.budget_gib, reason="budget")
-            return False
+                                  budget_gib=self.budget_gib, outcome=Outcome.BUDGET)
+            return Settled(launched=False)
         cfg, problem = feasibility.structural_problem(self.space, params)
         if problem:
-            scoring.tell_rejected(study, trial, problem, budget_gib=self.budget_gib)
-            progress.trial_done(trial.number, label, "infeasible", None, launched=False)
-            return False
+            return self._reject(study, trial, label, problem, progress)
         trial.set_user_attr(R.MICRO_BATCH_SIZE, micro_batch_size(cfg))
-        finished = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,
-                                                            TrialState.PRUNED, TrialState.FAIL))
-        original = next((t for t in finished if t.params == params and R.evaluated(t)), None)
+        original = budget.evaluated_result(study, params)
         if original is not None:
             scoring.tell_reused(study, trial, original, multi_objective=self.multi)
-            progress.trial_done(trial.number, label, original.user_attrs.get(R.REASON, "?"),
+            progress.trial_done(trial.number, label, R.outcome_of(original),
                                 original.values[0] if original.values else None, launched=False)
-            return False
-        oom = feasibility.oom_dominating(params, cfg, [R.TrialRecord.from_trial(t)
-                                                       for t in finished])
+            return Settled(launched=False)
+        oom = feasibility.oom_dominating(params, cfg, R.load_records(study))
         if oom is not None:
-            scoring.tell_rejected(study, trial, f"trial {oom.number} ran out of memory at "
-                                  f"micro-batch size {oom.micro_batch_size}; this one needs "
-                                  f"{micro_batch_size(cfg)}", budget_gib=self.budget_gib)
-            progress.trial_done(trial.number, label, "infeasible", None, launched=False)
-            return False
-        result = self._launch(study, trial, cfg, label, progress)
+            return self._reject(study, trial, label, (
+                f"trial {oom.number} ran out of memory at micro-batch size "
+                f"{oom.micro_batch_size}; this one needs {micro_batch_size(cfg)}"), progress)
+        try:
+            result = self._launch(study, trial, cfg, label, progress)
+        except Stopped as stopped:
+            reaping.requeue(study, trial, Outcome.INTERRUPTED,
+                            f"the orchestrator received {stopped.name}; every process of the "
+                            "trial was killed and its configuration re-queued")
+            raise
         state = scoring.tell(study, trial, result, budget_gib=self.budget_gib,
                              multi_objective=self.multi)
-        tps = (result.summary or {}).get("performance", {}).get("tokens_per_s")
+        tps = result.summary.performance.get("tokens_per_s") if result.summary else None
         progress.trial_done(trial.number, label, result.reason,
                             tps if state is TrialState.COMPLETE else None, launched=True)
-        return True
+        return Settled(launched=True, stop=self._baseline_verdict(trial, params, result))
+
+    def _reject(self, study: optuna.Study, trial: optuna.Trial, label: str, why: str,
+                progress: SweepProgress) -> Settled:
+        scoring.tell_rejected(study, trial, why, budget_gib=self.budget_gib)
+        progress.trial_done(trial.number, label, Outcome.INFEASIBLE, None, launched=False)
+        return Settled(launched=False)
+
+    def _baseline_verdict(self, trial: optuna.Trial, params: dict,
+                          result: monitor.TrialResult) -> str | None:
+        """The baseline ending config_error or crash ends the sweep, with its log tail."""
+        if params != self.space.baseline or result.reason not in FATAL_FOR_BASELINE:
+            return None
+        tail = f"\n{result.log_tail}" if result.log_tail else ""
+        return (f"stopped: the baseline (trial {trial.number}) ended {result.reason.value}: "
+                f"{result.detail}; every other trial would fail the same way. Fix the "
+                f"baseline, then run the same command again.{tail}")
 
     def _launch(self, study: optuna.Study, trial: optuna.Trial, cfg: TrialConfig, label: str,
                 progress: SweepProgress) -> monitor.TrialResult:
@@ -171,21 +205,23 @@ class Sweep:
         config_path = trial_dir / "config.yaml"
         config_path.write_text(OmegaConf.to_yaml(OmegaConf.structured(cfg)))
         marker = f"{self.settings.study}/{trial.number}/{time.time_ns()}"
-        argv = launcher.trial_argv(config_path, cfg.parallel.devices, self.settings.trial_command,
-                                   trial_dir)
+        argv = trial_argv(config_path, world_size=cfg.parallel.devices,
+                          trial_command=self.settings.trial_command,
+                          log_dir=trial_dir / "msrun_log")
         trial.set_user_attr(R.TRIAL_DIR, str(trial_dir))
         proc = launcher.start(argv, trial_dir, marker)
-        trial.set_user_attr(R.PROCESS, {"host": S.worker_identity()["host"], "pgid": proc.pgid,
-                                        "marker": marker})
-        best = self._best(study)
+        trial.set_user_attr(R.PROCESS, {"host": reaping.worker_identity()["host"],
+                                        "pgid": proc.pgid, "marker": marker})
+        leader = selection.best(R.load_records(study), self.budget_gib)
+        best = leader.tokens_per_s if leader is not None else None
         last_beat = [time.time()]
 
-        def on_step(steps: list[dict]) -> str | None:
+        def on_step(steps) -> str | None:
             if self.multi:
                 return None  # a slow trial may still be on the memory side of the Pareto front
             tps, _, _ = pruning.estimate(steps)
             if tps is not None:
-                trial.report(tps, steps[-1]["step"])
+                trial.report(tps, steps[-1].step)
             return pruning.slow_verdict(steps, best, self.settings.stop)
 
         def on_tick(phase: str) -> None:
@@ -226,33 +262,11 @@ class Sweep:
         return optuna.samplers.TPESampler(seed=seed,
                                           n_startup_trials=self.settings.n_startup_trials)
 
-    def _claim_launch(self, study: optuna.Study, trial: optuna.Trial) -> bool:
-        """Claim one launch of the budget through the storage (other workers may share it).
-
-        Claimed right after ``ask`` and released when the point is ruled out or reused.
-        Lower trial numbers win: a worker whose claim would pass n_trials, counting only
-        the claims of earlier trials, backs off.
-        """
-        trial.set_user_attr(R.LAUNCHED, True)
-        earlier = sum(1 for t in study.get_trials(deepcopy=False)
-                      if t.number < trial.number and R.counts_as_launch(t))
-        if earlier < self.settings.n_trials:
-            return True
-        trial.set_user_attr(R.LAUNCHED, False)
-        return False
-
-    def _best(self, study: optuna.Study) -> float | None:
-        values = [t.values[0] for t in study.get_trials(deepcopy=False,
-                                                        states=(TrialState.COMPLETE,))
-                  if t.values and all(v <= 0 for v in t.constraints.values())]
-        return max(values) if values else None
-
     def _failure_rate_stop(self, study: optuna.Study, launched: int) -> str | None:
         s = self.settings
         if launched < s.min_trials_for_failure_rate:
             return None
-        failed = sum(1 for t in study.get_trials(deepcopy=False, states=(TrialState.FAIL,))
-                     if R.counts_as_launch(t))
+        failed = budget.failed_launches(study)
         if failed / launched > s.max_failure_rate:
             return (f"stopped: {failed} of {launched} launched trials failed "
                     f"(crash/hang/timeout), "
@@ -260,7 +274,14 @@ class Sweep:
                     f"in {self.dir}/trial-*/stderr.log")
         return None
 
-    def _exhausted(self, study: optuna.Study) -> bool:
-        seen = {json.dumps(t.params, sort_keys=True, default=str)
-                for t in study.get_trials(deepcopy=False) if R.evaluated(t)}
-        return len(seen) >= self.space.size
+    def _reap(self, study: optuna.Study) -> list[int]:
+        """Trials whose orchestrator is gone: kill their processes here, re-queue them."""
+        host = reaping.worker_identity()["host"]
+        reaped = []
+        for trial in reaping.stale_trials(study, self.settings):
+            killed = launcher.kill_recorded(trial.user_attrs.get(R.PROCESS), host)
+            detail = (f"orchestrator gone; {killed} orphan process(es) killed; "
+                      "configuration re-queued")
+            if reaping.requeue(study, trial, Outcome.ORPHANED, detail):
+                reaped.append(trial.number)
+        return reaped

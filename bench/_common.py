@@ -24,18 +24,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from trials.contract.launch import trial_argv, trial_env
+
 REPO = Path(__file__).resolve().parent.parent
 RESULTS_DIR = REPO / "runs" / "bench"
 
 
 def child_env() -> dict[str, str]:
-    """Environment of a trial: quiet MindSpore logs, the repo importable."""
-    env = dict(os.environ)
-    env["GLOG_v"] = "3"
-    env.setdefault("PYTHONWARNINGS", "ignore")
-    path = env.get("PYTHONPATH", "")
-    env["PYTHONPATH"] = str(REPO) + (os.pathsep + path if path else "")
-    return env
+    """Environment of a trial: the one launch recipe's (trials/contract/launch.py)."""
+    return trial_env(os.environ)
 
 
 # -- other load on this shared machine ------------------------------------------------------
@@ -171,7 +168,7 @@ def run_trial(overrides: Sequence[str], *, timeout_s: float = 300.0, quiet_wait_
     before = wait_for_quiet(quiet_wait_s) if quiet_wait_s > 0 else {}
     workdir = Path(tempfile.mkdtemp(prefix="autotune-bench-"))
     metrics = workdir / "metrics.jsonl"
-    cmd = [sys.executable, "-m", "trials.train", *overrides, f"run.metrics_path={metrics}"]
+    cmd = trial_argv(None, world_size=1, overrides=[*overrides, f"run.metrics_path={metrics}"])
     start = time.perf_counter()
     meter = LoadMeter()
     try:

@@ -112,8 +112,8 @@ def bare_loop(args: argparse.Namespace) -> dict:
 # -- the benchmark ----------------------------------------------------------------------------
 def trial_settings() -> dict:
     """The composed trial config (no MindSpore import), to give the bare loop the same values."""
-    from trials.compose import compose
-    from trials.config import micro_batch_size, to_trial_config, validate
+    from trials.contract.compose import compose
+    from trials.contract.schema import micro_batch_size, to_trial_config, validate
 
     cfg = to_trial_config(compose("trial", OVERRIDES))
     validate(cfg)

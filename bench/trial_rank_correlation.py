@@ -47,8 +47,8 @@ QUICK = [0, 1, 2, 4, 7, 9]
 
 def default_steps() -> tuple[int, int]:
     """The configured run.warmup_steps / run.measure_steps (no MindSpore import)."""
-    from trials.compose import compose
-    from trials.config import to_trial_config
+    from trials.contract.compose import compose
+    from trials.contract.schema import to_trial_config
 
     cfg = to_trial_config(compose("trial", BASE))
     return cfg.run.warmup_steps, cfg.run.measure_steps

@@ -10,15 +10,15 @@ from pathlib import Path
 
 import pytest
 
+from trials.contract.launch import trial_argv, trial_env
+
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ["workload=gpt_tiny", "run.warmup_steps=1", "run.measure_steps=3"]
 
 
 def project_env(**extra: str) -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
-    env["GLOG_v"] = "3"
-    env["PYTHONWARNINGS"] = "ignore"
+    """The trial environment of the one launch recipe, plus the tests' own cache."""
+    env = trial_env(os.environ)
     env.setdefault("AUTOTUNE_CACHE", str(ROOT / ".cache" / "test"))
     env.update(extra)
     return env
@@ -62,7 +62,8 @@ def run_trial(tmp_path):
             timeout: float = 240, tiny: bool = True) -> TrialRun:
         workdir = cwd or tmp_path / f"trial-{next(counter)}"
         workdir.mkdir(parents=True, exist_ok=True)
-        argv = [sys.executable, "-m", "trials.train", *args, *(TINY if tiny else []), *overrides]
+        argv = trial_argv(None, world_size=1,
+                          overrides=[*args, *(TINY if tiny else []), *overrides])
         proc = subprocess.run(argv, cwd=workdir, env=project_env(), capture_output=True,
                               text=True, timeout=timeout)
         return TrialRun(proc, workdir)

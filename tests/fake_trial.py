@@ -9,7 +9,7 @@ the same codes, but trains nothing. What it does is scripted by the
      "steps": 6, "step_sleep": 0.02}
 
 ``do`` is one of ok, hang, hang_before_first_step, crash, oom, diverged, slow,
-unsupported, sigkill. Throughput is a deterministic function of the knobs, so
+unsupported, config_error, sigkill. Throughput is a deterministic function of the knobs, so
 tests know which configuration should win: tokens/s = 1000 x threads / micro_batches,
 peak memory = 2 GiB / micro_batches.
 """
@@ -27,9 +27,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from omegaconf import OmegaConf  # noqa: E402
 
-from trials.metrics_log import MetricsLog  # noqa: E402
-from trials.protocol import Event, Outcome, Phase  # noqa: E402
-from trials.scorecard import scorecard  # noqa: E402
+from trials.contract.events import (  # noqa: E402
+    EndRecord,
+    Phase,
+    StartRecord,
+    StepRecord,
+    SummaryRecord,
+)
+from trials.contract.metrics import MetricsLog  # noqa: E402
+from trials.contract.outcomes import Outcome  # noqa: E402
+from trials.contract.scorecard import scorecard  # noqa: E402
 
 
 def behaviour(cfg, script: dict) -> str:
@@ -41,7 +48,7 @@ def behaviour(cfg, script: dict) -> str:
 
 
 def finish(log: MetricsLog, outcome: Outcome, reason: str = "") -> None:
-    log.emit(Event.END, outcome=outcome.value, reason=reason)
+    log.emit(EndRecord(outcome=outcome, reason=reason))
     log.close()
     sys.exit(outcome.exit_code)
 
@@ -55,7 +62,7 @@ def main() -> None:
     do = behaviour(cfg, script)
     log = MetricsLog(Path(cfg.run.metrics_path))
     (Path.cwd() / "pid").write_text(str(os.getpid()))
-    log.emit(Event.START, world_size=1, applied={"fake": True, "do": do})
+    log.emit(StartRecord(world_size=1, applied={"fake": True, "do": do}))
     if do == "hang_before_first_step":
         time.sleep(3600)
     threads = int(cfg.runtime.threads) or 2
@@ -79,17 +86,18 @@ def main() -> None:
             finish(log, Outcome.OOM, "peak RSS 9.00 GiB over the memory budget 8.00 GiB")
         if do == "unsupported":
             finish(log, Outcome.UNSUPPORTED, "scripted: not on this backend")
+        if do == "config_error":
+            print("config error: scripted", file=sys.stderr)
+            finish(log, Outcome.CONFIG_ERROR, "scripted: the trial rejected its config")
         phase = Phase.COMPILE if i == 0 else (Phase.WARMUP if i == 1 else Phase.MEASURE)
-        step = {"step": i, "phase": phase.value, "loss": 5.0 - 0.1 * i, "grad_norm": 1.0,
-                "clipped": False, "overflow": False, "updated": True, "loss_scale": 1.0,
-                "step_s": tokens / tps, "data_wait_s": 0.0, "tokens": tokens,
-                "peak_rss_gib": peak}
+        step = StepRecord(step=i, phase=phase, loss=5.0 - 0.1 * i, grad_norm=1.0,
+                          step_s=tokens / tps, data_wait_s=0.0, tokens=tokens, peak_rss_gib=peak)
         steps.append(step)
-        log.emit(Event.STEP, **step)
+        log.emit(step)
         time.sleep(float(script.get("step_sleep", 0.02)) * (20 if do == "slow" else 1))
     card = scorecard(steps, flops_per_token=1e6, peak_flops=1e12, recompute=False,
                      peak_rss_gib=[peak], budget_gib=8.0, spike_factor=8.0)
-    log.emit(Event.SUMMARY, **card)
+    log.emit(SummaryRecord(**card))
     finish(log, Outcome.OK)
 
 

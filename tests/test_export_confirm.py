@@ -41,11 +41,24 @@ def test_exported_job_runs_from_its_files_alone(real_study, tmp_path):
     provenance = json.loads((out / "provenance.json").read_text())
     assert provenance["study"] == "real" and provenance["versions"]["mindspore"] == "2.10.0"
     assert provenance["metrics"]["tokens_per_s"] > 0 and provenance["fingerprint"]
-    mf = (out / "mindformers.yaml").read_text()
-    for key in ("context:", "jit_config:", "parallel_config:", "micro_batch_num:",
-                "recompute_config:", "runner_config:", "num_parallel_workers:",
-                "memory_optimize_level:", "compute_dtype:"):
-        assert key in mf
+    import yaml
+
+    mf = yaml.safe_load((out / "mindformers.yaml").read_text())
+    job = yaml.safe_load((out / "job.yaml").read_text())
+    # Rule: the MindFormers keys carry the exported job's values, not just their names.
+    assert mf["context"]["mode"] == (0 if job["runtime"]["mode"] == "graph" else 1)
+    assert mf["context"]["jit_config"]["jit_level"] == job["runtime"]["jit_level"]
+    assert mf["context"]["memory_optimize_level"] == job["runtime"]["memory_optimize_level"]
+    assert mf["parallel_config"] == {"data_parallel": job["parallel"]["dp"],
+                                     "model_parallel": job["parallel"]["mp"],
+                                     "pipeline_stage": job["parallel"]["pp"],
+                                     "micro_batch_num": 1}
+    assert mf["runner_config"] == {
+        "batch_size": job["train"]["global_batch"] // job["train"]["micro_batches"],
+        "gradient_accumulation_steps": job["train"]["micro_batches"]}
+    assert mf["recompute_config"]["recompute"] is job["train"]["recompute"]
+    assert mf["train_dataset"]["num_parallel_workers"] == job["data"]["num_workers"]
+    assert mf["model"]["model_config"]["compute_dtype"] == job["precision"]["dtype"]
     # The job must not depend on the study's run directory: move it away and run it there.
     moved = tmp_path / "elsewhere"
     shutil.copytree(out, moved)

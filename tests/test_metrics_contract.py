@@ -1,55 +1,125 @@
-"""One writer (trials/metrics_log.py), one reader (autotune/metrics_reader.py), one format."""
+"""The contract: one writer, one reader, one format, every field; one outcome enum."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import math
 
-from autotune.metrics_reader import MetricsReader
-from trials.metrics_log import MetricsLog
-from trials.protocol import FORMAT_VERSION, Event, Outcome
+import pytest
+from optuna.trial import TrialState
+
+from trials.contract.events import (
+    FORMAT_VERSION,
+    CheckpointRecord,
+    EndRecord,
+    Phase,
+    StartRecord,
+    StepRecord,
+    SummaryRecord,
+)
+from trials.contract.metrics import MetricsLog, MetricsReader
+from trials.contract.outcomes import MEANINGS, Constraint, Outcome
+
+START = StartRecord(world_size=2, start_step=5, total_steps=13, accumulation=4,
+                    micro_batch_size=2, tokens_per_step=1024, flops_per_token=3.5e6,
+                    budget_gib=8.0, applied={"mode": "graph", "cpu_threads": 2})
+STEP = StepRecord(step=7, phase=Phase.MEASURE, loss=2.5, grad_norm=0.75, step_s=0.125,
+                  data_wait_s=0.001, tokens=1024, peak_rss_gib=1.25, clipped=True,
+                  overflow=True, updated=False, loss_scale=32768.0)
+SUMMARY = SummaryRecord(correctness={"loss_falling": True}, performance={"tokens_per_s": 8192.0},
+                        stability={"overflow_steps": 1}, resources={"peak_rss_gib_max_rank": 1.25})
+END = EndRecord(outcome=Outcome.OOM, reason="peak RSS 9.00 GiB over the memory budget")
 
 
-def test_reader_sees_exactly_what_the_writer_wrote(tmp_path):
+def test_every_field_of_every_record_survives_the_round_trip(tmp_path):
     path = tmp_path / "metrics.jsonl"
     log = MetricsLog(path)
     reader = MetricsReader(path)
-    assert reader.read_new() == []  # before the file exists
-    log.emit(Event.START, world_size=1)
-    log.emit(Event.STEP, step=0, phase="compile", loss=float("nan"), grad_norm=math.inf,
-             overflow=True)
-    first = reader.read_new()
-    assert [e["event"] for e in first] == ["start", "step"]
-    assert first[0]["format"] == FORMAT_VERSION
-    # Non-finite floats are written as strings, so every line stays valid JSON.
-    assert first[1]["loss"] == "nan" and first[1]["grad_norm"] == "inf"
-    log.emit(Event.END, outcome=Outcome.OK.value, reason="")
+    assert reader.read_new() == []  # before anything is written
+    written = [START, STEP, CheckpointRecord(step=8, path="checkpoints/step-8.safetensors"),
+               SUMMARY, END]
+    for record in written:
+        log.emit(record)
     log.close()
-    assert [e["event"] for e in reader.read_new()] == ["end"]
+    read = reader.read_new()
+    # Rule: the reader returns the writer's records, field for field, typed.
+    assert read == written
+    for got, sent in zip(read, written):
+        assert type(got) is type(sent)
+        assert dataclasses.asdict(got) == dataclasses.asdict(sent)
     assert reader.read_new() == []
+    assert json.loads(path.read_text().splitlines()[0])["format"] == FORMAT_VERSION
+
+
+def test_non_finite_numbers_travel_as_strings_and_come_back_as_floats(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    log = MetricsLog(path)
+    log.emit(dataclasses.replace(STEP, loss=math.nan, grad_norm=math.inf, step_s=-math.inf))
+    log.close()
+    raw = json.loads(path.read_text())
+    # Rule: every line is valid JSON (no NaN literals), and the reader restores the floats.
+    assert (raw["loss"], raw["grad_norm"], raw["step_s"]) == ("nan", "inf", "-inf")
+    (step,) = MetricsReader(path).read_new()
+    assert math.isnan(step.loss) and step.grad_norm == math.inf and step.step_s == -math.inf
 
 
 def test_a_torn_last_line_waits_for_its_newline(tmp_path):
     path = tmp_path / "metrics.jsonl"
-    path.write_bytes(b'{"event":"step","step":0}\n{"event":"st')
+    line = json.dumps({"event": "step", **{k: v.value if isinstance(v, Phase) else v
+                                            for k, v in dataclasses.asdict(STEP).items()}})
+    path.write_text(line + "\n" + line[:20])
     reader = MetricsReader(path)
-    assert [e["step"] for e in reader.read_new()] == [0]
-    with open(path, "ab") as f:
-        f.write(b'ep","step":1}\n')
-    assert [e["step"] for e in reader.read_new()] == [1]
+    assert [r.step for r in reader.read_new()] == [7]
+    with open(path, "a") as f:
+        f.write(line[20:] + "\n")
+    assert [r.step for r in reader.read_new()] == [7]
 
 
-def test_exit_codes_round_trip_and_signals_mean_oom():
-    for outcome in Outcome:
-        assert Outcome.from_exit_code(outcome.exit_code) is outcome
-    assert Outcome.from_exit_code(-9) is Outcome.OOM
-    assert Outcome.from_exit_code(-11) is Outcome.CRASH
-    assert Outcome.from_exit_code(None) is Outcome.CRASH
+def test_corrupt_and_unknown_lines_are_skipped(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    path.write_text('{"event": "step", "step": 1}\n'  # a step without its fields
+                    '{"event": "gossip"}\nnot json\n[1, 2]\n'
+                    '{"event": "end", "outcome": "exploded"}\n')
+    (end,) = MetricsReader(path).read_new()
+    # Rule: an unknown outcome value is read as a crash, never raised.
+    assert end.outcome is Outcome.CRASH
 
 
 def test_a_trial_starts_its_file_afresh_a_production_run_continues_it(tmp_path):
     path = tmp_path / "metrics.jsonl"
     for append in (False, False, True):
         log = MetricsLog(path, append=append)
-        log.emit(Event.END, outcome="ok", reason="")
+        log.emit(EndRecord(outcome=Outcome.OK))
         log.close()
     assert len(MetricsReader(path).read_new()) == 2
+
+
+def test_exit_codes_round_trip_and_signals_mean_oom():
+    trial_outcomes = [o for o in Outcome if MEANINGS[o].exit_code is not None]
+    assert [o.exit_code for o in trial_outcomes] == [0, 1, 2, 3, 4, 5]
+    for outcome in trial_outcomes:
+        assert Outcome.from_exit_code(outcome.exit_code) is outcome
+    assert Outcome.from_exit_code(-9) is Outcome.OOM
+    assert Outcome.from_exit_code(-6) is Outcome.OOM
+    assert Outcome.from_exit_code(-11) is Outcome.CRASH
+    assert Outcome.from_exit_code(None) is Outcome.CRASH
+    with pytest.raises(ValueError, match="decided by the orchestrator"):
+        _ = Outcome.SLOW.exit_code
+
+
+def test_every_outcome_carries_a_valid_meaning():
+    assert set(MEANINGS) == set(Outcome)
+    for outcome in Outcome:
+        state = TrialState[outcome.state]  # a real Optuna state name
+        assert outcome.label and outcome.colour
+        # Rule: only a measured success completes; FAIL carries no constraint.
+        assert (state is TrialState.COMPLETE) == (outcome is Outcome.OK)
+        if state is TrialState.FAIL:
+            assert outcome.meaning.constraint is Constraint.NONE
+    assert Outcome.OOM.meaning.constraint is Constraint.MEMORY
+    # Lost trials are re-run, so their configuration does not count as evaluated.
+    assert {o for o in Outcome if not o.evaluated} == {Outcome.ORPHANED, Outcome.INTERRUPTED,
+                                                        Outcome.BUDGET}
+    assert {o for o in Outcome if o.is_failure} == {Outcome.CRASH, Outcome.HANG,
+                                                     Outcome.TIMEOUT}

@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
-from autotune.pruning import slow_verdict
+from autotune.running.pruning import slow_verdict
 from autotune.settings import StopRules
+from trials.contract.events import Phase, StepRecord
 
 RULES = StopRules(slow_ratio=0.5, slow_warmup_ratio=0.1, slow_min_steps=2)
 
 
-def stream(warmup_s: list[float], measure_s: list[float], tokens: int = 1000) -> list[dict]:
-    steps = [{"step": 0, "phase": "compile", "step_s": 9.0, "tokens": tokens}]
-    steps += [{"step": len(steps) + i, "phase": "warmup", "step_s": t, "tokens": tokens}
-              for i, t in enumerate(warmup_s)]
-    steps += [{"step": len(steps) + i, "phase": "measure", "step_s": t, "tokens": tokens}
-              for i, t in enumerate(measure_s)]
+def record(step: int, phase: Phase, step_s: float, tokens: int) -> StepRecord:
+    return StepRecord(step=step, phase=phase, loss=1.0, grad_norm=1.0, step_s=step_s,
+                      data_wait_s=0.0, tokens=tokens, peak_rss_gib=1.0)
+
+
+def stream(warmup_s: list[float], measure_s: list[float],
+           tokens: int = 1000) -> list[StepRecord]:
+    steps = [record(0, Phase.COMPILE, 9.0, tokens)]
+    steps += [record(len(steps) + i, Phase.WARMUP, t, tokens) for i, t in enumerate(warmup_s)]
+    steps += [record(len(steps) + i, Phase.MEASURE, t, tokens) for i, t in enumerate(measure_s)]
     return steps
 
 

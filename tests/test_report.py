@@ -7,15 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from autotune.records import TrialRecord
 from autotune.report import diagnose, plots, tables
+from autotune.study.records import TrialRecord
+from trials.contract.outcomes import Outcome
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 REPORT_FILES = ("experiments.csv", "experiments.md", "ablation.md", "failures.md",
                 "diagnosis.md", "history.png", "memory_vs_throughput.png", "importance.png",
                 "knob_effects.png", "index.md")
-STATES = {"ok": "COMPLETE", "slow": "PRUNED", "oom": "PRUNED", "diverged": "PRUNED",
-          "infeasible": "PRUNED", "unsupported": "PRUNED"}
 CONFIG = {"precision": "fp32", "train.lr": 0.001, "train.clip_norm": 1.0,
           "data.num_workers": 1, "data.prefetch": 16, "sweep.stop.compile_timeout_s": 180.0,
           "sweep.stop.step_timeout_s": 60.0, "sweep.stop.wall_timeout_s": 900.0}
@@ -24,8 +23,8 @@ CONFIG = {"precision": "fp32", "train.lr": 0.001, "train.clip_norm": 1.0,
 def rec(number: int, reason: str = "ok", *, params: dict | None = None,
         tokens_per_s: float | None = None, card: dict | None = None, **fields) -> TrialRecord:
     """A TrialRecord as load_records would build it; anything not given is unknown."""
-    values = dict(number=number, state=STATES.get(reason, "FAIL"), params=params or {},
-                  reason=reason, detail="", launched=True, role="sampled",
+    values = dict(number=number, state=Outcome(reason).state, params=params or {},
+                  reason=Outcome(reason), detail="", launched=True, role="sampled",
                   tokens_per_s=tokens_per_s, mfu=None, peak_memory_gib=None, step_time_s=None,
                   compile_s=None, data_wait_share=None, micro_batch_size=None, started=None,
                   wall_s=None, trial_dir=None, reused_from=None, scorecard=card or {},

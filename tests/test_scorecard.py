@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import pytest
 
+from trials.contract.events import Phase, StepRecord
+from trials.contract.scorecard import scorecard
 from trials.model import palm_flops_per_token
-from trials.scorecard import scorecard
 
 
 def steps(times, phase="measure", tokens=100, losses=None):
-    out = [{"step": 0, "phase": "compile", "step_s": 5.0, "tokens": tokens, "loss": 6.0,
-            "grad_norm": 1.0, "data_wait_s": 0.0}]
+    out = [StepRecord(step=0, phase=Phase.COMPILE, step_s=5.0, tokens=tokens, loss=6.0,
+                      grad_norm=1.0, data_wait_s=0.0, peak_rss_gib=1.0)]
     for i, t in enumerate(times):
-        out.append({"step": i + 1, "phase": phase, "step_s": t, "tokens": tokens,
-                    "loss": (losses or [5.0] * len(times))[i], "grad_norm": 2.0,
-                    "data_wait_s": t / 4})
+        out.append(StepRecord(step=i + 1, phase=Phase(phase), step_s=t, tokens=tokens,
+                              loss=(losses or [5.0] * len(times))[i], grad_norm=2.0,
+                              data_wait_s=t / 4, peak_rss_gib=1.0))
     return out
 
 

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import autotune.settings  # noqa: F401 - registers the sweep schema
-from autotune.feasibility import oom_dominating, structural_problem
-from autotune.records import TrialRecord
-from autotune.settings import SearchConfig
-from autotune.space import SearchSpace
-from trials.compose import compose
+from autotune.search.feasibility import oom_dominating, structural_problem
+from autotune.search.space import SearchSpace
+from autotune.settings import SearchConfig, SweepConfig
+from autotune.study.records import TrialRecord
+from trials.contract.compose import compose
+from trials.contract.outcomes import Outcome
 
 
 def space_of(knobs: dict, *overrides: str, devices=None) -> SearchSpace:
-    base = compose("sweep", list(overrides), with_choices=True)
+    base = compose("sweep", list(overrides), with_choices=True, schema=SweepConfig)
     return SearchSpace.from_config(SearchConfig(name="t", knobs=knobs, devices=devices), base,
                                    list(overrides))
 
@@ -39,7 +40,7 @@ def test_structural_rules_name_the_reason():
                       "precision": ["fp32", "bf16"]})
     base = {"parallel.split": "1x1x1", "precision": "fp32"}
     assert structural_problem(space, base)[1] is None
-    assert "model parallel (mp=2) is not available on the CPU" in structural_problem(
+    assert "model parallel (parallel.mp=2) is not available on the CPU" in structural_problem(
         space, {**base, "parallel.split": "1x2x1"})[1]
     assert "hardware profile cpu has 2" in structural_problem(
         space, {**base, "parallel.split": "4x1x1"})[1]
@@ -56,7 +57,7 @@ def test_job_size_rule_for_accelerator_spaces():
 
 
 def oom_record(params, size):
-    return TrialRecord(number=7, state="PRUNED", params=params, reason="oom", detail="",
+    return TrialRecord(number=7, state="PRUNED", params=params, reason=Outcome.OOM, detail="",
                        launched=True, role="sampled", tokens_per_s=None, mfu=None,
                        peak_memory_gib=None, step_time_s=None, compile_s=None,
                        data_wait_share=None, micro_batch_size=size, started=None, wall_s=None,
@@ -75,7 +76,7 @@ def test_an_oom_rules_out_larger_micro_batches_with_the_other_knobs_equal():
 
 
 def test_fast_trial_config_equals_a_full_hydra_compose():
-    from trials.config import to_trial_config
+    from trials.contract.schema import to_trial_config
 
     space = space_of({"precision": ["fp16"], "runtime.mode": ["pynative"],
                       "train.micro_batches": [2], "parallel.split": ["2x1x1"],
@@ -83,13 +84,13 @@ def test_fast_trial_config_equals_a_full_hydra_compose():
     for point in [space.baseline, *space.neighbours()]:
         # Rule: merging field knobs into the cached group composition is what Hydra gives.
         assert space.trial_config(point) == to_trial_config(
-            compose("sweep", space.overrides(point)))
+            compose("sweep", space.overrides(point), schema=SweepConfig))
 
 
 def test_a_bad_field_value_is_named():
     import pytest
 
-    from trials.config import ConfigError
+    from trials.contract.schema import ConfigError
 
     with pytest.raises(ConfigError, match="search knob train.micro_batches=many"):
         space_of({"train.micro_batches": [1, "many"]})

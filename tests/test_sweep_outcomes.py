@@ -10,6 +10,7 @@ import json
 import os
 from pathlib import Path
 
+import pytest
 from optuna.trial import TrialState
 
 FAST_STOPS = ("sweep.stop.compile_timeout_s=3", "sweep.stop.step_timeout_s=2",
@@ -113,13 +114,26 @@ def test_identical_proposals_reuse_the_earlier_result(harness):
 
 
 def test_failure_rate_above_the_limit_ends_the_sweep(harness):
-    space = harness.space("crashy", {"train.micro_batches": [1, 2, 4]})
-    harness.script([{"when": {"run.metrics_path": "metrics.jsonl"}, "do": "crash"}])
-    code, out, err = harness.run(space, "sweep.n_trials=3", "sweep.min_trials_for_failure_rate=2",
+    space = harness.space("crashy", {"train.micro_batches": [1, 2, 4, 8]})
+    harness.script([{"when": {"train.micro_batches": m}, "do": "crash"} for m in (2, 4, 8)])
+    code, out, err = harness.run(space, "sweep.n_trials=4", "sweep.min_trials_for_failure_rate=2",
                                  "sweep.max_failure_rate=0.5")
     assert code == 1
+    # Rule: the baseline ran ok, then 2 of 3 launches crashed (> 0.5): the sweep ends there.
     assert "sweep.max_failure_rate=0.5" in out
-    assert sum(1 for t in harness.study().trials if t.user_attrs.get("launched")) == 2
+    assert sum(1 for t in harness.study().trials if t.user_attrs.get("launched")) == 3
+
+
+@pytest.mark.parametrize("do, reason", [("crash", "crash"), ("config_error", "config_error")])
+def test_a_baseline_that_cannot_run_ends_the_sweep_with_its_log(harness, do, reason):
+    space = harness.space("doomed", {"train.micro_batches": [1, 2, 4]})
+    harness.script([{"when": {"train.micro_batches": 1}, "do": do}])
+    code, out, err = harness.run(space, "sweep.n_trials=3")
+    assert code == 1
+    # Rule: nothing can be learned from the rest when the baseline itself cannot run.
+    assert f"stopped: the baseline (trial 0) ended {reason}" in out
+    assert "--- stderr.log" in out  # its log tail is shown
+    assert sum(1 for t in harness.study().trials if t.user_attrs.get("launched")) == 1
 
 
 def test_best_trial_is_the_fastest_feasible(harness):

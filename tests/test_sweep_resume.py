@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from optuna.trial import TrialState
 
 from tests.conftest import project_env
@@ -145,3 +146,80 @@ def test_optuna_dashboard_lists_the_study(harness):
     finally:
         server.terminate()
         server.wait(timeout=10)
+
+
+def _processes_of_study(runs: Path) -> list[int]:
+    """Pids of trial processes (found by their AUTOTUNE_TRIAL marker) of studies under runs."""
+    from trials.contract.launch import MARKER_ENV
+
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                env = (entry / "environ").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if any(v.startswith(f"{MARKER_ENV}=".encode()) for v in env) and \
+                    f"AUTOTUNE_FAKE_RUNS={runs}".encode() in env:
+                found.append(int(entry.name))
+    return found
+
+
+def _stop_mid_trial(harness, argv, env, sig: int, first_trial_file: str,
+                    timeout_s: float = 120) -> subprocess.CompletedProcess:
+    orchestrator = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True, start_new_session=True)
+    started = harness.runs / "s" / first_trial_file
+    deadline = time.time() + timeout_s
+    while not started.exists() and time.time() < deadline:
+        time.sleep(0.1)
+    assert started.exists(), "the trial never started"
+    os.kill(orchestrator.pid, sig)
+    out, err = orchestrator.communicate(timeout=60)
+    return subprocess.CompletedProcess(argv, orchestrator.returncode, out, err)
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_a_stopped_orchestrator_takes_its_trial_down_and_a_rerun_retries_it_first(
+        harness, sig, code):
+    space = harness.space("stop", {"train.micro_batches": [1, 2, 4]})
+    argv = [sys.executable, "-m", "autotune", "sweep",
+            *harness.overrides(space, "sweep.neighbours=true", "sweep.n_trials=3")]
+    marker_env = {"AUTOTUNE_FAKE_RUNS": str(harness.runs)}
+    slow = {"rules": [], "steps": 6, "step_sleep": 5.0}  # trial 0 is still running when stopped
+    proc = _stop_mid_trial(harness, argv, project_env(AUTOTUNE_FAKE=json.dumps(slow),
+                                                      **marker_env), sig, "trial-0000/pid")
+    # Rule: exit 128 + signal, one line saying how to resume, no trial process left behind.
+    assert proc.returncode == code, proc.stderr
+    assert f"stopped by {signal.Signals(sig).name}" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert _processes_of_study(harness.runs) == []
+    study = harness.study()
+    stopped = study.trials[0]
+    assert stopped.state is TrialState.FAIL and stopped.user_attrs["reason"] == "interrupted"
+    assert [t.state for t in study.trials[1:]] == [TrialState.WAITING]  # queued first
+    fast = {"rules": [], "steps": 6, "step_sleep": 0.01}
+    resumed = subprocess.run(argv, env=project_env(AUTOTUNE_FAKE=json.dumps(fast)),
+                             capture_output=True, text=True, timeout=120)
+    assert resumed.returncode == 0, resumed.stderr
+    after = harness.study().trials
+    # Rule: the re-run retries the stopped configuration first; it does not count twice.
+    assert after[1].params == stopped.params and after[1].user_attrs["role"] == "retry"
+    assert after[1].state is TrialState.COMPLETE
+    assert sum(1 for t in after if t.user_attrs.get("launched")
+               and t.user_attrs.get("reason") != "interrupted") == 3
+
+
+def test_sigterm_kills_every_msrun_worker_of_a_real_trial(harness):
+    space = harness.space("dp", {"parallel.split": ["2x1x1"]})
+    argv = [sys.executable, "-m", "autotune", "sweep",
+            *harness.overrides(space, "parallel.dp=2", "sweep.n_trials=1",
+                               "run.warmup_steps=1", "run.measure_steps=400", fake=False)]
+    env = project_env(AUTOTUNE_FAKE_RUNS=str(harness.runs))
+    # The metrics file appears once rank 0 has built its model: msrun and both ranks are up.
+    proc = _stop_mid_trial(harness, argv, env, signal.SIGTERM, "trial-0000/metrics.jsonl",
+                           timeout_s=180)
+    assert proc.returncode == 143, proc.stderr
+    # Rule: msrun's workers sit in process groups of their own; none of them survives.
+    assert _processes_of_study(harness.runs) == []
+    assert harness.study().trials[0].user_attrs["reason"] == "interrupted"

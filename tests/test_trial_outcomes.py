@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from trials.protocol import Outcome
+from trials.contract.outcomes import Outcome
 
 
 def test_absurd_learning_rate_diverges_before_the_update(run_trial):

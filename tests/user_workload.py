@@ -12,7 +12,7 @@ import mindspore.dataset as ds
 import numpy as np
 from mindspore import nn
 
-from trials.config import DataConfig, WorkloadConfig
+from trials.contract.schema import DataConfig, WorkloadConfig
 from trials.workload import Workload
 
 

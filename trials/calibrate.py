@@ -1,8 +1,9 @@
 """Peak FLOP/s of this machine per dtype, measured by a GEMM and cached.
 
 The CPU peak is not hard-coded: it is what MindSpore's own matmul reaches here
-(shared/mindspore-cpu.md: ~275 GFLOP/s fp32 on 2 cores). Run once per machine,
-per dtype, and cached as JSON under the cache directory.
+(~275 GFLOP/s fp32 on a 2-core Xeon, measured with MindSpore 2.10). Run once per
+machine, per dtype, and cached as JSON under the cache directory. Accelerator
+profiles state their peak per dtype instead (``hardware.peak_tflops``).
 
     python -m trials.calibrate            # prints and caches the fp32/fp16 peaks
 """
@@ -14,6 +15,9 @@ import os
 import platform
 import time
 from pathlib import Path
+
+from trials.cache import cache_dir, default_cache_dir
+from trials.contract.schema import Backend, TrialConfig
 
 CACHE_NAME = "peak_flops.json"
 
@@ -73,8 +77,24 @@ def peak_flops(dtype_name: str, cache_dir: Path) -> float:
     return float(cache[key])
 
 
-if __name__ == "__main__":
-    from trials.runtime_setup import default_cache_dir
+def peak_flops_for(cfg: TrialConfig) -> float | None:
+    """Peak FLOP/s of one device for the precision in use, times the devices used.
 
+    The profile's number where it has one; on the CPU (null) a cached GEMM
+    calibration, which already covers every core, so it is not multiplied.
+    """
+    dtype = cfg.precision.dtype.value
+    tflops = cfg.hardware.peak_tflops.get(dtype)
+    if tflops is not None:
+        return float(tflops) * 1e12 * cfg.parallel.devices
+    if cfg.hardware.backend is not Backend.CPU:
+        return None
+    try:
+        return peak_flops(dtype, cache_dir(cfg))
+    except (RuntimeError, TypeError, ValueError):
+        return None  # no such dtype here: MFU is not reported rather than invented
+
+
+if __name__ == "__main__":
     for name in ("float32", "float16"):
         print(f"{name}: {peak_flops(name, default_cache_dir()) / 1e9:.1f} GFLOP/s")

@@ -19,7 +19,7 @@ from pathlib import Path
 import mindspore.dataset as ds
 import numpy as np
 
-from trials.config import DataConfig, DataSource
+from trials.contract.schema import DataConfig, DataSource
 
 
 def default_text_dir() -> Path:

@@ -1,7 +1,7 @@
 """Memory on a backend that reports none: peak RSS, an address-space cap, OOM detection.
 
 MindSpore's CPU backend ignores ``max_size`` and its memory statistics read zero
-(shared/mindspore-cpu.md), so the budget is enforced here: ``RLIMIT_AS`` makes an
+(MindSpore 2.10 on CPU), so the budget is enforced here: ``RLIMIT_AS`` makes an
 allocation fail fast, and a measured peak over budget also counts as OOM.
 """
 

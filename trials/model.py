@@ -98,3 +98,13 @@ def palm_flops_per_token(*, non_embedding_params: int, n_layers: int, n_heads: i
                          head_dim: int, seq_len: int) -> float:
     """Model FLOPs per token (PaLM appendix B): 6N + 12 L H Q T. Recompute not counted."""
     return 6.0 * non_embedding_params + 12.0 * n_layers * n_heads * head_dim * seq_len
+
+
+def shard_tensor_parallel(model: GPT, *, dp: int, mp: int) -> None:
+    """Megatron-style tensor parallel strategies (Ascend/GPU): column-parallel qkv/fc,
+    row-parallel proj/out, data parallel on the batch."""
+    for block in model.blocks:
+        block.attn.qkv.matmul.shard(((dp, 1), (mp, 1)))
+        block.attn.proj.matmul.shard(((dp, mp), (1, mp)))
+        block.fc.matmul.shard(((dp, 1), (mp, 1)))
+        block.out.matmul.shard(((dp, mp), (1, mp)))

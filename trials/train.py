@@ -9,7 +9,7 @@
     msrun --worker_num=2 --local_worker_num=2 --master_port=8118 --join=True \
         trials/train.py parallel.dp=2                        # data parallel on 2 processes
 
-Metrics go to ``run.metrics_path`` as JSON lines (trials/protocol.py); the exit
+Metrics go to ``run.metrics_path`` as JSON lines (trials/contract/events.py); the exit
 code is the outcome: 0 ok, 1 crash, 2 config_error, 3 diverged, 4 oom, 5 unsupported.
 """
 
@@ -28,8 +28,11 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from trials.compose import compose, load_resolved
-from trials.config import (
+from trials.contract.compose import compose, load_resolved, one_line
+from trials.contract.events import EndRecord, SummaryRecord
+from trials.contract.metrics import MetricsLog
+from trials.contract.outcomes import Outcome
+from trials.contract.schema import (
     ConfigError,
     RunMode,
     TrialConfig,
@@ -38,8 +41,6 @@ from trials.config import (
     validate,
 )
 from trials.memory import is_oom, limit_address_space
-from trials.metrics_log import MetricsLog
-from trials.protocol import Event, Outcome
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -62,8 +63,6 @@ def load_config(args: argparse.Namespace) -> TrialConfig:
     try:
         cfg = to_trial_config(node)
     except Exception as exc:  # OmegaConf validation errors of a loaded file
-        from trials.compose import one_line
-
         raise ConfigError(one_line(exc)) from exc
     validate(cfg)
     return cfg
@@ -81,16 +80,17 @@ def metrics_path(cfg: TrialConfig, rank: int) -> Path:
 
 def run(cfg: TrialConfig, metrics: MetricsLog) -> tuple[Outcome, str]:
     """Train and classify how it ended. Every failure becomes an outcome."""
-    from trials import runtime_setup
+    from trials.runtime.context import set_up_context
+    from trials.runtime.parallel import init_parallel
+    from trials.runtime.support import Unsupported, check_supported
     from trials.trainer import Diverged, Trainer
 
     try:
-        runtime_setup.set_up_context(cfg)
-        runtime_setup.check_parallel_support(cfg)
-        runtime_setup.check_dtype_support(cfg)
-        rank, world = runtime_setup.init_data_parallel(cfg)
+        set_up_context(cfg)
+        check_supported(cfg)
+        rank, world = init_parallel(cfg)
         summary = Trainer(cfg, metrics, rank, world).run()
-    except runtime_setup.Unsupported as exc:
+    except Unsupported as exc:
         return Outcome.UNSUPPORTED, str(exc)
     except ConfigError as exc:
         return Outcome.CONFIG_ERROR, str(exc)
@@ -104,7 +104,7 @@ def run(cfg: TrialConfig, metrics: MetricsLog) -> tuple[Outcome, str]:
     except Exception as exc:  # noqa: BLE001 - anything else is a crash, with its traceback kept
         traceback.print_exc()
         return Outcome.CRASH, f"{type(exc).__name__}: {str(exc).strip()[:300]}"
-    metrics.emit(Event.SUMMARY, **summary)
+    metrics.emit(SummaryRecord(**summary))
     return Outcome.OK, ""
 
 
@@ -130,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, OSError) as exc:
         print(f"warning: cannot limit address space: {exc}", file=sys.stderr)
     outcome, reason = run(cfg, metrics)
-    metrics.emit(Event.END, outcome=outcome.value, reason=reason)
+    metrics.emit(EndRecord(outcome=outcome, reason=reason))
     metrics.close()
     if outcome is not Outcome.OK:
         print(f"trial ended: {outcome.value}: {reason}", file=sys.stderr)

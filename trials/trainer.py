@@ -16,18 +16,22 @@ import mindspore as ms
 import numpy as np
 from mindspore import Tensor, nn
 
-from trials import checkpoint, runtime_setup
-from trials.config import (
+from trials import checkpoint
+from trials.cache import cache_dir
+from trials.calibrate import peak_flops_for
+from trials.contract.events import CheckpointRecord, Phase, StartRecord, StepRecord
+from trials.contract.metrics import MetricsLog
+from trials.contract.schema import (
     RunMode,
     TrialConfig,
     accumulation_steps,
     memory_budget_gib,
     micro_batch_size,
 )
+from trials.contract.scorecard import scorecard
 from trials.memory import PeakMemory
-from trials.metrics_log import MetricsLog
-from trials.protocol import Event, Phase
-from trials.scorecard import scorecard
+from trials.runtime.context import applied_settings, apply_jit_level
+from trials.runtime.precision import apply_precision
 from trials.step import AccumulatingTrainStep, TrainStep, make_scaler
 from trials.workload import load_workload
 
@@ -47,7 +51,7 @@ class Trainer:
         self.cfg, self.metrics, self.rank, self.world = cfg, metrics, rank, world
         self.memory = PeakMemory()
         self.budget_gib = memory_budget_gib(cfg)
-        self.steps: list[dict] = []
+        self.steps: list[StepRecord] = []
         self._build()
 
     # -- build ----------------------------------------------------------------------------
@@ -60,10 +64,10 @@ class Trainer:
             for block in blocks:
                 block.recompute()
         if cfg.parallel.mp > 1:
-            runtime_setup.shard_model_parallel(model, cfg.parallel.dp, cfg.parallel.mp)
+            self.workload.shard(model, dp=cfg.parallel.dp, mp=cfg.parallel.mp)
         self.flops_per_token = self.workload.flops_per_token(model)
         raw_model = model
-        model = runtime_setup.apply_precision(model, cfg)
+        model = apply_precision(model, cfg)
         loss_net = self.workload.build_loss(model)
         if cfg.parallel.pp > 1:  # Ascend/GPU only: refused earlier on CPU
             loss_net = nn.PipelineCell(loss_net, cfg.train.micro_batches)
@@ -78,13 +82,13 @@ class Trainer:
             self.step_fn = AccumulatingTrainStep(loss_net, optimizer, cfg.train.clip_norm,
                                                  self.scaler, self.accumulation)
             cells = self.step_fn.cells()
-        runtime_setup.apply_jit_level(cells, cfg)
+        apply_jit_level(cells, cfg)
         self.state_cells = cells
         self.dataset = self.workload.build_dataset(
             cfg.data, batch_size=micro_batch_size(cfg), num_shards=cfg.parallel.dp,
-            shard_id=self.rank, seed=cfg.train.seed, cache_dir=runtime_setup.cache_dir(cfg))
+            shard_id=self.rank, seed=cfg.train.seed, cache_dir=cache_dir(cfg))
         self.tokens_per_step = cfg.train.global_batch * self.workload.tokens_per_sample
-        self.applied = runtime_setup.applied_settings(cfg)
+        self.applied = applied_settings(cfg)
         self.applied.update(
             jit_level=cfg.runtime.jit_level.value if cfg.runtime.mode.value == "graph" else None,
             recomputed_blocks=len(blocks) if cfg.train.recompute else 0,
@@ -101,8 +105,7 @@ class Trainer:
         return Phase.WARMUP if step <= self.cfg.run.warmup_steps else Phase.MEASURE
 
     def _loss_limit(self) -> float:
-        finite = [s["loss"] for s in self.steps if isinstance(s["loss"], float)
-                  and math.isfinite(s["loss"])]
+        finite = [s.loss for s in self.steps if math.isfinite(s.loss)]
         if len(finite) < self.cfg.guard.spike_after_steps:
             return float("inf")
         return self.cfg.guard.spike_factor * float(np.median(finite[-20:]))
@@ -127,7 +130,7 @@ class Trainer:
         if not math.isfinite(loss):
             recent = self.steps[-g.nonfinite_patience:]
             if len(recent) >= g.nonfinite_patience and all(
-                    not math.isfinite(s["loss"]) for s in recent):
+                    not math.isfinite(s.loss) for s in recent):
                 raise Diverged(f"loss non-finite for {g.nonfinite_patience} consecutive steps")
         elif loss >= limit:
             raise Diverged(f"loss spike {loss:.4g} >= {g.spike_factor:g} x running median "
@@ -147,12 +150,11 @@ class Trainer:
             if start_step:
                 log.info("resumed from step %d", start_step)
         total = cfg.run.steps if production else 1 + cfg.run.warmup_steps + cfg.run.measure_steps
-        self.metrics.emit(Event.START, world_size=self.world, start_step=start_step,
-                          total_steps=total, accumulation=self.accumulation,
-                          micro_batch_size=micro_batch_size(cfg),
-                          tokens_per_step=self.tokens_per_step,
-                          flops_per_token=self.flops_per_token, budget_gib=self.budget_gib,
-                          applied=self.applied)
+        self.metrics.emit(StartRecord(
+            world_size=self.world, start_step=start_step, total_steps=total,
+            accumulation=self.accumulation, micro_batch_size=micro_batch_size(cfg),
+            tokens_per_step=self.tokens_per_step, flops_per_token=self.flops_per_token,
+            budget_gib=self.budget_gib, applied=self.applied))
         # Skip the batches a resumed run has consumed so the data order continues.
         iterator = self.dataset.skip(start_step * self.accumulation).create_tuple_iterator(
             num_epochs=-1, output_numpy=False)
@@ -161,13 +163,13 @@ class Trainer:
             limit = self._loss_limit()
             loss, norm, overflow, updated, scale, step_s, wait_s = self._one_step(iterator, limit)
             self.memory.sample()
-            record = {"step": step, "phase": phase.value, "loss": loss, "grad_norm": norm,
-                      "clipped": bool(norm > cfg.train.clip_norm), "overflow": overflow,
-                      "updated": updated, "loss_scale": scale, "step_s": step_s,
-                      "data_wait_s": wait_s, "tokens": self.tokens_per_step,
-                      "peak_rss_gib": self.memory.peak_gib}
+            record = StepRecord(step=step, phase=phase, loss=loss, grad_norm=norm,
+                                step_s=step_s, data_wait_s=wait_s, tokens=self.tokens_per_step,
+                                peak_rss_gib=self.memory.peak_gib,
+                                clipped=bool(norm > cfg.train.clip_norm), overflow=overflow,
+                                updated=updated, loss_scale=scale)
             self.steps.append(record)
-            self.metrics.emit(Event.STEP, **record)
+            self.metrics.emit(record)
             self._guard(loss, limit)
             if production:
                 self._log_progress(record)
@@ -190,20 +192,20 @@ class Trainer:
         if self.rank != 0:
             return
         path = checkpoint.save(ckpt_dir, step, self._state_params(), self.cfg.run.keep_checkpoints)
-        self.metrics.emit(Event.CHECKPOINT, step=step, path=str(path))
+        self.metrics.emit(CheckpointRecord(step=step, path=str(path)))
         log.info("checkpoint %s", path)
 
-    def _log_progress(self, record: dict) -> None:
+    def _log_progress(self, record: StepRecord) -> None:
         every = max(1, self.cfg.run.steps // 20)
-        if record["step"] % every == 0 or record["step"] + 1 == self.cfg.run.steps:
+        if record.step % every == 0 or record.step + 1 == self.cfg.run.steps:
             log.info("step %d | loss %.4f | grad norm %.3f | %.0f tok/s | %.2f GiB",
-                     record["step"], record["loss"], record["grad_norm"],
-                     self.tokens_per_step / record["step_s"], record["peak_rss_gib"])
+                     record.step, record.loss, record.grad_norm,
+                     self.tokens_per_step / record.step_s, record.peak_rss_gib)
 
     # -- summary --------------------------------------------------------------------------
     def _summary(self) -> dict:
         peaks = gather_floats(self.memory.sample(), self.world)
-        peak_flops = runtime_setup.peak_flops_for(self.cfg)
+        peak_flops = peak_flops_for(self.cfg)
         return scorecard(self.steps, flops_per_token=self.flops_per_token, peak_flops=peak_flops,
                          recompute=self.cfg.train.recompute, peak_rss_gib=peaks,
                          budget_gib=self.budget_gib, spike_factor=self.cfg.guard.spike_factor)

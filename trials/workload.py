@@ -2,7 +2,7 @@
 
 A user workload lives in any importable module outside this package and is
 selected with ``workload.entry=package.module:factory``. The factory takes the
-:class:`~trials.config.WorkloadConfig` (its ``options`` dict is free-form) and
+:class:`~trials.contract.schema.WorkloadConfig` (its ``options`` dict is free-form) and
 returns a :class:`Workload`. autotune then applies every knob around it:
 precision, execution mode, accumulation, recompute, data parallel, guards.
 See ``tests/user_workload.py`` for a complete example.
@@ -17,7 +17,7 @@ from pathlib import Path
 import mindspore.dataset as ds
 from mindspore import nn
 
-from trials.config import ConfigError, DataConfig, WorkloadConfig
+from trials.contract.schema import ConfigError, DataConfig, WorkloadConfig
 
 
 class Workload(ABC):
@@ -51,6 +51,9 @@ class Workload(ABC):
         """Model FLOPs per token for MFU (PaLM convention); None = MFU not reported."""
         return None
 
+    def shard(self, model: nn.Cell, *, dp: int, mp: int) -> None:
+        """Tensor-parallel strategies for mp > 1 (Ascend/GPU); the default shards nothing."""
+
 
 class GptWorkload(Workload):
     """The built-in GPT decoder trained on real text (see trials/model.py, trials/data.py)."""
@@ -81,6 +84,11 @@ class GptWorkload(Workload):
 
     def blocks(self, model: nn.Cell) -> list[nn.Cell]:
         return list(model.blocks)
+
+    def shard(self, model: nn.Cell, *, dp: int, mp: int) -> None:
+        from trials.model import shard_tensor_parallel
+
+        shard_tensor_parallel(model, dp=dp, mp=mp)
 
     def flops_per_token(self, model: nn.Cell) -> float | None:
         from trials.model import palm_flops_per_token

@@ -18,13 +18,14 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 
-from autotune.records import TrialRecord, load_records
 from autotune.report import diagnosis, index, plots, tables
 from autotune.report.diagnosis import Finding, diagnose
 from autotune.settings import SweepSettings
-from autotune.study import STOP_RULES, load_existing, redact, storage_url, study_dir
-from trials.compose import load_resolved
-from trials.config import ConfigError, TrialConfig, memory_budget_gib, to_trial_config
+from autotune.study.records import TrialRecord, load_records
+from autotune.study.selection import baseline
+from autotune.study.storage import STOP_RULES, load_existing, redact, storage_url, study_dir
+from trials.contract.compose import load_resolved
+from trials.contract.schema import ConfigError, TrialConfig, memory_budget_gib, to_trial_config
 
 __all__ = ["Finding", "diagnose", "run_report", "write_report"]
 
@@ -45,10 +46,10 @@ def config_values(cfg: TrialConfig, stop: dict) -> dict[str, Any]:
 
 def ran_with(records: list[TrialRecord], composed: DictConfig) -> TrialConfig:
     """The baseline trial's own config where it exists (what ran), else the composed one."""
-    baseline = next((r for r in records if r.role == "baseline" and r.trial_dir), None)
-    if baseline is not None and (Path(baseline.trial_dir) / "config.yaml").exists():
+    base = baseline(records)
+    if base is not None and base.trial_dir and (Path(base.trial_dir) / "config.yaml").exists():
         try:
-            return to_trial_config(load_resolved(Path(baseline.trial_dir) / "config.yaml", []))
+            return to_trial_config(load_resolved(Path(base.trial_dir) / "config.yaml", []))
         except ConfigError:
             pass
     return to_trial_config(composed)

@@ -15,15 +15,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from autotune.records import TrialRecord
-from autotune.report.tables import REASONS, baseline, best, distinct, measured_tokens_per_s
+from autotune.study.records import TrialRecord
+from autotune.study.selection import baseline, best, distinct, measured_tokens_per_s
+from trials.contract.outcomes import Outcome
 
 #: A data-wait share above this (fraction of step time) means the input pipeline is short.
 DATA_WAIT_HIGH = 0.10
 #: MFU below this, with a micro-batch of at most SMALL_MICRO_BATCH samples: steps are too small.
 MFU_LOW = 0.10
 SMALL_MICRO_BATCH = 2
-NOT_RUN = ("unsupported", "infeasible", "config_error", "duplicate")
+NOT_RUN = (Outcome.UNSUPPORTED, Outcome.INFEASIBLE, Outcome.CONFIG_ERROR)
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,7 @@ class _Context:
     def value(self, record: TrialRecord, key: str) -> Any:
         return record.params.get(key, self.config.get(key))
 
-    def of(self, *reasons: str) -> list[TrialRecord]:
+    def of(self, *reasons: Outcome) -> list[TrialRecord]:
         return [r for r in self.records if r.reason in reasons]
 
 
@@ -141,7 +142,7 @@ def low_mfu(ctx: _Context) -> list[Finding]:
 
 
 def diverged_fp16(ctx: _Context) -> list[Finding]:
-    hit = [r for r in ctx.of("diverged") if ctx.value(r, "precision") == "fp16"]
+    hit = [r for r in ctx.of(Outcome.DIVERGED) if ctx.value(r, "precision") == "fp16"]
     if not hit:
         return []
     nonfinite = sum(_card(r, "correctness", "nonfinite_steps") or 0 for r in hit)
@@ -157,7 +158,7 @@ def diverged_fp16(ctx: _Context) -> list[Finding]:
 
 
 def diverged(ctx: _Context) -> list[Finding]:
-    hit = [r for r in ctx.of("diverged") if ctx.value(r, "precision") != "fp16"]
+    hit = [r for r in ctx.of(Outcome.DIVERGED) if ctx.value(r, "precision") != "fp16"]
     if not hit:
         return []
     norms = [g for r in hit if (g := _card(r, "correctness", "grad_norm_max")) is not None]
@@ -176,7 +177,7 @@ def diverged(ctx: _Context) -> list[Finding]:
 
 
 def oom(ctx: _Context) -> list[Finding]:
-    hit = ctx.of("oom")
+    hit = ctx.of(Outcome.OOM)
     if not hit:
         return []
     nums: dict[str, float] = {"trials": len(hit)}
@@ -205,15 +206,15 @@ def hang(ctx: _Context) -> list[Finding]:
     cfg = ctx.config.get
     workers = f"data.num_workers={cfg('data.num_workers', '?')}"
     cases = (  # (rule, trials, what happened, what to check)
-        ("hang", [r for r in ctx.of("hang") if not r.scorecard],
+        ("hang", [r for r in ctx.of(Outcome.HANG) if not r.scorecard],
          "hung before the first step finished",
          "the graph compile may need more than the compile budget (sweep.stop.compile_timeout_s"
          f"={cfg('sweep.stop.compile_timeout_s', '?')}), or the dataset workers never "
          f"delivered a batch ({workers})"),
-        ("hang", [r for r in ctx.of("hang") if r.scorecard], "stalled mid-run",
+        ("hang", [r for r in ctx.of(Outcome.HANG) if r.scorecard], "stalled mid-run",
          f"check the dataset workers ({workers}) and the step budget "
          f"(sweep.stop.step_timeout_s={cfg('sweep.stop.step_timeout_s', '?')})"),
-        ("timeout", ctx.of("timeout"), "ran past the wall-clock cap",
+        ("timeout", ctx.of(Outcome.TIMEOUT), "ran past the wall-clock cap",
          f"check the compile budget and the dataset workers ({workers}), or raise "
          f"sweep.stop.wall_timeout_s={cfg('sweep.stop.wall_timeout_s', '?')}"),
     )
@@ -229,7 +230,7 @@ def hang(ctx: _Context) -> list[Finding]:
 
 
 def slow(ctx: _Context) -> list[Finding]:
-    hit = ctx.of("slow")
+    hit = ctx.of(Outcome.SLOW)
     top = ctx.best
     if not hit:
         return []
@@ -274,7 +275,7 @@ def _last_log_line(tail: str) -> str:
 
 def crash(ctx: _Context, *, limit: int = 3) -> list[Finding]:
     out = []
-    for r in ctx.of("crash")[:limit]:
+    for r in ctx.of(Outcome.CRASH)[:limit]:
         where = f"{r.trial_dir}/stderr.log" if r.trial_dir else "its trial directory"
         last = _last_log_line(str(r.attrs.get("log_tail") or ""))
         ended = f'its log ends with "{last}"' if last else "it left no log output"
@@ -291,7 +292,7 @@ def not_run(ctx: _Context) -> list[Finding]:
         hit = ctx.of(reason)
         if hit:
             out.append(Finding("not_run", tuple(r.number for r in hit), (
-                f"{_n(hit)} ended as {reason} ({_ids(hit)}): {REASONS[reason]}; e.g. trial "
+                f"{_n(hit)} ended as {reason.value} ({_ids(hit)}): {reason.label}; e.g. trial "
                 f"#{hit[0].number}: {hit[0].detail or 'no detail'}."), {"trials": len(hit)}))
     return out
 

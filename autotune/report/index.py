@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from autotune.leaderboard import frame, params_label
-from autotune.records import TrialRecord
 from autotune.report.diagnosis import Finding
-from autotune.report.tables import best, markdown_table, pareto_front, reason_counts
+from autotune.report.leaderboard import frame, params_label
+from autotune.report.tables import markdown_table, reason_counts
+from autotune.study.records import TrialRecord
+from autotune.study.selection import best, pareto_front
 
 #: (file, title, what it holds), in page order.
 TABLES = (

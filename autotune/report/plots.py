@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from autotune.records import TrialRecord
-from autotune.report.tables import (
+from autotune.study.records import TrialRecord
+from autotune.study.selection import (
     baseline,
     budget_of,
     distinct,
@@ -28,11 +28,12 @@ os.environ.setdefault("MPLCONFIGDIR", "/tmp/autotune-mpl")
 from matplotlib.figure import Figure  # noqa: E402 - after MPLCONFIGDIR
 from matplotlib.ticker import FuncFormatter  # noqa: E402
 
-#: Marker colours per reason; anything else is grey.
-COLOURS = {"ok": "tab:blue", "slow": "tab:gray", "oom": "tab:red", "diverged": "tab:purple",
-           "crash": "black", "hang": "tab:brown", "timeout": "tab:brown",
-           "unsupported": "tab:olive", "infeasible": "tab:olive", "config_error": "tab:olive"}
 DPI = 110
+
+
+def colour(record: TrialRecord) -> str:
+    """The marker colour of a trial's reason (trials/contract/outcomes.py); grey before one."""
+    return record.reason.colour if record.reason is not None else "tab:gray"
 
 
 def _save(fig: Figure, path: Path) -> Path:
@@ -65,10 +66,10 @@ def history(records: list[TrialRecord], path: Path, *, budget_gib: float | None)
         return placeholder(path, title, "No trial has ended yet.")
     fig = Figure(figsize=(8, 4.5))
     ax = fig.subplots()
-    groups: dict[str, tuple[list[int], list[float]]] = {}
+    groups: dict[str, tuple[list[int], list[float], str]] = {}
 
     def add(label: str, r: TrialRecord, y: float) -> None:
-        groups.setdefault(label, ([], []))[0].append(r.number)
+        groups.setdefault(label, ([], [], colour(r)))[0].append(r.number)
         groups[label][1].append(y)
 
     for r in ended:
@@ -76,21 +77,18 @@ def history(records: list[TrialRecord], path: Path, *, budget_gib: float | None)
         if r.ok and tps is not None:
             add("completed" if feasible(r, budget_gib) else "over memory budget", r, tps)
         elif tps is not None:
-            add(f"{r.reason} (tokens/s when stopped)", r, tps)
+            add(f"{r.reason_text} (tokens/s when stopped)", r, tps)
         else:
-            add(r.reason or r.state.lower(), r, 0.0)
-    for label, (xs, ys) in groups.items():
-        reason = label.split(" ")[0]
+            add(r.reason_text, r, 0.0)
+    for label, (xs, ys, hue) in groups.items():
         if label == "completed":
             ax.scatter(xs, ys, color="tab:blue", zorder=3, label=label)
         elif label == "over memory budget":
             ax.scatter(xs, ys, facecolors="none", edgecolors="tab:orange", zorder=3, label=label)
         elif "stopped" in label:
-            ax.scatter(xs, ys, facecolors="none", edgecolors=COLOURS.get(reason, "tab:gray"),
-                       zorder=3, label=label)
+            ax.scatter(xs, ys, facecolors="none", edgecolors=hue, zorder=3, label=label)
         else:
-            ax.scatter(xs, ys, marker="x", color=COLOURS.get(reason, "tab:gray"), zorder=3,
-                       label=f"{label} (no tokens/s)")
+            ax.scatter(xs, ys, marker="x", color=hue, zorder=3, label=f"{label} (no tokens/s)")
     running, xs, ys = -math.inf, [], []
     for r in ended:
         if feasible(r, budget_gib):
@@ -132,10 +130,9 @@ def memory_vs_throughput(records: list[TrialRecord], path: Path, *,
               ("stopped early", {"facecolors": "none", "edgecolors": "tab:gray"},
                [r for r in ended if not r.ok and measured_tokens_per_s(r) is not None])]
     failed = [r for r in ended if not r.ok and measured_tokens_per_s(r) is None]
-    for reason in sorted({r.reason for r in failed}):
-        groups.append((f"{reason} (no tokens/s)",
-                       {"marker": "x", "color": COLOURS.get(reason, "tab:gray")},
-                       [r for r in failed if r.reason == reason]))
+    for reason in sorted({r.reason_text for r in failed}):
+        rs = [r for r in failed if r.reason_text == reason]
+        groups.append((f"{reason} (no tokens/s)", {"marker": "x", "color": colour(rs[0])}, rs))
     for label, style, rs in groups:
         if rs:
             ax.scatter([r.peak_memory_gib for r in rs],
@@ -256,7 +253,7 @@ def knob_effects(records: list[TrialRecord], path: Path) -> Path:
             if failed:  # one cross per failed trial, coloured by reason, along the bottom
                 ax.scatter([i - 0.2 + 0.4 * j / max(len(failed) - 1, 1)
                             for j in range(len(failed))], [0.0] * len(failed), marker="x",
-                           s=18, color=[COLOURS.get(r.reason, "tab:gray") for r in failed],
+                           s=18, color=[colour(r) for r in failed],
                            zorder=3, clip_on=False)
         ax.set_xticks(range(len(groups)),
                       [f"{v}\n{sum(r.ok for r in rs)}/{len(rs)} ok" for v, rs in groups.items()],

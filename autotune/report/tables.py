@@ -1,8 +1,7 @@
 """The report's tables: experiments, one-knob-at-a-time ablation, failure taxonomy.
 
-Also the selections every part of the report agrees on: which trials count
-(:func:`distinct`), which fit the memory budget, the best one, the baseline and
-the Pareto front.
+Which trials count, fit and win is :mod:`autotune.study.selection`'s answer, the
+same one the sweep, ``confirm`` and ``export`` use.
 """
 
 from __future__ import annotations
@@ -13,26 +12,13 @@ from typing import Any
 
 import pandas as pd
 
-from autotune.leaderboard import frame, short
-from autotune.records import TrialRecord
+from autotune.report.leaderboard import frame, short
+from autotune.study.records import TrialRecord
+from autotune.study.selection import baseline, distinct
+from trials.contract.outcomes import Outcome
 
-#: What each reason code means, for readers of failures.md.
-REASONS = {
-    "ok": "finished and measured",
-    "diverged": "loss went non-finite or spiked; the trial's guard stopped it",
-    "oom": "ran out of memory",
-    "unsupported": "the backend cannot run this combination",
-    "infeasible": "breaks a structural rule or is dominated by an OOM; never launched",
-    "duplicate": "same configuration as an earlier trial",
-    "hang": "no step within the compile budget, or no step progress; killed",
-    "timeout": "ran past the wall-clock cap; killed",
-    "slow": "tokens/s far below the best so far; pruned",
-    "crash": "the process died without a structured outcome",
-    "config_error": "the trial program rejected its configuration",
-    "orphaned": "its orchestrator died; the configuration was re-queued",
-    "running": "still running",
-    "waiting": "queued; not started yet",
-}
+#: States that have no reason yet, for readers of failures.md.
+NO_REASON_YET = {"running": "still running", "waiting": "queued; not started yet"}
 
 #: Number formats of the Markdown tables, by column.
 FORMATS = {"tokens/s": "{:,.0f}", "confirmed tok/s": "{:,.0f}", "MFU %": "{:.2f}",
@@ -40,63 +26,15 @@ FORMATS = {"tokens/s": "{:,.0f}", "confirmed tok/s": "{:,.0f}", "MFU %": "{:.2f}
            "change %": "{:+.1f}", "peak change GiB": "{:+.3f}"}
 
 
-# --- selections -------------------------------------------------------------------------
-
-def distinct(records: list[TrialRecord]) -> list[TrialRecord]:
-    """Trials that measured something of their own: no reused copies, no orphaned attempts."""
-    return [r for r in records if r.reused_from is None and r.reason != "orphaned"]
-
-
-def budget_of(record: TrialRecord, default: float | None) -> float | None:
-    budget = (record.scorecard.get("resources") or {}).get("memory_budget_gib")
-    return float(budget) if budget is not None else default
-
-
-def feasible(record: TrialRecord, budget_gib: float | None) -> bool:
-    """Completed, measured, and within the memory budget (where both are known)."""
-    if not record.ok or record.tokens_per_s is None:
-        return False
-    budget = budget_of(record, budget_gib)
-    return record.peak_memory_gib is None or budget is None or record.peak_memory_gib <= budget
-
-
-def best(records: list[TrialRecord], budget_gib: float | None) -> TrialRecord | None:
-    """The fastest feasible trial (lowest number on ties)."""
-    candidates = [r for r in distinct(records) if feasible(r, budget_gib)]
-    return max(candidates, key=lambda r: (r.tokens_per_s, -r.number), default=None)
-
-
-def baseline(records: list[TrialRecord]) -> TrialRecord | None:
-    """The baseline configuration's trial; a completed retry of it when the first was lost."""
-    first = next((r for r in records if r.role == "baseline"), None)
-    if first is None:
-        return None
-    same = [r for r in distinct(records) if r.params == first.params]
-    return min(same, key=lambda r: (not r.ok, r.number), default=first)
-
-
-def pareto_front(records: list[TrialRecord]) -> list[TrialRecord]:
-    """Completed trials no other beats on both tokens/s (up) and peak memory (down)."""
-    points = [r for r in distinct(records)
-              if r.ok and r.tokens_per_s is not None and r.peak_memory_gib is not None]
-
-    def dominated(p: TrialRecord) -> bool:
-        return any(q.tokens_per_s >= p.tokens_per_s and q.peak_memory_gib <= p.peak_memory_gib
-                   and (q.tokens_per_s > p.tokens_per_s or q.peak_memory_gib < p.peak_memory_gib)
-                   for q in points)
-
-    return sorted((p for p in points if not dominated(p)), key=lambda r: r.peak_memory_gib)
-
-
-def measured_tokens_per_s(record: TrialRecord) -> float | None:
-    """tokens/s of a completed trial, or what a stopped one had measured so far."""
-    if record.tokens_per_s is not None:
-        return record.tokens_per_s
-    return (record.scorecard.get("performance") or {}).get("tokens_per_s")
+def meaning(reason_text: str) -> str:
+    """What a reason (or a state without one) means, in one phrase."""
+    if reason_text in NO_REASON_YET:
+        return NO_REASON_YET[reason_text]
+    return Outcome.parse(reason_text).label
 
 
 def reason_counts(records: list[TrialRecord]) -> Counter:
-    return Counter(r.reason or r.state.lower() for r in records)
+    return Counter(r.reason_text for r in records)
 
 
 # --- tables -------------------------------------------------------------------------------
@@ -166,7 +104,7 @@ def ablation(records: list[TrialRecord]) -> pd.DataFrame:
             peak_change = r.peak_memory_gib - base.peak_memory_gib
         rows.append({"knob": knob, "baseline": base.params.get(knob), "new": r.params.get(knob),
                      "trial": r.number, "tokens/s": r.tokens_per_s, "change %": change,
-                     "peak change GiB": peak_change, "reason": r.reason})
+                     "peak change GiB": peak_change, "reason": r.reason_text})
     df = pd.DataFrame(rows)
     return df.sort_values(["knob", "trial"]).reset_index(drop=True) if rows else df
 
@@ -179,7 +117,7 @@ def ablation_markdown(records: list[TrialRecord]) -> str:
     df = ablation(records)
     tps = "-" if base.tokens_per_s is None else f"{base.tokens_per_s:,.0f} tokens/s"
     peak = "-" if base.peak_memory_gib is None else f"{base.peak_memory_gib:.3f} GiB"
-    text = (head + f"Baseline: trial #{base.number} ({base.reason}; {tps}, peak {peak}).\n\n")
+    text = (head + f"Baseline: trial #{base.number} ({base.reason_text}; {tps}, peak {peak}).\n\n")
     if df.empty:
         return text + ("None: no trial differs from the baseline in exactly one knob "
                        "(`sweep.neighbours=true` runs them first).\n")
@@ -190,13 +128,13 @@ def failures(records: list[TrialRecord], *, n_examples: int = 3) -> list[dict[st
     """Per reason other than ok: how many, in which states, and a few examples."""
     out = []
     for reason, count in reason_counts(records).most_common():
-        if reason == "ok":
+        if reason == Outcome.OK.value:
             continue
-        rs = [r for r in records if (r.reason or r.state.lower()) == reason]
+        rs = [r for r in records if r.reason_text == reason]
         out.append({"reason": reason, "trials": count,
                     "launched": sum(r.launched for r in rs),
                     "state": ", ".join(sorted({r.state for r in rs})),
-                    "meaning": REASONS.get(reason, ""),
+                    "meaning": meaning(reason),
                     "examples": [(r.number, r.detail) for r in rs[:n_examples]]})
     return out
 

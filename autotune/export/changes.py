@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from autotune.records import TrialRecord
-from trials.compose import load_resolved
-from trials.config import ConfigError, DType, TrialConfig, to_trial_config
+from autotune.study.records import TrialRecord
+from trials.contract.compose import load_resolved
+from trials.contract.schema import ConfigError, DType, TrialConfig, to_trial_config
 
 
 def _pct(new: float | None, old: float | None) -> str:
@@ -25,7 +25,7 @@ def _alone(knob: str, value, baseline: TrialRecord, records: list[TrialRecord]) 
         if others == {k: v for k, v in baseline.params.items() if k != knob}:
             if r.ok:
                 return f"{_pct(r.tokens_per_s, baseline.tokens_per_s)} (trial {r.number})"
-            return f"{r.reason} (trial {r.number})"
+            return f"{r.reason_text} (trial {r.number})"
     return "not measured alone"
 
 
@@ -49,11 +49,9 @@ def caveats(job: TrialConfig, base: TrialConfig | None) -> list[str]:
         notes.append(f"Micro-batches changed {base.train.micro_batches} -> "
                      f"{job.train.micro_batches} with the global batch fixed at "
                      f"{job.train.global_batch}: the learning rate needs no change.")
-    if base is not None and (base.parallel.dp, base.parallel.mp, base.parallel.pp) != (
-            job.parallel.dp, job.parallel.mp, job.parallel.pp):
-        notes.append(f"Parallel split changed {base.parallel.dp}x{base.parallel.mp}x"
-                     f"{base.parallel.pp} -> {job.parallel.dp}x{job.parallel.mp}x"
-                     f"{job.parallel.pp}: checkpoints from the old split must be re-sharded "
+    if base is not None and base.parallel.split != job.parallel.split:
+        notes.append(f"Parallel split changed {base.parallel.split} -> {job.parallel.split}: "
+                     "checkpoints from the old split must be re-sharded "
                      "(MindFormers `auto_trans_ckpt: True`, or "
                      "`mindspore.parallel.transform_checkpoints`).")
     if job.precision.dtype is DType.float16:

@@ -6,7 +6,7 @@ MindFormers config (``run_mindformer.py --config ...``).
 
 from __future__ import annotations
 
-from trials.config import Mode, TrialConfig, micro_batch_size
+from trials.contract.schema import Mode, TrialConfig, micro_batch_size
 
 _DTYPES = {"float32": "float32", "float16": "float16", "bfloat16": "bfloat16"}
 

@@ -15,13 +15,16 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 
-from autotune import launcher, monitor
-from autotune import study as S
-from autotune.leaderboard import params_label
-from autotune.records import CONFIRM_STUDY_KEY, TrialRecord, load_records
-from autotune.settings import ConfirmSettings, StopRules, SweepSettings
-from trials.compose import load_resolved
-from trials.config import ConfigError, to_trial_config
+from autotune.report.leaderboard import params_label
+from autotune.running import launcher, monitor
+from autotune.settings import ConfirmSettings, SweepSettings
+from autotune.study import selection
+from autotune.study import storage as S
+from autotune.study.records import CONFIRM_STUDY_KEY, TrialRecord, load_records
+from trials.contract.compose import load_resolved
+from trials.contract.launch import trial_argv
+from trials.contract.outcomes import Outcome
+from trials.contract.schema import ConfigError, to_trial_config
 
 
 def spread(values: list[float]) -> dict:
@@ -37,31 +40,27 @@ def separable(a: dict, b: dict) -> bool:
     return a["min"] > b["max"] or b["min"] > a["max"]
 
 
-def finalists(records: list[TrialRecord], top_k: int) -> list[TrialRecord]:
-    done = [r for r in records if r.ok and r.reused_from is None and r.trial_dir]
-    return sorted(done, key=lambda r: r.tokens_per_s or 0, reverse=True)[:top_k]
-
-
-def rerun(record: TrialRecord, out_dir: Path, rules: StopRules) -> float | None:
-    """One more run of a trial's exact config; tokens/s, or None if it did not finish ok."""
+def rerun(record: TrialRecord, out_dir: Path, settings: SweepSettings) -> float | None:
+    """One more run of a trial's exact config, launched exactly as the sweep launches it;
+    tokens/s, or None if it did not finish ok."""
     out_dir.mkdir(parents=True, exist_ok=True)
     config = Path(record.trial_dir) / "config.yaml"
-    world = to_trial_config(load_resolved(config, [])).parallel.devices
-    argv = launcher.trial_argv(config, world, [], out_dir)
+    cfg = to_trial_config(load_resolved(config, []))
+    argv = trial_argv(config, world_size=cfg.parallel.devices,
+                      trial_command=settings.trial_command, log_dir=out_dir / "msrun_log")
     proc = launcher.start(argv, out_dir, marker=f"confirm/{record.number}/{time.time_ns()}")
-    result = monitor.watch(proc, out_dir / "metrics.jsonl", out_dir, rules)
-    if result.reason != "ok" or not result.summary:
+    # The config's own metrics path, relative to the run directory (as in the sweep).
+    result = monitor.watch(proc, out_dir / cfg.run.metrics_path, out_dir, settings.stop)
+    if result.reason is not Outcome.OK or result.summary is None:
         return None
-    return float(result.summary["performance"]["tokens_per_s"])
+    return float(result.summary.performance["tokens_per_s"])
 
 
 def run_confirm(composed: DictConfig, console: Console) -> int:
     settings: SweepSettings = OmegaConf.to_object(composed.sweep)
     options: ConfirmSettings = OmegaConf.to_object(composed.confirm)
-    if options.top_k < 1 or options.repeats < 1:
-        raise ConfigError("confirm.top_k and confirm.repeats must be >= 1")
     study = S.load_existing(settings)
-    chosen = finalists(load_records(study), options.top_k)
+    chosen = selection.finalists(load_records(study), options.top_k)
     if not chosen:
         raise ConfigError(f"study {settings.study!r} has no complete trial to confirm: "
                           "run the sweep first")
@@ -73,7 +72,7 @@ def run_confirm(composed: DictConfig, console: Console) -> int:
             done = sum(len(v) for v in runs.values()) + 1
             console.print(f"confirm {done}/{total}: trial {r.number} repeat {rep + 1}",
                           highlight=False)
-            tps = rerun(r, base_dir / f"trial-{r.number:04d}-run-{rep}", settings.stop)
+            tps = rerun(r, base_dir / f"trial-{r.number:04d}-run-{rep}", settings)
             if tps is not None:
                 runs[r.number].append(tps)
     stored = dict(study.user_attrs.get(CONFIRM_STUDY_KEY) or {})

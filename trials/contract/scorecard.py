@@ -1,7 +1,8 @@
 """The four-layer scorecard of a trial, computed from its step records.
 
-Plain Python + numpy so that the orchestrator can compute the same numbers from
-a metrics file whose trial it had to stop. Keys carry their units.
+Plain Python + numpy (part of the contract) so that the orchestrator computes
+the same numbers from a metrics file whose trial it had to stop. Keys carry
+their units.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from trials.protocol import Phase
+from trials.contract.events import Phase, StepRecord
 
 
 def _finite(values) -> list[float]:
@@ -26,13 +27,13 @@ def _finite(values) -> list[float]:
     return out
 
 
-def throughput(steps: list[dict]) -> dict[str, float]:
+def throughput(steps: list[StepRecord]) -> dict[str, float]:
     """tokens/s = tokens per step / median steady-state step time (MEASURE steps only)."""
-    measured = [s for s in steps if s.get("phase") == Phase.MEASURE.value]
-    times = np.asarray(_finite(s.get("step_s") for s in measured))
+    measured = [s for s in steps if s.phase is Phase.MEASURE]
+    times = np.asarray(_finite(s.step_s for s in measured))
     if times.size == 0:
         return {}
-    tokens = float(np.median(_finite(s.get("tokens") for s in measured)))
+    tokens = float(np.median(_finite(s.tokens for s in measured)))
     median = float(np.median(times))
     return {
         "tokens_per_s": tokens / median,
@@ -45,18 +46,17 @@ def throughput(steps: list[dict]) -> dict[str, float]:
     }
 
 
-def scorecard(steps: list[dict], *, flops_per_token: float | None, peak_flops: float | None,
+def scorecard(steps: list[StepRecord], *, flops_per_token: float | None, peak_flops: float | None,
               recompute: bool, peak_rss_gib: list[float], budget_gib: float,
               spike_factor: float) -> dict[str, Any]:
     """Correctness, performance, stability and resources of one trial."""
-    losses = _finite(s.get("loss") for s in steps)
-    norms = _finite(s.get("grad_norm") for s in steps)
+    losses = _finite(s.loss for s in steps)
+    norms = _finite(s.grad_norm for s in steps)
     perf = throughput(steps)
-    first = steps[0] if steps else {}
-    compile_s = float(first.get("step_s", 0.0)) if first.get("phase") == Phase.COMPILE.value else 0
-    measured = [s for s in steps if s.get("phase") == Phase.MEASURE.value]
-    wait = _finite(s.get("data_wait_s") for s in measured)
-    step_sum = sum(_finite(s.get("step_s") for s in measured))
+    compile_s = steps[0].step_s if steps and steps[0].phase is Phase.COMPILE else 0.0
+    measured = [s for s in steps if s.phase is Phase.MEASURE]
+    wait = _finite(s.data_wait_s for s in measured)
+    step_sum = sum(_finite(s.step_s for s in measured))
     perf["compile_s"] = compile_s
     perf["data_wait_share"] = (sum(wait) / step_sum) if step_sum > 0 else 0.0
     if flops_per_token and peak_flops and "tokens_per_s" in perf:
@@ -83,9 +83,9 @@ def scorecard(steps: list[dict], *, flops_per_token: float | None, peak_flops: f
         },
         "performance": perf,
         "stability": {
-            "overflow_steps": sum(1 for s in steps if s.get("overflow")),
-            "skipped_updates": sum(1 for s in steps if s.get("updated") is False),
-            "clipped_steps": sum(1 for s in steps if s.get("clipped")),
+            "overflow_steps": sum(1 for s in steps if s.overflow),
+            "skipped_updates": sum(1 for s in steps if not s.updated),
+            "clipped_steps": sum(1 for s in steps if s.clipped),
             "loss_spikes": sum(1 for v in losses if v > spike_factor * median_loss),
         },
         "resources": {

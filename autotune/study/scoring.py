@@ -1,21 +1,14 @@
 """Turn a trial's end into what Optuna stores: state, objective values, constraints, attrs.
 
-The mapping is where the sampler learns from failures:
+This is where the sampler learns from failures. Each :class:`Outcome` carries its
+Optuna state and the constraint it sets (value > 0 = infeasible):
 
-=================  =========  ==============================================
-reason             state      constraint (value > 0 = infeasible)
-=================  =========  ==============================================
-ok                 COMPLETE   memory_over_budget_gib = peak - budget
-oom                PRUNED     memory_over_budget_gib > 0 (TPE avoids neighbours)
-infeasible,        PRUNED     infeasible = 1
-unsupported,
-config_error
-diverged           PRUNED     diverged = 1
-slow               PRUNED     memory from its peak; intermediate tokens/s kept
-crash, hang,       FAIL       none
-timeout, orphaned,
-budget
-=================  =========  ==============================================
+- ok: COMPLETE, ``memory_over_budget_gib`` = peak - budget;
+- oom: PRUNED, memory over budget > 0 (TPE stops proposing its neighbours);
+- infeasible, unsupported, config_error: PRUNED, ``infeasible`` = 1;
+- diverged: PRUNED, ``diverged`` = 1;
+- slow: PRUNED, memory from its peak, intermediate tokens/s kept;
+- crash, hang, timeout, orphaned, interrupted, budget: FAIL (samplers ignore FAIL).
 """
 
 from __future__ import annotations
@@ -23,51 +16,47 @@ from __future__ import annotations
 import optuna
 from optuna.trial import TrialState
 
-from autotune import records as R
-from autotune.monitor import TrialResult
-
-PRUNED_REASONS = {"oom", "infeasible", "unsupported", "config_error", "diverged", "slow"}
-
-
-def state_for(reason: str) -> TrialState:
-    if reason == "ok":
-        return TrialState.COMPLETE
-    if reason in PRUNED_REASONS:
-        return TrialState.PRUNED
-    return TrialState.FAIL
+from autotune.running.monitor import TrialResult
+from autotune.study import records as R
+from trials.contract.outcomes import Constraint, Outcome
+from trials.contract.scorecard import scorecard
 
 
-def constraints_for(reason: str, peak_gib: float | None, budget_gib: float) -> dict[str, float]:
+def state_for(outcome: Outcome) -> TrialState:
+    return TrialState[outcome.state]
+
+
+def constraints_for(outcome: Outcome, peak_gib: float | None,
+                    budget_gib: float) -> dict[str, float]:
     over = (peak_gib - budget_gib) if peak_gib is not None else -budget_gib
-    if reason == "oom":
+    kind = outcome.meaning.constraint
+    if kind is Constraint.MEMORY:
         over = max(over, 0.0) + 1.0  # strictly infeasible even if the peak was not measured
     return {
-        "memory_over_budget_gib": over,
-        "infeasible": 1.0 if reason in ("infeasible", "unsupported", "config_error") else 0.0,
-        "diverged": 1.0 if reason == "diverged" else 0.0,
+        Constraint.MEMORY.value: over,
+        Constraint.INFEASIBLE.value: 1.0 if kind is Constraint.INFEASIBLE else 0.0,
+        Constraint.DIVERGED.value: 1.0 if kind is Constraint.DIVERGED else 0.0,
     }
 
 
 def peak_of(result: TrialResult) -> float | None:
-    card = result.summary or {}
-    peak = card.get("resources", {}).get("peak_rss_gib_max_rank")
-    if peak is None and result.steps:
-        peaks = [s.get("peak_rss_gib") for s in result.steps if s.get("peak_rss_gib")]
-        peak = max(peaks) if peaks else None
-    return peak
+    if result.summary is not None:
+        peak = result.summary.resources.get("peak_rss_gib_max_rank")
+        if peak is not None:
+            return peak
+    peaks = [s.peak_rss_gib for s in result.steps if s.peak_rss_gib]
+    return max(peaks) if peaks else None
 
 
 def tell(study: optuna.Study, trial: optuna.Trial, result: TrialResult, *, budget_gib: float,
          multi_objective: bool) -> TrialState:
     """Record the result on the trial and tell Optuna. Failures are data, never raised."""
     peak = peak_of(result)
-    attrs = {R.REASON: result.reason, R.DETAIL: result.detail[:500], R.WALL_S: result.wall_s}
+    attrs = {R.REASON: result.reason.value, R.DETAIL: result.detail[:500],
+             R.WALL_S: result.wall_s}
     if result.summary is not None:
-        attrs[R.SCORECARD] = {k: v for k, v in result.summary.items()
-                              if k in ("correctness", "performance", "stability", "resources")}
+        attrs[R.SCORECARD] = result.summary.layers()
     elif result.steps:  # a stopped trial: keep what was measured, computed the same way
-        from trials.scorecard import scorecard
-
         attrs[R.SCORECARD] = scorecard(result.steps, flops_per_token=None, peak_flops=None,
                                        recompute=False, peak_rss_gib=[peak] if peak else [],
                                        budget_gib=budget_gib, spike_factor=float("inf"))
@@ -80,7 +69,7 @@ def tell(study: optuna.Study, trial: optuna.Trial, result: TrialResult, *, budge
         for key, value in constraints_for(result.reason, peak, budget_gib).items():
             trial.set_constraint(key, value)
     if state is TrialState.COMPLETE:
-        tps = float(result.summary["performance"]["tokens_per_s"])
+        tps = float(result.summary.performance["tokens_per_s"])
         values = [tps, float(peak or 0.0)] if multi_objective else tps
         study.tell(trial, values)
     else:
@@ -106,14 +95,14 @@ def tell_reused(study: optuna.Study, trial: optuna.Trial, original: optuna.trial
 
 
 def tell_rejected(study: optuna.Study, trial: optuna.Trial, detail: str, *, budget_gib: float,
-                  reason: str = "infeasible") -> None:
+                  outcome: Outcome = Outcome.INFEASIBLE) -> None:
     """Not launched: ruled out (structural rule, dominated by an OOM) at zero cost, or,
     as ``budget``, left to another worker (FAIL: the sampler ignores it)."""
-    trial.set_user_attr(R.REASON, reason)
+    trial.set_user_attr(R.REASON, outcome.value)
     trial.set_user_attr(R.DETAIL, detail[:500])
     trial.set_user_attr(R.LAUNCHED, False)
-    state = state_for(reason)
+    state = state_for(outcome)
     if state is not TrialState.FAIL:
-        for key, value in constraints_for(reason, None, budget_gib).items():
+        for key, value in constraints_for(outcome, None, budget_gib).items():
             trial.set_constraint(key, value)
     study.tell(trial, state=state)

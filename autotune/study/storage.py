@@ -1,9 +1,8 @@
-"""The study in its database: open or create it, guard resumes, reap zombies, count launches.
+"""The study in its database: check and open the storage, create or resume the study,
+and refuse a resume whose search space, workload, hardware or measurement changed.
 
 Several orchestrators may share one study (e.g. on PostgreSQL): nothing here
-assumes it is the only writer. Trials are claimed through ``ask``; a RUNNING
-trial is only taken over when its owner is provably gone (same host, dead pid)
-or silent past the heartbeat timeout.
+assumes it is the only writer.
 """
 
 from __future__ import annotations
@@ -14,29 +13,16 @@ import logging
 import os
 import random
 import re
-import socket
 import sqlite3
 import time
 from pathlib import Path
 from typing import Any
 
 import optuna
-from optuna.exceptions import UpdateFinishedTrialError
 from optuna.storages import RDBStorage
-from optuna.trial import TrialState
 
-from autotune import launcher
-from autotune.records import (
-    DETAIL,
-    HEARTBEAT,
-    PROCESS,
-    REASON,
-    ROLE,
-    WORKER,
-    counts_as_launch,
-)
 from autotune.settings import Objective, SweepSettings
-from trials.config import ConfigError
+from trials.contract.schema import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +61,22 @@ def check_runs_dir(settings: SweepSettings) -> None:
         probe = probe.parent
     if not probe.is_dir() or not os.access(probe, os.W_OK | os.X_OK):
         raise ConfigError(f"cannot write under {probe}: choose a writable sweep.runs_dir=PATH")
+
+
+def _check_sqlite_location(path: Path, *, create: bool) -> None:
+    """The database must be a file in a directory we can create or write."""
+    if path.is_dir():
+        raise ConfigError(f"sweep.storage points at a directory ({path}): name a file, "
+                          "e.g. sqlite:////abs/path/study.db")
+    ancestor = path.parent
+    while not ancestor.exists():
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise ConfigError(f"cannot create the study database {path}: {ancestor} is a file, "
+                          "not a directory; fix sweep.storage")
+    if create and not path.exists() and not os.access(ancestor, os.W_OK | os.X_OK):
+        raise ConfigError(f"cannot create the study database {path}: {ancestor} is not "
+                          "writable; fix sweep.storage")
 
 
 def _check_sqlite_file(path: Path) -> None:
@@ -117,6 +119,7 @@ def open_storage(settings: SweepSettings, *, create: bool) -> RDBStorage:
     url = storage_url(settings)
     if url.startswith("sqlite:///"):
         path = Path(url[len("sqlite:///"):])
+        _check_sqlite_location(path, create=create)
         _check_sqlite_file(path)
         if not path.exists() and not create:
             raise ConfigError(f"no study database at {path}: run `python -m autotune sweep` "
@@ -202,61 +205,6 @@ def load_or_create(settings: SweepSettings, storage, parts: dict[str, Any],
         study.set_user_attr(FINGERPRINT, new)
         study.set_user_attr(FINGERPRINT_PARTS, json.loads(json.dumps(parts, default=str)))
     return study
-
-
-def count_launches(study: optuna.Study) -> int:
-    """Real launches so far (all workers); orphaned ones are retried, so they don't count."""
-    return sum(1 for t in study.get_trials(deepcopy=False) if counts_as_launch(t))
-
-
-def worker_identity() -> dict[str, Any]:
-    return {"host": socket.gethostname(), "pid": os.getpid()}
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def reap_zombies(study: optuna.Study, settings: SweepSettings) -> list[int]:
-    """Fail RUNNING trials whose orchestrator is gone, kill their orphans, re-queue them."""
-    me = worker_identity()
-    now = time.time()
-    reaped = []
-    storage = study._storage
-    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        worker = trial.user_attrs.get(WORKER) or {}
-        beat = float(trial.user_attrs.get(HEARTBEAT, 0.0) or 0.0)
-        same_host = worker.get("host") == me["host"]
-        owner_dead = same_host and worker.get("pid") != me["pid"] and not _pid_alive(
-            int(worker.get("pid", 0) or 0))
-        silent = beat and now - beat > settings.heartbeat_timeout_s
-        unclaimed = not worker and trial.datetime_start is not None and (
-            now - trial.datetime_start.timestamp() > settings.heartbeat_timeout_s)
-        if not (owner_dead or silent or unclaimed):
-            continue
-        process = trial.user_attrs.get(PROCESS) or {}
-        killed = 0
-        if process.get("host") == me["host"] and process.get("marker"):
-            killed = launcher.kill_marked(process["marker"])
-        try:
-            storage.set_trial_user_attr(trial._trial_id, REASON, "orphaned")
-            storage.set_trial_user_attr(trial._trial_id, DETAIL,
-                                        f"orchestrator gone; {killed} orphan process(es) killed; "
-                                        "configuration re-queued")
-            storage.set_trial_state_values(trial._trial_id, TrialState.FAIL)
-        except UpdateFinishedTrialError:
-            continue  # another worker reaped it (or its owner finished) first
-        if trial.params:
-            study.enqueue_trial(trial.params, user_attrs={ROLE: "retry", "retry_of": trial.number},
-                                skip_if_exists=False)
-        reaped.append(trial.number)
-    return reaped
 
 
 def load_existing(settings: SweepSettings) -> optuna.Study:

@@ -15,9 +15,16 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from optuna.distributions import CategoricalDistribution
 
-from autotune.settings import SearchConfig
-from trials.compose import compose
-from trials.config import CONF_DIR, ConfigError, TrialConfig, to_trial_config, validate
+from autotune.settings import SearchConfig, SweepConfig
+from trials.contract.compose import compose, one_line
+from trials.contract.schema import (
+    CONF_DIR,
+    ConfigError,
+    TrialConfig,
+    parse_split,
+    to_trial_config,
+    validate,
+)
 
 SPLIT = "parallel.split"
 
@@ -29,11 +36,7 @@ def format_value(value: Any) -> str:
 
 
 def split_overrides(split: str) -> list[str]:
-    try:
-        dp, mp, pp = (int(x) for x in str(split).split("x"))
-    except ValueError as exc:
-        raise ConfigError(f"{SPLIT} value {split!r} must look like 'DPxMPxPP', "
-                          "e.g. '2x1x1'") from exc
+    dp, mp, pp = parse_split(split)
     return [f"parallel.dp={dp}", f"parallel.mp={mp}", f"parallel.pp={pp}"]
 
 
@@ -103,7 +106,8 @@ class SearchSpace:
         """Hydra composition for one choice of the config groups (cached: ~70 ms each)."""
         if group_overrides not in self._cache:
             self._cache[group_overrides] = compose("sweep",
-                                                   self.base_overrides + list(group_overrides))
+                                                   self.base_overrides + list(group_overrides),
+                                                   schema=SweepConfig)
         return self._cache[group_overrides]
 
     # -- use ------------------------------------------------------------------------------
@@ -150,15 +154,12 @@ def _merge_fields(node: DictConfig, overrides: list[str]) -> DictConfig:
     try:
         return OmegaConf.merge(node, OmegaConf.from_dotlist(overrides))
     except Exception as exc:  # OmegaConf validation errors
-        from trials.compose import one_line
-
         raise ConfigError(one_line(exc)) from exc
 
 
 def _current_value(path: str, base: DictConfig, choices, is_group: bool) -> Any:
     if path == SPLIT:
-        p = base.parallel
-        return f"{p.dp}x{p.mp}x{p.pp}"
+        return to_trial_config(base).parallel.split
     if is_group:
         if path not in choices:
             raise ConfigError(f"search knob {path!r} is a config group the sweep does not use")

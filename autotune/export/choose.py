@@ -5,17 +5,10 @@ from __future__ import annotations
 
 import optuna
 
-from autotune.records import TrialRecord
 from autotune.settings import ExportSettings
-from trials.config import ConfigError
-
-
-def _feasible(record: TrialRecord, budget: float | None, headroom: float) -> bool:
-    if not record.ok or record.tokens_per_s is None:
-        return False
-    if budget is None or record.peak_memory_gib is None:
-        return headroom <= 0
-    return budget - record.peak_memory_gib >= headroom
+from autotune.study import selection
+from autotune.study.records import TrialRecord
+from trials.contract.schema import ConfigError
 
 
 def choose_trial(study: optuna.Study, records: list[TrialRecord],
@@ -30,8 +23,8 @@ def choose_trial(study: optuna.Study, records: list[TrialRecord],
         if record.reused_from is not None:
             record = by_number[record.reused_from]
         return record, f"trial {options.trial} as requested"
-    candidates = [r for r in records if r.reused_from is None and _feasible(
-        r, _budget(r), options.min_headroom_gib)]
+    candidates = selection.feasible_records(records, None,
+                                            min_headroom_gib=options.min_headroom_gib)
     if not candidates:
         raise ConfigError(f"study {study.study_name!r} has no complete trial within the memory "
                           f"budget (headroom {options.min_headroom_gib:g} GiB): run the sweep "
@@ -41,12 +34,8 @@ def choose_trial(study: optuna.Study, records: list[TrialRecord],
         best = max(confirmed, key=lambda r: r.attrs["confirm"]["median"])
         return best, (f"best confirmed median {best.attrs['confirm']['median']:,.0f} tok/s over "
                       f"{len(best.attrs['confirm']['tokens_per_s'])} re-runs")
-    best = max(candidates, key=lambda r: r.tokens_per_s)
+    best = selection.best(records, None, min_headroom_gib=options.min_headroom_gib)
     if options.min_headroom_gib > 0:
         return best, (f"fastest trial with >= {options.min_headroom_gib:g} GiB memory headroom "
                       f"({best.tokens_per_s:,.0f} tok/s)")
     return best, f"best feasible trial ({best.tokens_per_s:,.0f} tok/s)"
-
-
-def _budget(record: TrialRecord) -> float | None:
-    return record.scorecard.get("resources", {}).get("memory_budget_gib")

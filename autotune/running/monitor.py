@@ -1,6 +1,6 @@
 """Watch one running trial: read its metrics live, enforce the stop rules, classify the end.
 
-The monitor decides from structured signals only: events in the metrics file,
+The monitor decides from structured signals only: records in the metrics file,
 the exit code, and its own clocks. Free text (stderr) is kept for the human,
 never parsed.
 """
@@ -12,30 +12,31 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autotune import launcher
-from autotune.metrics_reader import MetricsReader
+from autotune.running import launcher
 from autotune.settings import StopRules
-from trials.protocol import Event, Outcome, Phase
+from trials.contract.events import EndRecord, Phase, StartRecord, StepRecord, SummaryRecord
+from trials.contract.metrics import MetricsReader
+from trials.contract.outcomes import Outcome
 
 POLL_S = 0.2
 
 
 @dataclass
 class TrialResult:
-    """How a launched trial ended. ``reason`` is the taxonomy key (see records.REASON)."""
+    """How a launched trial ended."""
 
-    reason: str
+    reason: Outcome
     detail: str = ""
-    summary: dict | None = None
-    steps: list[dict] = field(default_factory=list)
-    start: dict | None = None
+    summary: SummaryRecord | None = None
+    steps: list[StepRecord] = field(default_factory=list)
+    start: StartRecord | None = None
     exit_code: int | None = None
     wall_s: float = 0.0
     log_tail: str = ""
 
 
-#: Called after each new step with (steps so far, phase); returns a reason to stop or None.
-StepHook = Callable[[list[dict]], str | None]
+#: Called after each new step with the steps so far; returns a reason to stop as slow, or None.
+StepHook = Callable[[list[StepRecord]], str | None]
 
 
 def log_tail(trial_dir: Path, lines: int = 20) -> str:
@@ -50,12 +51,12 @@ def log_tail(trial_dir: Path, lines: int = 20) -> str:
     return "\n".join(chunks)[-4000:]
 
 
-def current_phase(steps: list[dict], started: bool) -> str:
+def current_phase(steps: list[StepRecord], started: bool) -> str:
     if not started:
         return "starting"
     if not steps:
         return Phase.COMPILE.value
-    return steps[-1].get("phase", "?")
+    return steps[-1].phase.value
 
 
 def watch(proc: launcher.TrialProcess, metrics_path: Path, trial_dir: Path, rules: StopRules,
@@ -63,7 +64,8 @@ def watch(proc: launcher.TrialProcess, metrics_path: Path, trial_dir: Path, rule
           ) -> TrialResult:
     """Follow the trial until it exits or a stop rule kills it.
 
-    If the orchestrator itself is interrupted, the trial's process group goes too.
+    If the orchestrator itself is interrupted (SIGINT, SIGTERM), every process of the
+    trial goes too before the interruption propagates.
     """
     try:
         return _watch(proc, metrics_path, trial_dir, rules, on_step, on_tick)
@@ -78,28 +80,27 @@ class _Follower:
     def __init__(self, metrics_path: Path, on_step: StepHook | None) -> None:
         self.reader = MetricsReader(metrics_path)
         self.on_step = on_step
-        self.start: dict | None = None
-        self.steps: list[dict] = []
-        self.summary: dict | None = None
-        self.end: dict | None = None
+        self.start: StartRecord | None = None
+        self.steps: list[StepRecord] = []
+        self.summary: SummaryRecord | None = None
+        self.end: EndRecord | None = None
         self.slow: str | None = None
 
     def read(self) -> bool:
-        """Take in new events; True when a step arrived."""
+        """Take in new records; True when a step arrived."""
         progressed = False
-        for event in self.reader.read_new():
-            kind = event.get("event")
-            if kind == Event.START.value:
-                self.start = event
-            elif kind == Event.STEP.value:
-                self.steps.append(event)
+        for record in self.reader.read_new():
+            if isinstance(record, StartRecord):
+                self.start = record
+            elif isinstance(record, StepRecord):
+                self.steps.append(record)
                 progressed = True
                 if self.on_step is not None and self.slow is None:
                     self.slow = self.on_step(self.steps)
-            elif kind == Event.SUMMARY.value:
-                self.summary = event
-            elif kind == Event.END.value:
-                self.end = event
+            elif isinstance(record, SummaryRecord):
+                self.summary = record
+            elif isinstance(record, EndRecord):
+                self.end = record
         return progressed
 
 
@@ -107,12 +108,12 @@ def _watch(proc: launcher.TrialProcess, metrics_path: Path, trial_dir: Path, rul
            on_step: StepHook | None, on_tick: Callable[[str], None] | None) -> TrialResult:
     follow = _Follower(metrics_path, on_step)
     last_progress = proc.started
-    stop: tuple[str, str] | None = None
+    stop: tuple[Outcome, str] | None = None
     while proc.poll() is None:
         now = time.time()
         if follow.read():
             last_progress = now
-        stop = (("slow", follow.slow) if follow.slow else
+        stop = ((Outcome.SLOW, follow.slow) if follow.slow else
                 _clock_verdict(now, proc.started, last_progress, bool(follow.steps), rules))
         if stop is not None:
             launcher.stop(proc)
@@ -123,37 +124,38 @@ def _watch(proc: launcher.TrialProcess, metrics_path: Path, trial_dir: Path, rul
     follow.read()  # what was flushed just before the exit
     # A trial that exited by itself may have left children (dataset workers, msrun ranks).
     launcher.kill_marked(proc.marker)
-    result = TrialResult(reason="crash", summary=follow.summary, steps=follow.steps,
-                         start=follow.start, exit_code=proc.poll(),
+    exit_code = proc.poll()
+    reason, detail = _classify(stop, follow, exit_code)
+    result = TrialResult(reason=reason, detail=detail, summary=follow.summary,
+                         steps=follow.steps, start=follow.start, exit_code=exit_code,
                          wall_s=time.time() - proc.started)
-    result.reason, result.detail = _classify(stop, follow, result.exit_code)
-    if result.reason not in (Outcome.OK.value, "slow"):
+    if reason not in (Outcome.OK, Outcome.SLOW):
         result.log_tail = log_tail(trial_dir)
     return result
 
 
-def _classify(stop: tuple[str, str] | None, follow: _Follower,
-              exit_code: int | None) -> tuple[str, str]:
-    """Our own stop first, then the trial's end event, then its exit code."""
+def _classify(stop: tuple[Outcome, str] | None, follow: _Follower,
+              exit_code: int | None) -> tuple[Outcome, str]:
+    """Our own stop first, then the trial's end record, then its exit code."""
     if stop is not None:
         return stop
     if follow.end is not None:
-        reason, detail = follow.end.get("outcome", "crash"), follow.end.get("reason", "")
+        reason, detail = follow.end.outcome, follow.end.reason
     else:
-        reason = Outcome.from_exit_code(exit_code).value
+        reason = Outcome.from_exit_code(exit_code)
         detail = f"exited with code {exit_code} without an end event"
-    if reason == Outcome.OK.value and follow.summary is None:
-        return "crash", "ended ok without a summary"
+    if reason is Outcome.OK and follow.summary is None:
+        return Outcome.CRASH, "ended ok without a summary"
     return reason, detail
 
 
 def _clock_verdict(now: float, started: float, last_progress: float, any_step: bool,
-                   rules: StopRules) -> tuple[str, str] | None:
+                   rules: StopRules) -> tuple[Outcome, str] | None:
     if now - started > rules.wall_timeout_s:
-        return "timeout", f"ran past the wall-clock cap of {rules.wall_timeout_s:g} s"
+        return Outcome.TIMEOUT, f"ran past the wall-clock cap of {rules.wall_timeout_s:g} s"
     if not any_step and now - started > rules.compile_timeout_s:
-        return "hang", (f"no step finished within the compile budget of "
-                        f"{rules.compile_timeout_s:g} s")
+        return Outcome.HANG, (f"no step finished within the compile budget of "
+                              f"{rules.compile_timeout_s:g} s")
     if any_step and now - last_progress > rules.step_timeout_s:
-        return "hang", f"no step progress for {rules.step_timeout_s:g} s"
+        return Outcome.HANG, f"no step progress for {rules.step_timeout_s:g} s"
     return None

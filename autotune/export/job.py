@@ -16,7 +16,6 @@ import datetime as dt
 import json
 import platform
 import shutil
-import sys
 import tempfile
 from importlib import metadata
 from pathlib import Path
@@ -25,15 +24,16 @@ import optuna
 from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 
-from autotune import study as S
-from autotune.changes import describe_changes
-from autotune.choose import choose_trial
-from autotune.launcher import PROJECT_ROOT
-from autotune.mindformers import mindformers_config
-from autotune.records import TrialRecord, load_records
+from autotune.export.changes import describe_changes
+from autotune.export.choose import choose_trial
+from autotune.export.mindformers import mindformers_config
 from autotune.settings import ExportSettings, SweepSettings
-from trials.compose import load_resolved
-from trials.config import ConfigError, RunMode, TrialConfig, to_trial_config
+from autotune.study import selection
+from autotune.study import storage as S
+from autotune.study.records import TrialRecord, load_records
+from trials.contract.compose import load_resolved
+from trials.contract.launch import shell_script, trial_argv
+from trials.contract.schema import ConfigError, RunMode, TrialConfig, to_trial_config
 
 
 def run_export(composed: DictConfig, console: Console) -> int:
@@ -47,7 +47,7 @@ def run_export(composed: DictConfig, console: Console) -> int:
     records = load_records(study)
     chosen, why = choose_trial(study, records, options)
     job = production_config(chosen, options)
-    baseline = next((r for r in records if r.role == "baseline"), None)
+    baseline = selection.baseline(records)
     files = {
         "job.yaml": OmegaConf.to_yaml(OmegaConf.structured(job)),
         "launch.sh": launch_script(job),
@@ -79,26 +79,14 @@ def production_config(record: TrialRecord, options: ExportSettings) -> TrialConf
 
 
 def launch_script(job: TrialConfig) -> str:
-    world = job.parallel.devices
-    if world > 1:
-        run = (f'"$(dirname "$PY")/msrun" --worker_num={world} --local_worker_num={world} '
-               f'--master_addr=127.0.0.1 --master_port="${{MASTER_PORT:-8118}}" --join=True '
-               f'--log_dir=msrun_log "{PROJECT_ROOT}/trials/train.py" --config job.yaml "$@"')
-    else:
-        run = '"$PY" -m trials.train --config job.yaml "$@"'
-    threads = f"# CPU operator threads: {job.runtime.threads}\n" if job.runtime.threads else ""
-    return (
-        "#!/usr/bin/env bash\n"
-        "# Production job exported by autotune. Extra arguments are overrides,\n"
-        "# e.g. run.steps=5000. Re-running resumes from the latest checkpoint.\n"
-        "set -euo pipefail\n"
-        'cd "$(dirname "$0")"\n'
-        f'PY="${{PYTHON:-{sys.executable}}}"\n'
-        f'export PYTHONPATH="{PROJECT_ROOT}${{PYTHONPATH:+:$PYTHONPATH}}"\n'
-        'export PATH="$(dirname "$PY"):$PATH"  # msrun starts workers with the first python\n'
-        'export GLOG_v="${GLOG_v:-3}"\n'
-        f"{threads}"
-        f"{run}\n")
+    """launch.sh: the trial program on job.yaml, through the same recipe as every trial."""
+    argv = trial_argv("job.yaml", world_size=job.parallel.devices, python="$PY",
+                      master_port="$MASTER_PORT", log_dir="msrun_log")
+    comment = ("Production job exported by autotune. Extra arguments are overrides,\n"
+               "e.g. run.steps=5000. Re-running resumes from the latest checkpoint.")
+    if job.parallel.devices > 1:
+        comment += "\nmsrun's master port: MASTER_PORT=... (default 8118)."
+    return shell_script(argv, comment=comment)
 
 
 def provenance(study: optuna.Study, settings: SweepSettings, record: TrialRecord,
@@ -159,7 +147,7 @@ EXPORT_README = """# Production job: trial {trial} of study {study}
     bash launch.sh                      # run (resumes from checkpoints/ when re-run)
     bash launch.sh run.steps=5000       # any override of job.yaml
 
-- `job.yaml`: the resolved configuration (trials/config.py schema), production mode.
+- `job.yaml`: the resolved configuration (schema: trials/contract/schema.py), production mode.
 - `mindformers.yaml`: the same knobs under MindFormers' keys.
 - `provenance.json`: where it came from and what was measured.
 - `CHANGES.md`: what changed against the baseline, and what to watch out for.

@@ -8,24 +8,26 @@ once measured steps exist they are judged against ``slow_ratio``.
 
 from __future__ import annotations
 
+import dataclasses
+
 from autotune.settings import StopRules
-from trials.protocol import Phase
-from trials.scorecard import throughput
+from trials.contract.events import Phase, StepRecord
+from trials.contract.scorecard import throughput
 
 
-def estimate(steps: list[dict]) -> tuple[float | None, int, bool]:
+def estimate(steps: list[StepRecord]) -> tuple[float | None, int, bool]:
     """(tokens/s, steps it rests on, from measured steps?) of a running trial."""
     measured = throughput(steps)
     if measured:
         return measured["tokens_per_s"], measured["measured_steps"], True
-    settled = [{**s, "phase": Phase.MEASURE.value} for s in steps
-               if s.get("phase") != Phase.COMPILE.value]
+    settled = [dataclasses.replace(s, phase=Phase.MEASURE) for s in steps
+               if s.phase is not Phase.COMPILE]
     if not settled:
         return None, 0, False
     return throughput(settled)["tokens_per_s"], len(settled), False
 
 
-def slow_verdict(steps: list[dict], best: float | None, rules: StopRules) -> str | None:
+def slow_verdict(steps: list[StepRecord], best: float | None, rules: StopRules) -> str | None:
     """Why the trial should stop as slow, or None."""
     tps, n, is_measured = estimate(steps)
     if tps is None or not best or n < rules.slow_min_steps:

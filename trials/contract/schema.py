@@ -3,7 +3,8 @@
 Every knob autotune tunes is a field here, addressed by its override path
 (``runtime.mode``, ``parallel.dp``, ``train.micro_batches`` ...). The YAML in
 ``conf/`` fills it in; OmegaConf checks types and enum values at compose time,
-and :func:`validate` checks the rules that span fields.
+:func:`~trials.contract.rules.check_fields` checks each field's range (declared
+next to the field) and :func:`validate` checks the rules that span fields.
 """
 
 from __future__ import annotations
@@ -14,11 +15,10 @@ from pathlib import Path
 
 from omegaconf import MISSING, DictConfig, OmegaConf
 
-CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+from trials.contract.rules import ConfigError, check_fields, rule
 
+CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 
-class ConfigError(ValueError):
-    """A configuration that cannot run; the message names the override to fix."""
 
 
 class Mode(str, enum.Enum):
@@ -72,12 +72,12 @@ class WorkloadConfig:
     name: str = MISSING
     #: ``"package.module:factory"`` of a user workload (see README); empty = built-in GPT.
     entry: str = ""
-    n_layers: int = 2
-    d_model: int = 64
-    n_heads: int = 2
-    seq_len: int = 32
-    #: Byte-level tokens: 256 symbols.
-    vocab_size: int = 256
+    n_layers: int = field(default=2, metadata=rule(ge=1))
+    d_model: int = field(default=64, metadata=rule(ge=1))
+    n_heads: int = field(default=2, metadata=rule(ge=1))
+    seq_len: int = field(default=32, metadata=rule(ge=2))
+    #: Byte-level tokens: 256 symbols (the text and MindRecord sources need all of them).
+    vocab_size: int = field(default=256, metadata=rule(ge=2))
     #: Free-form options handed to a user workload's factory.
     options: dict = field(default_factory=dict)
 
@@ -89,11 +89,11 @@ class PrecisionConfig:
     name: str = "fp32"
     dtype: DType = DType.float32
     #: ``auto_mixed_precision`` level: O0 (none), O1, O2, O3 or auto.
-    amp_level: str = "O0"
+    amp_level: str = field(default="O0", metadata=rule(one_of=("O0", "O1", "O2", "O3", "auto")))
     loss_scale: LossScale = LossScale.none
-    init_scale: float = 65536.0
-    scale_factor: int = 2
-    scale_window: int = 1000
+    init_scale: float = field(default=65536.0, metadata=rule(gt=0))
+    scale_factor: int = field(default=2, metadata=rule(ge=2))
+    scale_window: int = field(default=1000, metadata=rule(ge=1))
 
 
 @dataclass
@@ -104,35 +104,56 @@ class RuntimeConfig:
     jit_level: JitLevel = JitLevel.O0
     memory_optimize_level: MemoryLevel = MemoryLevel.O0
     #: CPU operator threads (``device_context.cpu.op_tuning.threads_num``); 0 = default.
-    threads: int = 0
+    threads: int = field(default=0, metadata=rule(ge=0))
 
 
 @dataclass
 class ParallelConfig:
     """The device split: data x model (tensor) x pipeline parallel."""
 
-    dp: int = 1
-    mp: int = 1
-    pp: int = 1
+    dp: int = field(default=1, metadata=rule(ge=1))
+    mp: int = field(default=1, metadata=rule(ge=1))
+    pp: int = field(default=1, metadata=rule(ge=1))
 
     @property
     def devices(self) -> int:
         return self.dp * self.mp * self.pp
+
+    @property
+    def split(self) -> str:
+        """The split as the search space writes it: ``"DPxMPxPP"``."""
+        return format_split(self.dp, self.mp, self.pp)
+
+
+def format_split(dp: int, mp: int, pp: int) -> str:
+    return f"{dp}x{mp}x{pp}"
+
+
+def parse_split(text: object) -> tuple[int, int, int]:
+    """``"2x1x1"`` -> (2, 1, 1); ConfigError for anything else."""
+    try:
+        dp, mp, pp = (int(x) for x in str(text).split("x"))
+    except ValueError:
+        dp = 0
+    if dp < 1 or mp < 1 or pp < 1:
+        raise ConfigError(f"parallel.split value {text!r} must look like 'DPxMPxPP' with "
+                          "positive integers, e.g. '2x1x1'")
+    return dp, mp, pp
 
 
 @dataclass
 class TrainConfig:
     """Optimisation. ``global_batch`` stays fixed while the split changes."""
 
-    global_batch: int = 8
+    global_batch: int = field(default=8, metadata=rule(ge=1))
     #: Gradient-accumulation steps (pp = 1) or pipeline micro-batch count (pp > 1).
-    micro_batches: int = 1
-    lr: float = 1e-3
-    weight_decay: float = 0.01
-    clip_norm: float = 1.0
+    micro_batches: int = field(default=1, metadata=rule(ge=1))
+    lr: float = field(default=1e-3, metadata=rule(gt=0))
+    weight_decay: float = field(default=0.01, metadata=rule(ge=0))
+    clip_norm: float = field(default=1.0, metadata=rule(gt=0))
     #: Recompute each transformer block in the backward pass.
     recompute: bool = False
-    seed: int = 1234
+    seed: int = field(default=1234, metadata=rule(ge=0))
 
 
 @dataclass
@@ -143,10 +164,10 @@ class DataConfig:
     #: Directory of text files; empty = the Python standard library's sources.
     text_dir: str = ""
     #: Cap on bytes indexed from text_dir (keeps start-up short).
-    max_bytes: int = 8_000_000
-    num_workers: int = 1
+    max_bytes: int = field(default=8_000_000, metadata=rule(ge=4096))
+    num_workers: int = field(default=1, metadata=rule(ge=1))
     multiprocessing: bool = False
-    prefetch: int = 16
+    prefetch: int = field(default=16, metadata=rule(ge=1))
     #: Where MindRecord caches and the CPU peak calibration live; empty = ~/.cache/autotune.
     cache_dir: str = ""
 
@@ -158,12 +179,12 @@ class RunConfig:
     mode: RunMode = RunMode.trial
     #: Steps after the compile step that are not measured: on CPU, MindSpore's steps 1-4
     #: run ~30 % slower than later ones (bench/trial_repeatability.py).
-    warmup_steps: int = 4
-    measure_steps: int = 8
+    warmup_steps: int = field(default=4, metadata=rule(ge=0))
+    measure_steps: int = field(default=8, metadata=rule(ge=1))
     #: Production mode: total optimizer steps.
-    steps: int = 100
-    checkpoint_every: int = 50
-    keep_checkpoints: int = 3
+    steps: int = field(default=100, metadata=rule(ge=1))
+    checkpoint_every: int = field(default=50, metadata=rule(ge=1))
+    keep_checkpoints: int = field(default=3, metadata=rule(ge=1))
     checkpoint_dir: str = "checkpoints"
     #: Production mode: continue from the latest checkpoint in checkpoint_dir.
     resume: bool = True
@@ -175,15 +196,15 @@ class GuardConfig:
     """Divergence and memory guards: the trial stops itself with an outcome."""
 
     #: Consecutive non-finite losses before the run counts as diverged.
-    nonfinite_patience: int = 3
+    nonfinite_patience: int = field(default=3, metadata=rule(ge=1))
     #: A loss above this factor x the running median is a spike: no update, diverged.
-    spike_factor: float = 8.0
+    spike_factor: float = field(default=8.0, metadata=rule(gt=1))
     #: Steps before spike detection starts.
-    spike_after_steps: int = 3
+    spike_after_steps: int = field(default=3, metadata=rule(ge=1))
     #: Memory budget per rank in GiB; null = the hardware profile's device memory.
-    memory_budget_gib: float | None = None
+    memory_budget_gib: float | None = field(default=None, metadata=rule(gt=0))
     #: Address-space limit = this factor x budget (thread stacks inflate virtual size).
-    address_space_factor: float = 4.0
+    address_space_factor: float = field(default=4.0, metadata=rule(ge=1))
 
 
 @dataclass
@@ -193,11 +214,12 @@ class HardwareConfig:
     name: str = MISSING
     backend: Backend = Backend.CPU
     #: Devices (or CPU worker processes) available to one job.
-    devices: int = 1
-    device_memory_gib: float = 8.0
-    #: Peak TFLOP/s per dtype; null = calibrate on this machine (CPU).
+    devices: int = field(default=1, metadata=rule(ge=1))
+    device_memory_gib: float = field(default=8.0, metadata=rule(gt=0))
+    #: Peak TFLOP/s per dtype (float32, float16, bfloat16); null = calibrate here (CPU).
     peak_tflops: dict = field(default_factory=dict)
-    #: Knobs this backend can run: bf16, model_parallel, pipeline_parallel.
+    #: What this backend can run: bf16, model_parallel, pipeline_parallel (the one source
+    #: of backend capability: trials/contract/capabilities.py reads it).
     supports: dict = field(default_factory=dict)
 
 
@@ -230,13 +252,11 @@ def accumulation_steps(cfg: TrialConfig) -> int:
 
 
 def validate(cfg: TrialConfig) -> None:
-    """Cross-field rules. Raises ConfigError naming the override to change."""
+    """Every field's range, then the rules that span fields. ConfigError names the override."""
+    for key in TRIAL_KEYS:
+        check_fields(getattr(cfg, key), key)
+    _check_hardware(cfg.hardware)
     p, t, w = cfg.parallel, cfg.train, cfg.workload
-    for key, value in (("parallel.dp", p.dp), ("parallel.mp", p.mp), ("parallel.pp", p.pp),
-                       ("train.micro_batches", t.micro_batches),
-                       ("train.global_batch", t.global_batch)):
-        if value < 1:
-            raise ConfigError(f"{key}={value} must be >= 1")
     if t.global_batch % (t.micro_batches * p.dp):
         raise ConfigError(
             f"train.global_batch={t.global_batch} is not divisible by "
@@ -255,12 +275,31 @@ def validate(cfg: TrialConfig) -> None:
         if w.n_layers % p.pp:
             raise ConfigError(f"workload.n_layers={w.n_layers} is not divisible by "
                               f"parallel.pp={p.pp}")
-    if cfg.data.num_workers < 1:
-        raise ConfigError(f"data.num_workers={cfg.data.num_workers} must be >= 1")
-    if cfg.runtime.threads < 0:
-        raise ConfigError(f"runtime.threads={cfg.runtime.threads} must be >= 0 (0 = default)")
-    if cfg.run.measure_steps < 1 and cfg.run.mode is RunMode.trial:
-        raise ConfigError("run.measure_steps must be >= 1")
+    if not w.entry and cfg.data.source is not DataSource.synthetic and w.vocab_size < 256:
+        raise ConfigError(f"workload.vocab_size={w.vocab_size}: the {cfg.data.source.value} "
+                          "source yields byte tokens 0..255; use >= 256 or data=synthetic")
+    if w.entry and ":" not in w.entry:
+        raise ConfigError(f"workload.entry={w.entry!r} must look like 'package.module:factory'")
+
+
+#: Capability flags a hardware profile may declare (trials/contract/capabilities.py).
+CAPABILITY_FLAGS = ("bf16", "model_parallel", "pipeline_parallel")
+
+
+def _check_hardware(hw: HardwareConfig) -> None:
+    for dtype, tflops in hw.peak_tflops.items():
+        if dtype not in DType.__members__:
+            raise ConfigError(f"hardware.peak_tflops.{dtype}: unknown dtype; use "
+                              f"{', '.join(DType.__members__)}")
+        if tflops is not None and (not isinstance(tflops, (int, float)) or tflops <= 0):
+            raise ConfigError(f"hardware.peak_tflops.{dtype}={tflops!r} must be a positive "
+                              "number of TFLOP/s, or null to calibrate on this machine")
+    for flag, value in hw.supports.items():
+        if flag not in CAPABILITY_FLAGS:
+            raise ConfigError(f"hardware.supports.{flag}: unknown capability; the profile "
+                              f"may declare {', '.join(CAPABILITY_FLAGS)}")
+        if not isinstance(value, bool):
+            raise ConfigError(f"hardware.supports.{flag}={value!r} must be true or false")
 
 
 def to_trial_config(node: DictConfig) -> TrialConfig:

@@ -12,9 +12,10 @@ from typing import Any
 
 from optuna.trial import FrozenTrial, TrialState
 
+from trials.contract.outcomes import Outcome
+
 #: User-attribute keys written by the orchestrator (one place, so readers agree).
-REASON = "reason"  # ok, diverged, oom, unsupported, infeasible, duplicate, hang, timeout, slow,
-#                    crash, config_error, orphaned
+REASON = "reason"  # an Outcome value (trials/contract/outcomes.py)
 DETAIL = "detail"  # one line of explanation
 LAUNCHED = "launched"  # True when a process ran (counts against n_trials)
 ROLE = "role"  # baseline, neighbour, sampled, retry
@@ -29,18 +30,24 @@ WORKER = "worker"  # {"host": ..., "pid": ...} of the orchestrator that runs it
 PROCESS = "process"  # {"host": ..., "pgid": ..., "marker": ...} of the trial's process group
 CONFIRM = "confirm"  # confirmation runs: {"tokens_per_s": [...], "median": ..., ...}
 
-#: Reasons of trials that measured nothing: their configuration counts as not yet tried.
-NOT_EVALUATED = frozenset({"orphaned", "budget"})
+
+
+def outcome_of(trial: FrozenTrial) -> Outcome | None:
+    """The trial's reason; None while it runs or waits."""
+    value = trial.user_attrs.get(REASON)
+    return Outcome.parse(value) if value is not None else None
 
 
 def counts_as_launch(trial: FrozenTrial) -> bool:
-    """A launch (or a live claim of one) against n_trials; orphaned ones are retried instead."""
-    return bool(trial.user_attrs.get(LAUNCHED)) and trial.user_attrs.get(REASON) != "orphaned"
+    """A launch (or a live claim of one) against n_trials; lost ones are retried instead."""
+    outcome = outcome_of(trial)
+    return bool(trial.user_attrs.get(LAUNCHED)) and (outcome is None or outcome.evaluated)
 
 
 def evaluated(trial: FrozenTrial) -> bool:
     """A finished trial whose result stands for its configuration (reusable, counted)."""
-    return trial.state.is_finished() and trial.user_attrs.get(REASON) not in NOT_EVALUATED
+    outcome = outcome_of(trial)
+    return trial.state.is_finished() and outcome is not None and outcome.evaluated
 
 
 @dataclass
@@ -48,7 +55,8 @@ class TrialRecord:
     number: int
     state: str
     params: dict[str, Any]
-    reason: str
+    #: How it ended; None while it runs or waits.
+    reason: Outcome | None
     detail: str
     launched: bool
     role: str
@@ -70,6 +78,11 @@ class TrialRecord:
     def ok(self) -> bool:
         return self.state == TrialState.COMPLETE.name
 
+    @property
+    def reason_text(self) -> str:
+        """The reason's value, or the Optuna state (running, waiting) before there is one."""
+        return self.reason.value if self.reason is not None else self.state.lower()
+
     @classmethod
     def from_trial(cls, trial: FrozenTrial) -> TrialRecord:
         a = trial.user_attrs
@@ -78,7 +91,7 @@ class TrialRecord:
         res = card.get("resources", {})
         return cls(
             number=trial.number, state=trial.state.name, params=dict(trial.params),
-            reason=a.get(REASON, "running" if trial.state is TrialState.RUNNING else ""),
+            reason=outcome_of(trial),
             detail=a.get(DETAIL, ""), launched=bool(a.get(LAUNCHED, False)),
             role=a.get(ROLE, "sampled"),
             tokens_per_s=perf.get("tokens_per_s") if trial.state is TrialState.COMPLETE else None,

@@ -1,23 +1,22 @@
 """Start a trial as its own process group in its own directory; kill the whole group.
 
-dp > 1 goes through ``msrun`` (one process per rank, mccl on the CPU). Every
-process carries ``AUTOTUNE_TRIAL=<marker>`` in its environment, so an
-orchestrator that restarts after a crash can find and kill exactly its orphans.
+The argv and environment come from the one launch recipe
+(:mod:`trials.contract.launch`). Every process carries ``AUTOTUNE_TRIAL=<marker>``
+in its environment, so an orchestrator that restarts after a crash, or is told to
+stop, finds and kills exactly its trial's processes, msrun workers included
+(they sit in process groups of their own).
 """
 
 from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
-MARKER_ENV = "AUTOTUNE_TRIAL"
+from trials.contract.launch import MARKER_ENV, trial_env
 
 
 @dataclass
@@ -31,42 +30,12 @@ class TrialProcess:
         return self.popen.poll()
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def trial_argv(config_path: Path, world_size: int, trial_command: list[str],
-               trial_dir: Path) -> list[str]:
-    if trial_command:
-        return [*trial_command, "--config", str(config_path)]
-    if world_size == 1:
-        return [sys.executable, "-m", "trials.train", "--config", str(config_path)]
-    msrun = Path(sys.executable).with_name("msrun")
-    return [str(msrun), f"--worker_num={world_size}", f"--local_worker_num={world_size}",
-            "--master_addr=127.0.0.1", f"--master_port={free_port()}", "--join=True",
-            f"--log_dir={trial_dir / 'msrun_log'}", str(PROJECT_ROOT / "trials" / "train.py"),
-            "--config", str(config_path)]
-
-
-def trial_env(marker: str) -> dict[str, str]:
-    env = dict(os.environ)
-    env[MARKER_ENV] = marker
-    env.setdefault("GLOG_v", "3")
-    env["PYTHONWARNINGS"] = "ignore"
-    # msrun starts workers with the first `python` on PATH: make it ours.
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    paths = [str(PROJECT_ROOT), os.getcwd(), env.get("PYTHONPATH", "")]
-    env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
-    return env
-
-
 def start(argv: list[str], trial_dir: Path, marker: str) -> TrialProcess:
     """Launch in a new session (its own process group), output to files in trial_dir."""
     with open(trial_dir / "stdout.log", "ab") as out, open(trial_dir / "stderr.log", "ab") as err:
         popen = subprocess.Popen(argv, cwd=trial_dir, stdout=out, stderr=err,
-                                 stdin=subprocess.DEVNULL, env=trial_env(marker),
+                                 stdin=subprocess.DEVNULL,
+                                 env=trial_env(os.environ, marker=marker),
                                  start_new_session=True)
     return TrialProcess(popen=popen, pgid=popen.pid, marker=marker, started=time.time())
 
@@ -130,3 +99,11 @@ def stop(proc: TrialProcess) -> None:
         proc.popen.wait(timeout=5)
     except subprocess.TimeoutExpired:
         pass
+
+
+def kill_recorded(process: dict | None, host: str) -> int:
+    """Kill what a study recorded of a trial's processes (``{"host", "pgid", "marker"}``),
+    when they run on this host; how many processes there were."""
+    if not process or process.get("host") != host or not process.get("marker"):
+        return 0
+    return kill_marked(process["marker"])

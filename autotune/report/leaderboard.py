@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from autotune.records import TrialRecord
+from autotune.study.records import TrialRecord
 
 SHORT_NAMES = {
     "runtime.mode": "mode", "precision": "prec", "train.micro_batches": "micro",
@@ -32,7 +32,7 @@ def frame(records: list[TrialRecord], *, knobs: list[str] | None = None) -> pd.D
         row.update({
             "tokens/s": r.tokens_per_s, "MFU %": None if r.mfu is None else 100 * r.mfu,
             "peak GiB": r.peak_memory_gib, "step s": r.step_time_s, "compile s": r.compile_s,
-            "state": r.state, "reason": r.reason + (f" (=#{r.reused_from})"
+            "state": r.state, "reason": r.reason_text + (f" (=#{r.reused_from})"
                                                     if r.reused_from is not None else ""),
         })
         rows.append(row)

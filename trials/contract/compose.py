@@ -5,6 +5,8 @@ Shared by the trial program and the orchestrator (plain Python, no MindSpore).
 
 from __future__ import annotations
 
+import dataclasses
+import typing
 from pathlib import Path
 
 from hydra import compose as hydra_compose
@@ -13,7 +15,7 @@ from hydra.core.config_store import ConfigStore
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig, OmegaConf
 
-from trials.config import CONF_DIR, ConfigError, TrialConfig
+from trials.contract.schema import CONF_DIR, ConfigError, TrialConfig
 
 ConfigStore.instance().store(name="trial_schema", node=TrialConfig)
 
@@ -42,22 +44,65 @@ def one_line(exc: BaseException) -> str:
 
 
 def compose(config_name: str, overrides: list[str], conf_dir: Path = CONF_DIR, *,
-            with_choices: bool = False) -> DictConfig:
+            with_choices: bool = False, schema: type = TrialConfig) -> DictConfig:
     """Compose ``config_name`` with Hydra overrides; raise ConfigError on any problem.
 
     ``with_choices`` keeps the ``hydra`` node, whose ``runtime.choices`` says which
-    option each config group took.
+    option each config group took. The result is checked against ``schema`` once
+    more, because Hydra's ``+key=value`` adds keys the schema does not know.
     """
     GlobalHydra.instance().clear()
+    overrides = [_dict_override(o, free_form_paths(schema)) for o in overrides]
     try:
         with initialize_config_dir(config_dir=str(conf_dir), version_base="1.3"):
-            cfg = hydra_compose(config_name=config_name, overrides=list(overrides),
+            cfg = hydra_compose(config_name=config_name, overrides=overrides,
                                 return_hydra_config=with_choices)
     except Exception as exc:  # Hydra raises several unrelated types for bad input
         raise ConfigError(one_line(exc)) from exc
     finally:
         GlobalHydra.instance().clear()
+    check_known_keys(cfg, schema)
     return cfg
+
+
+def free_form_paths(schema: type, prefix: str = "") -> frozenset[str]:
+    """Override paths of the schema's free-form dict fields (``workload.options`` ...)."""
+    paths = set()
+    for name, hint in typing.get_type_hints(schema).items():
+        origin = typing.get_origin(hint) or hint
+        if dataclasses.is_dataclass(hint):
+            paths |= free_form_paths(hint, f"{prefix}{name}.")
+        elif origin is dict:
+            paths.add(f"{prefix}{name}")
+    return frozenset(paths)
+
+
+def _dict_override(override: str, free_form: frozenset[str]) -> str:
+    """``workload.options={width: 1024}`` as Hydra needs it for a free-form dict.
+
+    Hydra merges a dict value into the existing node, which is read-only for new keys,
+    so the plain form is refused; ``++`` (set or add) merges it as the user means.
+    """
+    key, sep, value = override.partition("=")
+    if sep and key in free_form and value.lstrip().startswith("{"):
+        return f"++{override}"
+    return override
+
+
+def check_known_keys(cfg: DictConfig, schema: type) -> None:
+    """ConfigError naming the first key (added with ``+``) that ``schema`` does not have."""
+    node = OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"])
+    try:
+        # Plain containers: a typed node would carry its extra keys through the merge.
+        OmegaConf.merge(OmegaConf.structured(schema),
+                        OmegaConf.create(OmegaConf.to_container(node)))
+    except Exception as exc:  # OmegaConf validation errors
+        text = one_line(exc)
+        key = getattr(exc, "full_key", None)
+        if key and "not in" in text:
+            text = (f"unknown key '{key}' (added with '+'?): it is not part of the schema; "
+                    "check its spelling (--print-config lists every key)")
+        raise ConfigError(text) from exc
 
 
 def load_resolved(path: Path, overrides: list[str]) -> DictConfig:

@@ -1,0 +1,5 @@
+"""The search side: the space of knobs and the rules that rule points out before launch.
+
+- :mod:`.space`: knobs (override paths) and values, the baseline point, composition;
+- :mod:`.feasibility`: structural rules, backend capability, OOM dominance.
+"""

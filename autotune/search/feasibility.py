@@ -1,0 +1,55 @@
+"""Rules that reject a proposal before it costs a launch.
+
+Structural rules come from the config and the hardware profile (its
+``supports`` table, through the same capability rule the trial program applies);
+the OOM rule learns from the study: an OOM at micro-batch size k rules out
+larger sizes with every other knob equal.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from autotune.search.space import SearchSpace
+from autotune.study.records import TrialRecord
+from trials.contract.capabilities import unsupported_reason
+from trials.contract.outcomes import Outcome
+from trials.contract.schema import ConfigError, TrialConfig, micro_batch_size, parse_split
+
+MICRO_BATCH_KNOBS = ("train.micro_batches", "parallel.split")
+
+
+def structural_problem(space: SearchSpace,
+                       params: dict[str, Any]) -> tuple[TrialConfig | None, str | None]:
+    """(config, None) when the point can run, else (config or None, reason)."""
+    try:
+        cfg = space.trial_config(params)
+    except ConfigError as exc:
+        return None, str(exc)
+    hw, p = cfg.hardware, cfg.parallel
+    if space.devices is not None and p.devices != space.devices:
+        return cfg, f"split {p.split} uses {p.devices} devices; the job has {space.devices}"
+    if p.devices > hw.devices:
+        return cfg, (f"split {p.split} needs {p.devices} devices; hardware profile {hw.name} "
+                     f"has {hw.devices}")
+    return cfg, unsupported_reason(cfg)
+
+
+def oom_dominating(params: dict[str, Any], cfg: TrialConfig,
+                   history: list[TrialRecord]) -> TrialRecord | None:
+    """A finished OOM trial with every other knob equal and a micro-batch size <= ours."""
+    size = micro_batch_size(cfg)
+    for record in history:
+        if record.reason is not Outcome.OOM or record.micro_batch_size is None:
+            continue
+        same_rest = all(record.params.get(k) == v for k, v in params.items()
+                        if k not in MICRO_BATCH_KNOBS)
+        same_split_shape = _split_without_dp(record.params) == _split_without_dp(params)
+        if same_rest and same_split_shape and size >= record.micro_batch_size:
+            return record
+    return None
+
+
+def _split_without_dp(params: dict[str, Any]) -> tuple[int, int]:
+    _, mp, pp = parse_split(params.get("parallel.split", "1x1x1"))
+    return mp, pp

@@ -1,0 +1,171 @@
+"""The events a trial reports, as typed records: start, step, checkpoint, summary, end.
+
+A trial reports through two structured channels and nothing else: its metrics
+file (JSON lines, one record per line, written and read by
+:mod:`trials.contract.metrics`) and its exit code (:mod:`trials.contract.outcomes`).
+The trainer, the scripted fake trial, the monitor, scoring and pruning all use
+these classes, so a field has one name everywhere.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import math
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from trials.contract.outcomes import Outcome
+
+#: Version of the metrics format; bump when an event changes meaning.
+FORMAT_VERSION = 2
+
+
+class Event(str, enum.Enum):
+    """Event kinds in the metrics file, in the order a trial emits them."""
+
+    START = "start"  # world size, what MindSpore applied, budgets
+    STEP = "step"  # one optimizer step: loss, grad norm, timings, tokens
+    CHECKPOINT = "checkpoint"  # production mode: a checkpoint was written
+    SUMMARY = "summary"  # the four-layer scorecard
+    END = "end"  # outcome and reason; always the last line
+
+
+class Phase(str, enum.Enum):
+    """What a step was for. Only MEASURE steps enter throughput."""
+
+    COMPILE = "compile"  # the first step: graph compilation dominates it
+    WARMUP = "warmup"
+    MEASURE = "measure"
+    TRAIN = "train"  # production mode
+
+
+def _float(value: Any) -> float:
+    """A float from JSON, where non-finite values travel as "nan"/"inf"/"-inf"."""
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _known_fields(cls, data: dict) -> dict:
+    names = {f.name for f in dataclasses.fields(cls)}
+    return {k: v for k, v in data.items() if k in names}
+
+
+@dataclass(frozen=True)
+class StartRecord:
+    """The trial is built and about to train."""
+
+    kind: ClassVar[Event] = Event.START
+    world_size: int = 1
+    start_step: int = 0
+    total_steps: int = 0
+    accumulation: int = 1
+    micro_batch_size: int | None = None
+    tokens_per_step: int | None = None
+    flops_per_token: float | None = None
+    budget_gib: float | None = None
+    #: Knob values as MindSpore reports them back (what really took effect).
+    applied: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, data: dict) -> StartRecord:
+        return cls(**_known_fields(cls, data))
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """One optimizer step. Times in seconds, memory in GiB (peak RSS of this rank so far)."""
+
+    kind: ClassVar[Event] = Event.STEP
+    step: int
+    phase: Phase
+    loss: float
+    grad_norm: float
+    step_s: float
+    data_wait_s: float
+    tokens: int
+    peak_rss_gib: float
+    clipped: bool = False
+    overflow: bool = False
+    updated: bool = True
+    loss_scale: float = 1.0
+
+    @classmethod
+    def from_json(cls, data: dict) -> StepRecord:
+        d = _known_fields(cls, data)
+        d["phase"] = Phase(d["phase"])
+        for key in ("loss", "grad_norm", "step_s", "data_wait_s", "peak_rss_gib", "loss_scale"):
+            if key in d:
+                d[key] = _float(d[key])
+        return cls(**d)
+
+
+@dataclass(frozen=True)
+class CheckpointRecord:
+    kind: ClassVar[Event] = Event.CHECKPOINT
+    step: int
+    path: str
+
+    @classmethod
+    def from_json(cls, data: dict) -> CheckpointRecord:
+        return cls(**_known_fields(cls, data))
+
+
+@dataclass(frozen=True)
+class SummaryRecord:
+    """The four-layer scorecard (:func:`trials.contract.scorecard.scorecard`)."""
+
+    kind: ClassVar[Event] = Event.SUMMARY
+    correctness: dict = field(default_factory=dict)
+    performance: dict = field(default_factory=dict)
+    stability: dict = field(default_factory=dict)
+    resources: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, data: dict) -> SummaryRecord:
+        return cls(**_known_fields(cls, data))
+
+    def layers(self) -> dict[str, dict]:
+        return {"correctness": self.correctness, "performance": self.performance,
+                "stability": self.stability, "resources": self.resources}
+
+
+@dataclass(frozen=True)
+class EndRecord:
+    """How the trial ended; always the last line of the file."""
+
+    kind: ClassVar[Event] = Event.END
+    outcome: Outcome
+    reason: str = ""
+
+    @classmethod
+    def from_json(cls, data: dict) -> EndRecord:
+        return cls(outcome=Outcome.parse(data.get("outcome")), reason=str(data.get("reason", "")))
+
+
+Record = StartRecord | StepRecord | CheckpointRecord | SummaryRecord | EndRecord
+
+_BY_KIND: dict[str, type] = {c.kind.value: c for c in (StartRecord, StepRecord, CheckpointRecord,
+                                                      SummaryRecord, EndRecord)}
+
+
+def record_to_json(record: Record) -> dict[str, Any]:
+    """The record as a JSON-ready dict with its ``event`` kind (values not yet cleaned)."""
+    out: dict[str, Any] = {"event": record.kind.value}
+    for f in dataclasses.fields(record):
+        value = getattr(record, f.name)
+        out[f.name] = value.value if isinstance(value, enum.Enum) else value
+    return out
+
+
+def record_from_json(data: dict) -> Record | None:
+    """The typed record of one decoded line; None for an unknown kind or a malformed line."""
+    cls = _BY_KIND.get(str(data.get("event")))
+    if cls is None:
+        return None
+    try:
+        return cls.from_json(data)
+    except (TypeError, ValueError, KeyError):
+        return None

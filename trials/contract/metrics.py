@@ -1,0 +1,110 @@
+"""The one writer and the one reader of the metrics file: JSON lines, one record per line.
+
+The writer (the trial) writes each line whole with a single ``write`` and
+flushes it at once; the reader (the orchestrator) tails the file by byte offset
+while the trial runs. A last line without its newline is still being written:
+it is left for the next read, as optuna's JournalFileBackend does.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from trials.contract.events import (
+    FORMAT_VERSION,
+    EndRecord,
+    Record,
+    StartRecord,
+    record_from_json,
+    record_to_json,
+)
+
+
+def _clean(value: Any) -> Any:
+    """JSON-safe: numpy/MindSpore scalars to float, non-finite floats to strings."""
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    if isinstance(value, bool) or value is None or isinstance(value, (int, str)):
+        return value
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return str(value)
+    if math.isfinite(number):
+        return number
+    return "nan" if math.isnan(number) else ("inf" if number > 0 else "-inf")
+
+
+class MetricsLog:
+    """Writes records to ``path``; a no-op writer when ``path`` is None.
+
+    A trial starts the file afresh; a production run that resumes (``append``)
+    continues the file it wrote before.
+    """
+
+    def __init__(self, path: Path | None, *, append: bool = False) -> None:
+        self.path = path
+        self._file = None
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._file = open(path, "a" if append else "w", encoding="utf-8")  # noqa: SIM115
+
+    def emit(self, record: Record) -> None:
+        if self._file is None:
+            return
+        line = {**_clean(record_to_json(record)), "time": time.time()}
+        if isinstance(record, StartRecord):
+            line["format"] = FORMAT_VERSION
+        self._file.write(json.dumps(line, separators=(",", ":")) + "\n")
+        self._file.flush()
+        if isinstance(record, EndRecord):  # the line the launcher decides by
+            os.fsync(self._file.fileno())
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+class MetricsReader:
+    """Reads the records appended since the last call (complete lines only)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset = 0
+
+    def read_new(self) -> list[Record]:
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.offset)
+                chunk = f.read()
+        except FileNotFoundError:
+            return []
+        end = chunk.rfind(b"\n")
+        if end < 0:
+            return []
+        self.offset += end + 1
+        records = []
+        for line in chunk[: end + 1].splitlines():
+            if not line.strip():
+                continue
+            try:
+                data = json.loads(line)
+            except ValueError:
+                continue  # a corrupt line (e.g. a killed writer's partial flush): skip it
+            record = record_from_json(data) if isinstance(data, dict) else None
+            if record is not None:
+                records.append(record)
+        return records
+
+
+def read_all(path: Path) -> list[Record]:
+    """Every complete record of a finished trial's file."""
+    return MetricsReader(path).read_new()
