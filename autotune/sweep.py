@@ -20,7 +20,7 @@ from rich.console import Console
 from autotune.progress import SweepProgress
 from autotune.report import leaderboard
 from autotune.running import launcher, monitor, preflight, pruning
-from autotune.search import feasibility
+from autotune.search import feasibility, proposals
 from autotune.search.space import SearchSpace
 from autotune.settings import Objective, SweepSettings
 from autotune.signals import Stopped
@@ -100,8 +100,8 @@ class Sweep:
         if reaped:
             self.console.print(f"reaped {len(reaped)} trial(s) left RUNNING by a stopped "
                                f"orchestrator: {reaped}; their configurations are re-queued")
-        self._seed_queue(study)
-        study.sampler = self._sampler(study)
+        proposals.seed_baseline(study, self.space)
+        study.sampler = proposals.sampler(study, self.settings)
         done = budget.count_launches(study)
         total = self.settings.n_trials
         if done:
@@ -126,7 +126,7 @@ class Sweep:
             launched = budget.count_launches(study)
             if launched >= self.settings.n_trials:
                 return f"done: {launched} trial(s) launched (budget {self.settings.n_trials})"
-            stop = self._failure_rate_stop(study, launched)
+            stop = budget.failure_rate_verdict(study, launched, self.settings, self.dir)
             if stop:
                 return stop
             if budget.n_evaluated_points(study) >= self.space.size:
@@ -143,7 +143,8 @@ class Sweep:
     # -- one proposal ---------------------------------------------------------------------
     def _one_trial(self, study: optuna.Study, progress: SweepProgress) -> Settled:
         """Ask for a point and settle it: rejected, reused, or launched and told."""
-        self._queue_next_neighbour(study)
+        if self.settings.neighbours:
+            proposals.queue_next_neighbour(study, self.space)
         trial = study.ask(self.space.distributions())
         params = dict(trial.params)
         label = leaderboard.params_label(params)
@@ -233,47 +234,7 @@ class Sweep:
         return monitor.watch(proc, trial_dir / cfg.run.metrics_path, trial_dir,
                              self.settings.stop, on_step=on_step, on_tick=on_tick)
 
-    # -- helpers --------------------------------------------------------------------------
-    def _seed_queue(self, study: optuna.Study) -> None:
-        """Trial 0 is the baseline."""
-        if not study.get_trials(deepcopy=False):
-            study.enqueue_trial(self.space.baseline, user_attrs={R.ROLE: "baseline"})
-
-    def _queue_next_neighbour(self, study: optuna.Study) -> None:
-        """With sweep.neighbours, the one-knob changes of the baseline come before sampling.
-
-        Queued one at a time, only when nothing else waits, so that retries of
-        orphaned trials go first and a resume picks up where it stopped.
-        """
-        if not self.settings.neighbours:
-            return
-        trials = study.get_trials(deepcopy=False)
-        if any(t.state is TrialState.WAITING for t in trials):
-            return
-        seen = [t.params for t in trials] + [t.system_attrs.get("fixed_params") for t in trials]
-        for point in self.space.neighbours():
-            if point not in seen:
-                study.enqueue_trial(point, user_attrs={R.ROLE: "neighbour"})
-                return
-
-    def _sampler(self, study: optuna.Study) -> optuna.samplers.BaseSampler:
-        # A fixed seed would re-propose the same first points after a resume.
-        seed = self.settings.seed + len(study.get_trials(deepcopy=False))
-        return optuna.samplers.TPESampler(seed=seed,
-                                          n_startup_trials=self.settings.n_startup_trials)
-
-    def _failure_rate_stop(self, study: optuna.Study, launched: int) -> str | None:
-        s = self.settings
-        if launched < s.min_trials_for_failure_rate:
-            return None
-        failed = budget.failed_launches(study)
-        if failed / launched > s.max_failure_rate:
-            return (f"stopped: {failed} of {launched} launched trials failed "
-                    f"(crash/hang/timeout), "
-                    f"above sweep.max_failure_rate={s.max_failure_rate:g}; see the log tails "
-                    f"in {self.dir}/trial-*/stderr.log")
-        return None
-
+    # -- lost trials ----------------------------------------------------------------------
     def _reap(self, study: optuna.Study) -> list[int]:
         """Trials whose orchestrator is gone: kill their processes here, re-queue them."""
         host = reaping.worker_identity()["host"]

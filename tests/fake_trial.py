@@ -1,7 +1,7 @@
 """A scripted stand-in for the trial program, for orchestrator edge cases.
 
 Called exactly like the real one (``--config config.yaml``), it writes the same
-metrics format through the same writer (trials/metrics_log.py) and exits with
+typed records through the same writer (trials/contract/metrics.py) and exits with
 the same codes, but trains nothing. What it does is scripted by the
 ``AUTOTUNE_FAKE`` environment variable (JSON)::
 

@@ -88,3 +88,76 @@ def test_print_config_runs_nothing(harness):
     out = harness.capsys.readouterr().out
     assert code == 0 and "n_trials: 12" in out and "micro_batches" in out
     assert not harness.runs.exists()
+
+
+@pytest.mark.parametrize("override, needle", [
+    # Every setting is range-checked before anything is written (a sample of each section).
+    ("sweep.n_trials=-3", "sweep.n_trials=-3 must be >= 1"),
+    ("sweep.max_failure_rate=7", "sweep.max_failure_rate=7.0 must be >= 0 and <= 1"),
+    ("sweep.stop.slow_ratio=-0.5", "sweep.stop.slow_ratio=-0.5 must be >= 0 and <= 1"),
+    ("sweep.stop.slow_warmup_ratio=0.9", "must not exceed sweep.stop.slow_ratio=0.5"),
+    ("sweep.heartbeat_timeout_s=1", "must exceed sweep.heartbeat_interval_s=5"),
+    ("sweep.stop.wall_timeout_s=10", "is below sweep.stop.compile_timeout_s=180"),
+    ("confirm.top_k=0", "confirm.top_k=0 must be >= 1"),
+    ("export.min_headroom_gib=-1", "export.min_headroom_gib=-1.0 must be >= 0"),
+    ("train.lr=0", "train.lr=0.0 must be > 0"),
+    ("guard.spike_factor=0.5", "guard.spike_factor=0.5 must be > 1"),
+    ("precision.amp_level=O9", "precision.amp_level=O9 must be one of O0, O1, O2, O3, auto"),
+    ("hardware.device_memory_gib=0", "hardware.device_memory_gib=0.0 must be > 0"),
+    ("+hardware.supports.fp8=true", "hardware.supports.fp8: unknown capability"),
+    ("workload.vocab_size=100", "the text source yields byte tokens 0..255"),
+    ("+sweep.n_trails=3", "unknown key 'sweep.n_trails'"),
+    ("+banana=1", "unknown key 'banana'"),
+])
+def test_nonsense_settings_are_refused_before_anything_is_written(harness, override, needle):
+    space = harness.space("ok", {"train.micro_batches": [1, 2]})
+    code, _, err = harness.run(space, override)
+    assert_one_line_error(code, err, needle)
+    assert not harness.runs.exists()
+
+
+@pytest.mark.parametrize("command", ["report", "confirm", "export"])
+def test_every_command_validates_its_settings(harness, command):
+    from autotune.cli import main
+
+    space = harness.space("ok", {"train.micro_batches": [1, 2]})
+    code = main([command, *harness.overrides(space, "confirm.repeats=0")])
+    assert_one_line_error(code, harness.capsys.readouterr().err, "confirm.repeats=0 must be >= 1")
+    assert not harness.runs.exists()
+
+
+def test_free_form_options_take_a_whole_dict(harness):
+    from autotune.cli import main
+
+    space = harness.space("ok", {"train.micro_batches": [1, 2]})
+    # Rule: the README's form and the '+' form both set a user workload's options.
+    for override in ("workload.options={width: 1024, act: gelu}",
+                     "+workload.options.width=1024"):
+        code = main(["sweep", "--print-config", *harness.overrides(space, override)])
+        out = harness.capsys.readouterr().out
+        assert code == 0 and "width: 1024" in out, out
+
+
+def test_a_storage_path_under_a_file_is_one_line(harness, tmp_path):
+    space = harness.space("ok", {"train.micro_batches": [1, 2]})
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("")
+    code, _, err = harness.run(space, f"sweep.storage=sqlite:///{blocker}/sub/study.db")
+    assert_one_line_error(code, err, "is a file, not a directory", "sweep.storage")
+    assert blocker.read_text() == "" and not harness.runs.exists()
+
+
+def test_an_unimportable_workload_entry_launches_nothing(harness):
+    space = harness.space("ok", {"train.micro_batches": [1, 2]})
+    overrides = [o for o in harness.overrides(space, fake=False)]
+    from autotune.cli import main
+
+    code = main(["sweep", *overrides, "workload.entry=no_such_pkg.models:make"])
+    err = harness.capsys.readouterr().err
+    # Rule: checked in a child process (the orchestrator never imports MindSpore) before
+    # the first launch; the import error is quoted.
+    assert_one_line_error(code, err, "workload.entry='no_such_pkg.models:make' cannot be "
+                          "imported", "No module named 'no_such_pkg'")
+    assert not harness.runs.exists()
+    code = main(["sweep", *overrides, "workload.entry=tests.user_workload:no_such_factory"])
+    assert_one_line_error(code, harness.capsys.readouterr().err, "no_such_factory")

@@ -9,10 +9,12 @@ exactly the budget.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from autotune.settings import SweepSettings
 from autotune.study.records import LAUNCHED, counts_as_launch, evaluated, outcome_of
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
@@ -42,6 +44,19 @@ def failed_launches(study: optuna.Study) -> int:
     """Launches that taught nothing (crash, hang, timeout)."""
     return sum(1 for t in study.get_trials(deepcopy=False, states=(TrialState.FAIL,))
                if counts_as_launch(t) and (o := outcome_of(t)) is not None and o.is_failure)
+
+
+def failure_rate_verdict(study: optuna.Study, launched: int, settings: SweepSettings,
+                         study_dir: Path) -> str | None:
+    """Why the sweep must stop: more than ``sweep.max_failure_rate`` of launches failed."""
+    if launched < settings.min_trials_for_failure_rate:
+        return None
+    failed = failed_launches(study)
+    if failed / launched <= settings.max_failure_rate:
+        return None
+    return (f"stopped: {failed} of {launched} launched trials failed (crash/hang/timeout), "
+            f"above sweep.max_failure_rate={settings.max_failure_rate:g}; see the log tails "
+            f"in {study_dir}/trial-*/stderr.log")
 
 
 def evaluated_result(study: optuna.Study, params: dict) -> FrozenTrial | None:
