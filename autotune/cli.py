@@ -1,6 +1,7 @@
 """Command line: ``python -m autotune COMMAND [--print-config] [hydra overrides]``.
 
     python -m autotune sweep                          # the default study (CPU, built-in GPT)
+    python -m autotune plan workload=llama2_70b hardware=ascend_910b plan.nodes=4
     python -m autotune sweep workload=gpt_tiny search=tiny sweep.n_trials=4
     python -m autotune sweep sweep.study=mine sweep.storage=postgresql+psycopg2://me@db:5432/s
     python -m autotune sweep --print-config           # the composed config, nothing run
@@ -26,7 +27,7 @@ from rich.console import Console
 from autotune.signals import Stopped, stop_on_signals
 from trials.contract.schema import ConfigError
 
-COMMANDS = ("sweep", "report", "confirm", "export")
+COMMANDS = ("sweep", "plan", "report", "confirm", "export")
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -94,6 +95,10 @@ def run_command(command: str, composed, overrides: list[str], console: Console) 
         from autotune.sweep import Sweep
 
         return Sweep(composed, overrides, console).run().exit_code
+    if command == "plan":
+        from autotune.plan.command import run_plan
+
+        return run_plan(composed, console)
     if command == "report":
         from autotune.report import run_report
 

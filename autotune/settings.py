@@ -41,6 +41,21 @@ class StopRules:
 
 
 @dataclass
+class PredictSettings:
+    """The cost model inside the sweep (autotune/plan/)."""
+
+    #: Rule out, before launch, points predicted to exceed the memory budget.
+    rule_out_oom: bool = True
+    #: ...only when the prediction exceeds the budget by more than this fraction.
+    oom_margin: float = field(default=0.1, metadata=rule(ge=0, le=10))
+    #: Launch the k configurations with the best predicted tokens/s first (after the
+    #: baseline); 0 = let the sampler choose.
+    enqueue_best: int = field(default=0, metadata=rule(ge=0))
+    #: Refit the model's constants from the study's measured trials as they finish.
+    refit: bool = True
+
+
+@dataclass
 class SweepSettings:
     """How the search runs and where the study lives."""
 
@@ -70,6 +85,10 @@ class SweepSettings:
     #: Program that runs one trial (argv list); empty = the MindSpore trial program.
     trial_command: list = field(default_factory=list)
     stop: StopRules = field(default_factory=StopRules)
+    predict: PredictSettings = field(default_factory=PredictSettings)
+    #: Run simulated trials (the cost model's prediction plus measured noise) instead of
+    #: MindSpore: for spaces this machine cannot run. Marked simulated everywhere.
+    simulate: bool = False
     #: Show the progress bar (off when output is not a terminal).
     progress: bool = True
 
@@ -84,6 +103,10 @@ class SearchConfig:
 
     name: str = "default"
     knobs: dict = field(default_factory=dict)
+    #: Baseline values of knobs whose composed value is not a point of this space
+    #: (e.g. ``parallel.split: "8x1x1"`` for an 8-device space); the rest come from the
+    #: composed configuration.
+    baseline: dict = field(default_factory=dict)
     #: Devices a job must use (dp x mp x pp); null = at most the hardware profile's devices.
     devices: int | None = field(default=None, metadata=rule(ge=1))
 
@@ -126,19 +149,42 @@ class ExportSettings:
 
 
 @dataclass
+class PlanSettings:
+    """``python -m autotune plan``: every configuration of the workload on a cluster, ranked."""
+
+    #: Nodes of the hardware profile (each with ``hardware.devices`` devices).
+    nodes: int = field(default=1, metadata=rule(ge=1))
+    #: Output directory; empty = <runs_dir>/plan/<workload>-<hardware>-<nodes>n.
+    out: str = ""
+    #: Sequences per optimizer step; null = train.global_batch.
+    global_batch: int | None = field(default=None, metadata=rule(ge=1))
+    #: What to enumerate besides every dp x mp x pp split of the cluster. Micro-batch
+    #: counts: empty = every power of two that divides the per-replica batch.
+    micro_batches: list = field(default_factory=list)
+    recompute: list = field(default_factory=lambda: ["none", "selective", "full"])
+    sequence_parallel: list = field(default_factory=lambda: [False, True])
+    optimizer_shard: list = field(default_factory=lambda: [False, True])
+    #: dtypes (float32, float16, bfloat16); empty = every dtype the profile can run.
+    precisions: list = field(default_factory=list)
+    #: Rows shown on the terminal and in plan.png.
+    show: int = field(default=15, metadata=rule(ge=1))
+
+
+@dataclass
 class SweepConfig(TrialConfig):
     sweep: SweepSettings = field(default_factory=SweepSettings)
     search: SearchConfig = field(default_factory=SearchConfig)
     report: ReportSettings = field(default_factory=ReportSettings)
     confirm: ConfirmSettings = field(default_factory=ConfirmSettings)
     export: ExportSettings = field(default_factory=ExportSettings)
+    plan: PlanSettings = field(default_factory=PlanSettings)
 
 
 ConfigStore.instance().store(name="sweep_schema", node=SweepConfig)
 
 
 #: The sections of SweepConfig that are not the trial's, in the order they are checked.
-SETTINGS_KEYS = ("sweep", "search", "report", "confirm", "export")
+SETTINGS_KEYS = ("sweep", "search", "report", "confirm", "export", "plan")
 
 
 def validate_settings(composed: DictConfig) -> SweepConfig:
@@ -172,4 +218,25 @@ def validate_settings(composed: DictConfig) -> SweepConfig:
     if s.trial_command and not all(isinstance(w, str) and w for w in s.trial_command):
         raise ConfigError("sweep.trial_command must be a list of non-empty strings "
                           "(argv), e.g. sweep.trial_command=[python,my_trial.py]")
+    _check_plan(cfg.plan)
     return cfg
+
+
+def _check_plan(plan: PlanSettings) -> None:
+    from trials.contract.schema import DType
+
+    lists = {"plan.micro_batches": (plan.micro_batches, lambda v: isinstance(v, int) and v >= 1,
+                                    "positive integers"),
+             "plan.recompute": (plan.recompute, lambda v: v in ("none", "selective", "full"),
+                                "none, selective or full"),
+             "plan.sequence_parallel": (plan.sequence_parallel, lambda v: isinstance(v, bool),
+                                        "true or false"),
+             "plan.optimizer_shard": (plan.optimizer_shard, lambda v: isinstance(v, bool),
+                                      "true or false"),
+             "plan.precisions": (plan.precisions, lambda v: v in DType.__members__,
+                                 ", ".join(DType.__members__))}
+    for key, (values, ok, what) in lists.items():
+        bad = [v for v in values if not ok(v)]
+        if bad or (not values and key not in ("plan.precisions", "plan.micro_batches")):
+            raise ConfigError(f"{key}={values}: each value must be {what} (and the list "
+                              "not empty)")

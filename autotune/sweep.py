@@ -9,6 +9,7 @@ selection).
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from dataclasses import dataclass
 
@@ -17,6 +18,8 @@ from omegaconf import DictConfig, OmegaConf
 from optuna.trial import TrialState
 from rich.console import Console
 
+from autotune.plan import learning
+from autotune.plan.costmodel import CostModel
 from autotune.progress import SweepProgress
 from autotune.report import leaderboard
 from autotune.running import launcher, monitor, preflight, pruning
@@ -34,6 +37,7 @@ from trials.contract.schema import (
     TrialConfig,
     memory_budget_gib,
     micro_batch_size,
+    runnable_problem,
     to_trial_config,
 )
 
@@ -71,9 +75,19 @@ class Sweep:
         _, problem = feasibility.structural_problem(self.space, self.space.baseline)
         if problem:
             raise ConfigError(f"the baseline configuration is impossible: {problem}")
-        if not self.settings.trial_command:
+        if self.settings.simulate:
+            self.trial_command = [sys.executable, "-m", "autotune.plan.simulate"]
+        else:
+            self.trial_command = list(self.settings.trial_command)
+        if not self.trial_command:
+            problem = runnable_problem(self.base)
+            if problem:
+                raise ConfigError(problem)
             preflight.check_workload_entry(self.base.workload.entry)
         self.budget_gib = memory_budget_gib(self.base)
+        # The cost model of this profile; None for a user workload (no dimensions).
+        self.model = (None if self.base.workload.entry
+                      else CostModel.for_profile(self.base.hardware))
         self.multi = self.settings.objective is Objective.pareto
         self.dir = S.study_dir(self.settings)
 
@@ -101,6 +115,9 @@ class Sweep:
             self.console.print(f"reaped {len(reaped)} trial(s) left RUNNING by a stopped "
                                f"orchestrator: {reaped}; their configurations are re-queued")
         proposals.seed_baseline(study, self.space)
+        if self.model is not None and self.settings.predict.enqueue_best:
+            proposals.queue_best_predicted(study, self.space, self.model, self.budget_gib,
+                                           self.settings.predict.enqueue_best)
         study.sampler = proposals.sampler(study, self.settings)
         done = budget.count_launches(study)
         total = self.settings.n_trials
@@ -147,7 +164,8 @@ class Sweep:
             proposals.queue_next_neighbour(study, self.space)
         trial = study.ask(self.space.distributions())
         params = dict(trial.params)
-        label = leaderboard.params_label(params)
+        label = leaderboard.params_label(params) + (" (simulated)" if self.settings.simulate
+                                                     else "")
         trial.set_user_attr(R.WORKER, reaping.worker_identity())
         trial.set_user_attr(R.HEARTBEAT, time.time())
         if not budget.claim_launch(study, trial, self.settings.n_trials):
@@ -158,6 +176,13 @@ class Sweep:
         if problem:
             return self._reject(study, trial, label, problem, progress)
         trial.set_user_attr(R.MICRO_BATCH_SIZE, micro_batch_size(cfg))
+        over = self._predicted_over_budget(trial, cfg)
+        if over is not None:
+            scoring.tell_rejected(study, trial, over, budget_gib=self.budget_gib,
+                                  outcome=Outcome.PREDICTED_OOM)
+            progress.trial_done(trial.number, label, Outcome.PREDICTED_OOM, None,
+                                launched=False)
+            return Settled(launched=False)
         original = budget.evaluated_result(study, params)
         if original is not None:
             scoring.tell_reused(study, trial, original, multi_objective=self.multi)
@@ -178,6 +203,7 @@ class Sweep:
             raise
         state = scoring.tell(study, trial, result, budget_gib=self.budget_gib,
                              multi_objective=self.multi)
+        self._learn(study, trial.number)
         tps = result.summary.performance.get("tokens_per_s") if result.summary else None
         progress.trial_done(trial.number, label, result.reason,
                             tps if state is TrialState.COMPLETE else None, launched=True)
@@ -207,7 +233,7 @@ class Sweep:
         config_path.write_text(OmegaConf.to_yaml(OmegaConf.structured(cfg)))
         marker = f"{self.settings.study}/{trial.number}/{time.time_ns()}"
         argv = trial_argv(config_path, world_size=cfg.parallel.devices,
-                          trial_command=self.settings.trial_command,
+                          trial_command=self.trial_command,
                           log_dir=trial_dir / "msrun_log")
         trial.set_user_attr(R.TRIAL_DIR, str(trial_dir))
         proc = launcher.start(argv, trial_dir, marker)
@@ -233,6 +259,32 @@ class Sweep:
 
         return monitor.watch(proc, trial_dir / cfg.run.metrics_path, trial_dir,
                              self.settings.stop, on_step=on_step, on_tick=on_tick)
+
+    # -- the cost model -------------------------------------------------------------------
+    def _predicted_over_budget(self, trial: optuna.Trial, cfg: TrialConfig) -> str | None:
+        """Record the prediction; why the point is ruled out as predicted_oom, or None."""
+        if self.model is None:
+            return None
+        prediction = self.model.predict_config(cfg)
+        trial.set_user_attr(learning.PREDICTION, prediction.record())
+        margin = self.settings.predict.oom_margin
+        if not self.settings.predict.rule_out_oom or \
+                prediction.peak_gib <= self.budget_gib * (1 + margin):
+            return None
+        return (f"predicted peak {prediction.peak_gib:.2f} GiB > budget {self.budget_gib:g} GiB "
+                f"x (1 + margin {margin:g}): {prediction.memory.explain(self.budget_gib)}")
+
+    def _learn(self, study: optuna.Study, number: int) -> None:
+        """Refit the constants when a measured OOM or a prediction off by more than the
+        margin says the model is wrong (and at the first trials, to leave the priors)."""
+        # Only the real trial program's measurements calibrate (not simulated or scripted).
+        if self.model is None or not self.settings.predict.refit or self.trial_command:
+            return
+        records = R.load_records(study)
+        record = next(r for r in records if r.number == number)
+        if learning.needs_refit(record, self.settings.predict.oom_margin) or \
+                self.model.constants.source.startswith("priors"):
+            self.model.refit(learning.measurements(records, self.model))
 
     # -- lost trials ----------------------------------------------------------------------
     def _reap(self, study: optuna.Study) -> list[int]:

@@ -253,7 +253,7 @@ def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
 
 
 def machine_info() -> dict[str, Any]:
-    from trials.calibrate import cpu_model
+    from trials.contract.machine import cpu_model
 
     cpu = cpu_model()
     info: dict[str, Any] = {"cpu": cpu, "cpus": os.cpu_count(),

@@ -14,7 +14,7 @@ from trials.contract.outcomes import Outcome
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 REPORT_FILES = ("experiments.csv", "experiments.md", "ablation.md", "failures.md",
                 "diagnosis.md", "history.png", "memory_vs_throughput.png", "importance.png",
-                "knob_effects.png", "index.md")
+                "knob_effects.png", "prediction.md", "prediction.png", "index.md")
 CONFIG = {"precision": "fp32", "train.lr": 0.001, "train.clip_norm": 1.0,
           "data.num_workers": 1, "data.prefetch": 16, "sweep.stop.compile_timeout_s": 180.0,
           "sweep.stop.step_timeout_s": 60.0, "sweep.stop.wall_timeout_s": 900.0}

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
+from trials.contract.machine import default_cache_dir
 from trials.contract.schema import TrialConfig
 
-
-def default_cache_dir() -> Path:
-    return Path(os.environ.get("AUTOTUNE_CACHE", Path.home() / ".cache" / "autotune"))
+__all__ = ["cache_dir", "default_cache_dir"]
 
 
 def cache_dir(cfg: TrialConfig) -> Path:

@@ -11,30 +11,12 @@ profiles state their peak per dtype instead (``hardware.peak_tflops``).
 from __future__ import annotations
 
 import json
-import os
-import platform
 import time
 from pathlib import Path
 
 from trials.cache import cache_dir, default_cache_dir
+from trials.contract.machine import PEAK_CACHE_NAME, machine_key, read_peak_cache
 from trials.contract.schema import Backend, TrialConfig
-
-CACHE_NAME = "peak_flops.json"
-
-
-def cpu_model() -> str:
-    """The CPU's model name (from /proc/cpuinfo where there is one)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def machine_key() -> str:
-    return f"{cpu_model()}|cores={os.cpu_count()}"
 
 
 def measure_gemm_flops(dtype_name: str, n: int = 1024, repeats: int = 5) -> float:
@@ -62,12 +44,9 @@ def measure_gemm_flops(dtype_name: str, n: int = 1024, repeats: int = 5) -> floa
 
 def peak_flops(dtype_name: str, cache_dir: Path) -> float:
     """Cached peak FLOP/s for dtype on this machine; measures on first use."""
-    path = cache_dir / CACHE_NAME
+    path = cache_dir / PEAK_CACHE_NAME
     key = f"{machine_key()}|{dtype_name}"
-    try:
-        cache = json.loads(path.read_text())
-    except (OSError, ValueError):
-        cache = {}
+    cache = read_peak_cache(cache_dir)
     if key not in cache:
         cache[key] = measure_gemm_flops(dtype_name)
         cache_dir.mkdir(parents=True, exist_ok=True)

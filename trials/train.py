@@ -37,6 +37,7 @@ from trials.contract.schema import (
     RunMode,
     TrialConfig,
     memory_budget_gib,
+    runnable_problem,
     to_trial_config,
     validate,
 )
@@ -65,6 +66,9 @@ def load_config(args: argparse.Namespace) -> TrialConfig:
     except Exception as exc:  # OmegaConf validation errors of a loaded file
         raise ConfigError(one_line(exc)) from exc
     validate(cfg)
+    problem = runnable_problem(cfg)
+    if problem:
+        raise ConfigError(problem)
     return cfg
 
 

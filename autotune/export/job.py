@@ -27,13 +27,20 @@ from rich.console import Console
 from autotune.export.changes import describe_changes
 from autotune.export.choose import choose_trial
 from autotune.export.mindformers import mindformers_config
+from autotune.plan.costmodel import CostModel
 from autotune.settings import ExportSettings, SweepSettings
 from autotune.study import selection
 from autotune.study import storage as S
 from autotune.study.records import TrialRecord, load_records
 from trials.contract.compose import load_resolved
 from trials.contract.launch import shell_script, trial_argv
-from trials.contract.schema import ConfigError, RunMode, TrialConfig, to_trial_config
+from trials.contract.schema import (
+    ConfigError,
+    RunMode,
+    TrialConfig,
+    memory_budget_gib,
+    to_trial_config,
+)
 
 
 def run_export(composed: DictConfig, console: Console) -> int:
@@ -48,19 +55,48 @@ def run_export(composed: DictConfig, console: Console) -> int:
     chosen, why = choose_trial(study, records, options)
     job = production_config(chosen, options)
     baseline = selection.baseline(records)
+    headroom = predicted_headroom(job)
     files = {
         "job.yaml": OmegaConf.to_yaml(OmegaConf.structured(job)),
         "launch.sh": launch_script(job),
         "mindformers.yaml": OmegaConf.to_yaml(OmegaConf.create(mindformers_config(job))),
-        "provenance.json": json.dumps(provenance(study, settings, chosen, why), indent=2,
+        "provenance.json": json.dumps({**provenance(study, settings, chosen, why),
+                                       "predicted_memory": headroom}, indent=2,
                                       default=str) + "\n",
-        "CHANGES.md": describe_changes(chosen, baseline, job, records),
+        "CHANGES.md": describe_changes(chosen, baseline, job, records)
+        + headroom_note(headroom, chosen.simulated),
         "README.md": EXPORT_README.format(trial=chosen.number, study=settings.study),
     }
     write_atomically(out, files, overwrite=options.overwrite)
     console.print(f"exported trial {chosen.number} ({why}) to {out}\n"
                   f"run it: bash {out / 'launch.sh'}", highlight=False, soft_wrap=True)
     return 0
+
+
+def predicted_headroom(job: TrialConfig) -> dict | None:
+    """The cost model's peak memory of the production job and its headroom (None for a
+    user workload, whose dimensions the model does not know)."""
+    model = CostModel.for_profile(job.hardware)
+    prediction = model.predict_config(job)
+    if prediction is None:
+        return None
+    budget = memory_budget_gib(job)
+    return {"peak_gib": prediction.peak_gib, "budget_gib": budget,
+            "headroom_gib": budget - prediction.peak_gib,
+            "uncertainty": prediction.constants.memory_uncertainty,
+            "constants": prediction.constants.source, "breakdown_gib": prediction.memory.gib()}
+
+
+def headroom_note(headroom: dict | None, simulated: bool) -> str:
+    lines = []
+    if headroom is not None:
+        lines.append(f"- Predicted peak memory per device {headroom['peak_gib']:.2f} GiB of "
+                     f"{headroom['budget_gib']:g} GiB: headroom {headroom['headroom_gib']:.2f} "
+                     f"GiB (+-{100 * headroom['uncertainty']:.0f} %, {headroom['constants']}).")
+    if simulated:
+        lines.append("- SIMULATED: this trial's numbers are the cost model's prediction with "
+                     "noise, not a measurement. Run it for real before trusting them.")
+    return "\n".join(lines) + ("\n" if lines else "")
 
 
 def production_config(record: TrialRecord, options: ExportSettings) -> TrialConfig:

@@ -5,8 +5,9 @@
     python -m autotune report report.out=/tmp/report           # somewhere else
 
 Writes into ``report.out`` (default ``<runs_dir>/<study>/report``): experiments.csv,
-experiments.md, ablation.md, failures.md, diagnosis.md, history.png,
-memory_vs_throughput.png, importance.png, knob_effects.png, index.md and index.html.
+experiments.md, ablation.md, failures.md, diagnosis.md, prediction.md, history.png,
+memory_vs_throughput.png, importance.png, knob_effects.png, prediction.png, index.md and
+index.html.
 It only reads the study; it never changes it.
 """
 
@@ -18,7 +19,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 
-from autotune.report import diagnosis, index, plots, tables
+from autotune.report import diagnosis, index, plots, prediction, tables
 from autotune.report.diagnosis import Finding, diagnose
 from autotune.settings import SweepSettings
 from autotune.study.records import TrialRecord, load_records
@@ -72,6 +73,7 @@ def write_report(records: list[TrialRecord], out: Path, *, summary: index.Summar
     plots.memory_vs_throughput(records, out / "memory_vs_throughput.png", budget_gib=budget_gib)
     plots.importance(records, out / "importance.png")
     plots.knob_effects(records, out / "knob_effects.png")
+    prediction.write(records, out)
     (out / "index.md").write_text(index.render_markdown(summary, records, findings))
     (out / "index.html").write_text(index.render_html(summary, records, findings, out))
     return findings

@@ -27,12 +27,14 @@ TABLES = (
     ("ablation.md", "Ablation", "one knob at a time from the baseline"),
     ("failures.md", "Failures", "counts and examples per reason"),
     ("diagnosis.md", "Diagnosis", "what to try next, with the numbers behind it"),
+    ("prediction.md", "Cost model", "predicted against measured memory and tokens/s"),
 )
 FIGURES = (
     ("history.png", "Optimisation history"),
     ("memory_vs_throughput.png", "Throughput against peak memory"),
     ("importance.png", "Knob importance"),
     ("knob_effects.png", "Effect of each knob value"),
+    ("prediction.png", "Cost model: predicted against measured"),
 )
 
 
@@ -61,8 +63,10 @@ class Summary:
             b = self.best
             mfu = "" if b.mfu is None else f", {100 * b.mfu:.2f} % MFU"
             peak = "" if b.peak_memory_gib is None else f", peak {b.peak_memory_gib:.2f} GiB"
+            sim = " [SIMULATED: the cost model's prediction, not a measurement]" \
+                if b.simulated else ""
             out.append(f"best: trial #{b.number}, {b.tokens_per_s:,.0f} tokens/s{mfu}{peak} "
-                       f"({params_label(b.params) or 'no knobs'})")
+                       f"({params_label(b.params) or 'no knobs'}){sim}")
         if self.confirmed:
             top = max(self.confirmed, key=lambda r: r.attrs["confirm"]["median"])
             c = top.attrs["confirm"]

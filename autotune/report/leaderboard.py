@@ -29,11 +29,13 @@ def frame(records: list[TrialRecord], *, knobs: list[str] | None = None) -> pd.D
     for r in records:
         row = {"trial": r.number}
         row.update({short(k): r.params.get(k) for k in knobs})
+        reason = r.reason_text + (" (simulated)" if r.simulated else "")
+        if r.reused_from is not None:
+            reason += f" (=#{r.reused_from})"
         row.update({
             "tokens/s": r.tokens_per_s, "MFU %": None if r.mfu is None else 100 * r.mfu,
             "peak GiB": r.peak_memory_gib, "step s": r.step_time_s, "compile s": r.compile_s,
-            "state": r.state, "reason": r.reason_text + (f" (=#{r.reused_from})"
-                                                    if r.reused_from is not None else ""),
+            "state": r.state, "reason": reason,
         })
         rows.append(row)
     df = pd.DataFrame(rows)

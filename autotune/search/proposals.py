@@ -12,6 +12,7 @@ from autotune.study.records import ROLE
 from autotune.study.selection import BASELINE_ROLE
 
 NEIGHBOUR_ROLE = "neighbour"
+PREDICTED_ROLE = "predicted"
 
 
 def seed_baseline(study: optuna.Study, space: SearchSpace) -> None:
@@ -40,3 +41,27 @@ def sampler(study: optuna.Study, settings: SweepSettings) -> optuna.samplers.Bas
     """TPE, seeded so that a resume does not re-propose the same first points."""
     seed = settings.seed + len(study.get_trials(deepcopy=False))
     return optuna.samplers.TPESampler(seed=seed, n_startup_trials=settings.n_startup_trials)
+
+
+def queue_best_predicted(study: optuna.Study, space: SearchSpace, model, budget_gib: float,
+                         k: int) -> list[dict]:
+    """Queue the k points with the best predicted tokens/s that fit the budget (once, in a
+    new study, after the baseline). Points whose config cannot be built are skipped."""
+    from autotune.search.feasibility import structural_problem
+
+    if len(study.get_trials(deepcopy=False)) > 1:
+        return []
+    scored = []
+    for point in space.points():
+        cfg, problem = structural_problem(space, point)
+        if problem or point == space.baseline:
+            continue
+        prediction = model.predict_config(cfg)
+        if prediction is None or prediction.tokens_per_s is None or \
+                prediction.peak_gib > budget_gib:
+            continue
+        scored.append((prediction.tokens_per_s, point))
+    best = [point for _, point in sorted(scored, key=lambda sp: -sp[0])[:k]]
+    for point in best:
+        study.enqueue_trial(point, user_attrs={ROLE: PREDICTED_ROLE})
+    return best

@@ -80,11 +80,17 @@ class SearchSpace:
                 raise ConfigError(f"search knob {path!r} needs a non-empty list of values")
             is_group = (CONF_DIR / path).is_dir()
             current = _current_value(path, base, choices, is_group)
+            if path in search.baseline:
+                current = search.baseline[path]
             values = list(dict.fromkeys(values))  # drop repeats, keep order
             if current not in values:  # the baseline must be a point of the space
                 values.insert(0, current)
             knobs.append(Knob(path, tuple(values), is_group))
             baseline[path] = current
+        unknown = sorted(set(search.baseline) - set(raw))
+        if unknown:
+            raise ConfigError(f"search.baseline names {unknown}, which are not knobs of search "
+                              f"space {search.name!r}")
         space = cls(knobs, baseline, search.devices, base_overrides)
         space._check_values()
         return space
@@ -135,6 +141,14 @@ class SearchSpace:
     @property
     def size(self) -> int:
         return math.prod(len(k.choices) for k in self.knobs)
+
+    def points(self) -> list[dict[str, Any]]:
+        """Every point of the space (the product of the knobs' values)."""
+        import itertools
+
+        paths = [k.path for k in self.knobs]
+        return [dict(zip(paths, values))
+                for values in itertools.product(*(k.choices for k in self.knobs))]
 
     def neighbours(self) -> list[dict[str, Any]]:
         """One-knob-at-a-time changes of the baseline, in knob order."""

@@ -28,6 +28,7 @@ LOG_TAIL = "log_tail"
 HEARTBEAT = "heartbeat"
 WORKER = "worker"  # {"host": ..., "pid": ...} of the orchestrator that runs it
 PROCESS = "process"  # {"host": ..., "pgid": ..., "marker": ...} of the trial's process group
+PREDICTION = "prediction"  # the cost model's prediction before launch (autotune/plan)
 CONFIRM = "confirm"  # confirmation runs: {"tokens_per_s": [...], "median": ..., ...}
 
 
@@ -77,6 +78,11 @@ class TrialRecord:
     @property
     def ok(self) -> bool:
         return self.state == TrialState.COMPLETE.name
+
+    @property
+    def simulated(self) -> bool:
+        """Produced by the simulated trial program: a prediction, never a measurement."""
+        return bool((self.scorecard.get("performance") or {}).get("simulated"))
 
     @property
     def reason_text(self) -> str:

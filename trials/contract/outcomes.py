@@ -51,6 +51,7 @@ class Outcome(str, enum.Enum):
     HANG = "hang"
     TIMEOUT = "timeout"
     INFEASIBLE = "infeasible"
+    PREDICTED_OOM = "predicted_oom"
     ORPHANED = "orphaned"
     INTERRUPTED = "interrupted"
     BUDGET = "budget"
@@ -132,6 +133,9 @@ MEANINGS: dict[Outcome, Meaning] = {
     Outcome.INFEASIBLE: Meaning("PRUNED", _C.INFEASIBLE,
                                 "breaks a structural rule or is dominated by an OOM; "
                                 "never launched", "tab:olive", launched=False),
+    Outcome.PREDICTED_OOM: Meaning("PRUNED", _C.MEMORY,
+                                   "the cost model predicts it over the memory budget; never "
+                                   "launched", "tab:pink", launched=False),
     Outcome.ORPHANED: Meaning("FAIL", _C.NONE,
                               "its orchestrator died; the configuration was re-queued",
                               "tab:gray", evaluated=False),

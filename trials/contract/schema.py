@@ -65,21 +65,45 @@ class Backend(str, enum.Enum):
     Ascend = "Ascend"
 
 
+class Arch(str, enum.Enum):
+    """The transformer family: what the cost model counts (and what the trial can build)."""
+
+    gpt = "gpt"  # learned positions, LayerNorm, biases, GELU MLP, tied embeddings (trials/model.py)
+    llama = "llama"  # RoPE, RMSNorm, no biases, SwiGLU MLP, untied head, grouped KV heads
+
+
 @dataclass
 class WorkloadConfig:
-    """The model being trained. ``entry`` selects a user workload instead of the GPT."""
+    """The model being trained. ``entry`` selects a user workload instead of the GPT.
+
+    The dimensions also feed the cost model (``python -m autotune plan``), which is how
+    presets of models this machine cannot train (``workload=llama2_70b``) are used.
+    """
 
     name: str = MISSING
     #: ``"package.module:factory"`` of a user workload (see README); empty = built-in GPT.
     entry: str = ""
+    arch: Arch = Arch.gpt
     n_layers: int = field(default=2, metadata=rule(ge=1))
     d_model: int = field(default=64, metadata=rule(ge=1))
     n_heads: int = field(default=2, metadata=rule(ge=1))
+    #: Key/value heads (grouped-query attention); 0 = n_heads.
+    kv_heads: int = field(default=0, metadata=rule(ge=0))
+    #: Feed-forward width; 0 = 4 x d_model.
+    ffn_dim: int = field(default=0, metadata=rule(ge=0))
     seq_len: int = field(default=32, metadata=rule(ge=2))
     #: Byte-level tokens: 256 symbols (the text and MindRecord sources need all of them).
     vocab_size: int = field(default=256, metadata=rule(ge=2))
     #: Free-form options handed to a user workload's factory.
     options: dict = field(default_factory=dict)
+
+    @property
+    def n_kv_heads(self) -> int:
+        return self.kv_heads or self.n_heads
+
+    @property
+    def ffn(self) -> int:
+        return self.ffn_dim or 4 * self.d_model
 
 
 @dataclass
@@ -208,6 +232,43 @@ class GuardConfig:
 
 
 @dataclass
+class LinkConfig:
+    """One level of interconnect, per device and direction (vendor figures, see the profile)."""
+
+    #: GB/s (1e9 bytes per second); null = unknown (the cost model then refuses to plan).
+    bandwidth_gbs: float | None = field(default=None, metadata=rule(gt=0))
+    latency_us: float = field(default=10.0, metadata=rule(ge=0))
+
+
+@dataclass
+class CostPriors:
+    """The cost model's free constants before calibration on this profile and machine.
+
+    ``python -m autotune sweep`` refits them from measured trials (least squares) and
+    stores the fit per profile and machine; until then these priors stand.
+    """
+
+    #: Achieved / peak FLOP/s of the model's matmul work.
+    compute_efficiency: float = field(default=0.5, metadata=rule(gt=0, le=1))
+    #: Achieved / nominal link bandwidth of collectives.
+    collective_efficiency: float = field(default=0.7, metadata=rule(gt=0, le=1))
+    #: Fixed time per optimizer step (launch, Python, host sync).
+    step_overhead_s: float = field(default=0.0, metadata=rule(ge=0))
+    #: Memory held before any model state: runtime, workspace, communication library.
+    runtime_overhead_gib: float = field(default=1.0, metadata=rule(ge=0))
+    #: Allocated / requested memory (fragmentation, pools).
+    allocator_factor: float = field(default=1.1, metadata=rule(ge=1))
+    #: Measured / formula activation memory (Korthikanti et al. 2022 counts).
+    activation_factor: float = field(default=1.0, metadata=rule(gt=0))
+    #: Relative error assumed before any calibration (reported as the model's uncertainty).
+    uncertainty: float = field(default=0.3, metadata=rule(gt=0))
+    #: Measurement noise that simulated trials reproduce: the coefficient of variation of
+    #: tokens/s between runs of one configuration, and of step time within a run.
+    run_to_run_cv: float = field(default=0.05, metadata=rule(ge=0, lt=1))
+    step_to_step_cv: float = field(default=0.02, metadata=rule(ge=0, lt=1))
+
+
+@dataclass
 class HardwareConfig:
     """A hardware profile: what the backend offers and its peak FLOP/s."""
 
@@ -221,6 +282,10 @@ class HardwareConfig:
     #: What this backend can run: bf16, model_parallel, pipeline_parallel (the one source
     #: of backend capability: trials/contract/capabilities.py reads it).
     supports: dict = field(default_factory=dict)
+    #: Links between devices of one node, and between nodes (``devices`` = per node).
+    intra_node: LinkConfig = field(default_factory=LinkConfig)
+    inter_node: LinkConfig = field(default_factory=LinkConfig)
+    cost: CostPriors = field(default_factory=CostPriors)
 
 
 @dataclass
@@ -266,20 +331,42 @@ def validate(cfg: TrialConfig) -> None:
         raise ConfigError(f"train.micro_batches={t.micro_batches} must be >= parallel.pp={p.pp} "
                           "for pipeline parallel")
     if not w.entry:
-        if w.d_model % w.n_heads:
-            raise ConfigError(f"workload.d_model={w.d_model} is not divisible by "
-                              f"workload.n_heads={w.n_heads}")
-        if w.n_heads % p.mp:
-            raise ConfigError(f"workload.n_heads={w.n_heads} is not divisible by "
-                              f"parallel.mp={p.mp}")
-        if w.n_layers % p.pp:
-            raise ConfigError(f"workload.n_layers={w.n_layers} is not divisible by "
-                              f"parallel.pp={p.pp}")
+        dims_problem = dimension_problem(w, mp=p.mp, pp=p.pp)
+        if dims_problem:
+            raise ConfigError(dims_problem)
     if not w.entry and cfg.data.source is not DataSource.synthetic and w.vocab_size < 256:
         raise ConfigError(f"workload.vocab_size={w.vocab_size}: the {cfg.data.source.value} "
                           "source yields byte tokens 0..255; use >= 256 or data=synthetic")
     if w.entry and ":" not in w.entry:
         raise ConfigError(f"workload.entry={w.entry!r} must look like 'package.module:factory'")
+
+
+def dimension_problem(w: WorkloadConfig, *, mp: int = 1, pp: int = 1) -> str | None:
+    """Why these model dimensions cannot be split this way, or None."""
+    if w.d_model % w.n_heads:
+        return f"workload.d_model={w.d_model} is not divisible by workload.n_heads={w.n_heads}"
+    if w.n_heads % w.n_kv_heads:
+        return (f"workload.n_heads={w.n_heads} is not divisible by "
+                f"workload.kv_heads={w.kv_heads}")
+    if w.n_heads % mp or w.n_kv_heads % mp:
+        return (f"workload.n_heads={w.n_heads} (kv heads {w.n_kv_heads}) is not divisible by "
+                f"parallel.mp={mp}")
+    if w.n_layers % pp:
+        return f"workload.n_layers={w.n_layers} is not divisible by parallel.pp={pp}"
+    return None
+
+
+def runnable_problem(cfg: TrialConfig) -> str | None:
+    """Why the built-in trial program cannot train this workload (a dimensions-only preset)."""
+    w = cfg.workload
+    if w.entry:
+        return None
+    if w.arch is not Arch.gpt or w.ffn != 4 * w.d_model or w.n_kv_heads != w.n_heads:
+        return (f"workload {w.name} (arch={w.arch.value}) has dimensions only: the built-in "
+                "trial program trains arch=gpt with ffn_dim=4 x d_model and no grouped KV "
+                "heads; plan it with `python -m autotune plan`, or sweep it with "
+                "sweep.simulate=true")
+    return None
 
 
 #: Capability flags a hardware profile may declare (trials/contract/capabilities.py).

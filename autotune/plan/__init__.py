@@ -1,0 +1,12 @@
+"""Plan before launch: a calibrated model of memory and step time (pure Python).
+
+- :mod:`.model_dims`: model dimensions, parameter counts, FLOPs per token;
+- :mod:`.layout`: one job (split, batch, dtype, recompute, sharding) and its cluster;
+- :mod:`.memory`: peak memory per device, one function per term;
+- :mod:`.steptime`: step time per optimizer step, one function per term;
+- :mod:`.predict`: both, with tokens/s, MFU and the model's uncertainty;
+- :mod:`.calibration`: least-squares fit of the free constants, stored per profile+machine;
+- :mod:`.costmodel`: the model of one profile: predict a trial config, refit from trials;
+- :mod:`.planner` and :mod:`.command`: ``python -m autotune plan``;
+- :mod:`.simulate`: a simulated trial program (prediction + measured noise).
+"""

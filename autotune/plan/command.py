@@ -1,0 +1,172 @@
+"""``python -m autotune plan``: rank every configuration of a workload on a cluster before
+launching anything; works for configurations this machine can never run.
+
+    python -m autotune plan workload=llama2_70b hardware=ascend_910b plan.nodes=4
+    python -m autotune plan workload=gpt3_175b hardware=gpu_a100 plan.nodes=128 \\
+        plan.global_batch=1536
+
+Writes plan.csv (every point, with the reason a ruled-out one does not fit), plan.md
+and plan.png (the ranked table) into ``plan.out``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pandas as pd
+from omegaconf import DictConfig, OmegaConf
+from rich.console import Console
+
+from autotune.plan.costmodel import CostModel
+from autotune.plan.planner import PlanPoint, plan
+from autotune.report.tables import markdown_table
+from autotune.settings import PlanSettings, SweepSettings
+from trials.contract.schema import ConfigError, TrialConfig, memory_budget_gib, to_trial_config
+
+os.environ.setdefault("MPLCONFIGDIR", "/tmp/autotune-mpl")
+
+
+def row(rank: int | None, point: PlanPoint) -> dict:
+    j, p = point.job, point.prediction
+    out = {"rank": rank, "split": j.split, "dp": j.dp, "mp": j.mp, "pp": j.pp,
+           "micro_batches": j.micro_batches, "micro_batch_size": j.micro_batch_size,
+           "recompute": j.recompute.value, "seq_parallel": j.sequence_parallel,
+           "opt_shard": j.optimizer_shard, "dtype": j.dtype.value}
+    if p is not None:
+        out.update({"tokens_per_s": p.tokens_per_s, "mfu": p.mfu, "step_s": p.step_s,
+                    "peak_gib": p.peak_gib})
+        out.update({f"mem_{k}_gib": v for k, v in p.memory.gib().items() if k != "peak"})
+        if p.time is not None:
+            out.update({f"time_{k}_s": v for k, v in p.time.seconds().items() if k != "step"})
+    out["fits"] = point.fits
+    out["reason"] = point.reason or ""
+    return out
+
+
+def frame(points: list[PlanPoint]) -> pd.DataFrame:
+    rank = 0
+    rows = []
+    for point in points:
+        if point.fits:
+            rank += 1
+        rows.append(row(rank if point.fits else None, point))
+    df = pd.DataFrame(rows)
+    if not df.empty:
+        df["rank"] = df["rank"].astype("Int64")
+    return df
+
+
+SHOWN = {"rank": "rank", "split": "dp x mp x pp", "micro_batches": "m",
+         "micro_batch_size": "b", "recompute": "recompute", "seq_parallel": "SP",
+         "opt_shard": "opt shard", "dtype": "dtype", "tokens_per_s": "tokens/s",
+         "mfu": "MFU %", "peak_gib": "peak GiB", "mem_optimizer_states_gib": "states GiB",
+         "mem_activations_gib": "activations GiB"}
+
+
+def shown_table(df: pd.DataFrame, limit: int) -> pd.DataFrame:
+    top = df[df["fits"]].head(limit)
+    cols = [c for c in SHOWN if c in top.columns]
+    shown = top[cols].rename(columns=SHOWN).copy()
+    shown["rank"] = shown["rank"].astype(int)
+    if "MFU %" in shown:
+        shown["MFU %"] = shown["MFU %"] * 100
+    if "states GiB" in shown:  # all model states, not only the optimizer's
+        shown["states GiB"] = (top["mem_parameters_gib"] + top["mem_gradients_gib"]
+                               + top["mem_optimizer_states_gib"]
+                               + top["mem_accumulation_gib"]).values
+    return shown
+
+
+def write_png(shown: pd.DataFrame, path: Path, title: str) -> None:
+    from matplotlib.figure import Figure
+
+    cells = [[_fmt(c, v) for c, v in zip(shown.columns, r)] for r in shown.itertuples(index=False)]
+    fig = Figure(figsize=(min(2 + 1.1 * len(shown.columns), 18), 1.2 + 0.32 * max(1, len(cells))))
+    ax = fig.subplots()
+    ax.axis("off")
+    ax.set_title(title, fontsize=10)
+    if cells:
+        table = ax.table(cellText=cells, colLabels=list(shown.columns), loc="center")
+        table.auto_set_font_size(False)
+        table.set_fontsize(8)
+        table.scale(1, 1.25)
+    else:
+        ax.text(0.5, 0.5, "No configuration fits.", ha="center", va="center")
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+
+
+def _fmt(column: str, value) -> str:
+    if value is None or (isinstance(value, float) and value != value):
+        return "-"
+    if isinstance(value, float):
+        return f"{value:,.0f}" if column == "tokens/s" else f"{value:,.2f}"
+    return str(value)
+
+
+def ruled_out_summary(df: pd.DataFrame) -> pd.DataFrame:
+    out = df[~df["fits"]].copy()
+    if out.empty:
+        return out
+    out["why"] = out["reason"].str.replace(r"[\d.,]+", "N", regex=True).str.slice(0, 60)
+    groups = out.groupby("why", sort=False)
+    return pd.DataFrame({"points": groups.size(), "example": groups["split"].first() + " m="
+                         + groups["micro_batches"].first().astype(str) + ": "
+                         + groups["reason"].first()}).sort_values("points", ascending=False)
+
+
+def run_plan(composed: DictConfig, console: Console) -> int:
+    settings: PlanSettings = OmegaConf.to_object(composed.plan)
+    sweep: SweepSettings = OmegaConf.to_object(composed.sweep)
+    cfg: TrialConfig = to_trial_config(composed)
+    if cfg.workload.entry:
+        raise ConfigError("plan needs the model's dimensions: a user workload "
+                          "(workload.entry) has none; use a preset (workload=llama2_7b ...) or "
+                          "set workload.n_layers/d_model/n_heads/seq_len/vocab_size")
+    hw = cfg.hardware
+    name = f"{cfg.workload.name}-{hw.name}-{settings.nodes}n"
+    out = Path(settings.out) if settings.out else Path(sweep.runs_dir) / "plan" / name
+    model = CostModel.for_profile(hw, nodes=settings.nodes)
+    budget = memory_budget_gib(cfg)
+    points = plan(cfg, settings, model, budget)
+    df = frame(points)
+    fitting = int(df["fits"].sum()) if not df.empty else 0
+    shown = shown_table(df, settings.show)
+    title = (f"{cfg.workload.name} on {settings.nodes} x {hw.name} ({model.cluster.devices} "
+             f"devices, {budget:g} GiB each), global batch "
+             f"{settings.global_batch or cfg.train.global_batch}")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        df.to_csv(out / "plan.csv", index=False)
+        (out / "plan.md").write_text(markdown(title, model, shown, df, fitting))
+        write_png(shown, out / "plan.png", title)
+    except OSError as exc:
+        raise ConfigError(f"cannot write the plan to {out} ({exc.strerror or exc}): choose a "
+                          "writable plan.out=PATH") from exc
+    console.print(title, markup=False)
+    console.print(shown.to_string(index=False, na_rep="-", float_format=lambda v: f"{v:,.2f}")
+                  if not shown.empty else "No configuration fits.", markup=False, soft_wrap=True)
+    c = model.constants
+    console.print(f"{fitting} of {len(df)} configurations fit; constants: {c.source} (memory "
+                  f"+-{100 * c.memory_uncertainty:.0f} %, time "
+                  f"+-{100 * c.time_uncertainty:.0f} %)", markup=False)
+    if points and points[0].prediction is not None and points[0].prediction.time is None:
+        console.print("step time unknown: this profile has no peak FLOP/s for the dtype; on "
+                      "the CPU run `python -m trials.calibrate` once", markup=False)
+    console.print(f"plan: {out.resolve() / 'plan.md'}", markup=False, soft_wrap=True)
+    return 0
+
+
+def markdown(title: str, model: CostModel, shown: pd.DataFrame, df: pd.DataFrame,
+             fitting: int) -> str:
+    c = model.constants
+    text = (f"# Plan: {title}\n\n{fitting} of {len(df)} configurations fit. Constants: "
+            f"{c.source}; the model's uncertainty (1 sigma): memory "
+            f"+-{100 * c.memory_uncertainty:.0f} %, step time "
+            f"+-{100 * c.time_uncertainty:.0f} %.\n\n## Best predicted configurations\n\n"
+            + markdown_table(shown) + "\n## Ruled out\n\n")
+    summary = ruled_out_summary(df)
+    text += markdown_table(summary.reset_index(drop=True)) if not summary.empty else "None.\n"
+    text += ("\nEvery point, with its memory and step-time breakdown: `plan.csv`. What the "
+             "model does not cover: see the README (\"Planning before launch\").\n")
+    return text

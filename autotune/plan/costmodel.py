@@ -1,0 +1,79 @@
+"""The cost model for one hardware profile on this machine: predict a trial config, learn
+from measured ones.
+
+    model = CostModel.for_profile(cfg.hardware)
+    prediction = model.predict_config(cfg)        # None for a user workload (no dimensions)
+    model.refit(measurements)                     # least squares; stored per profile+machine
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from autotune.plan import calibration
+from autotune.plan.calibration import Measurement
+from autotune.plan.layout import Cluster, Job
+from autotune.plan.model_dims import ModelDims
+from autotune.plan.predict import Constants, Prediction, predict
+from trials.contract.machine import cached_cpu_peak_flops
+from trials.contract.schema import Backend, DType, HardwareConfig, TrialConfig
+
+
+@dataclass
+class CostModel:
+    hardware: HardwareConfig
+    nodes: int
+    constants: Constants
+    cache_dir: Path | None = None
+
+    @classmethod
+    def for_profile(cls, hardware: HardwareConfig, *, nodes: int = 1,
+                    cache_dir: Path | None = None) -> CostModel:
+        prior = Constants.priors(hardware)
+        return cls(hardware, nodes, calibration.load(hardware.name, prior, cache_dir),
+                   cache_dir)
+
+    @property
+    def cluster(self) -> Cluster:
+        return Cluster(self.hardware, self.nodes)
+
+    def peak_flops_per_device(self, dtype: DType, devices: int) -> float | None:
+        """The profile's peak, or on the CPU the cached GEMM calibration shared by the
+        ranks (they are processes on the same cores)."""
+        tflops = self.hardware.peak_tflops.get(dtype.value)
+        if tflops is not None:
+            return float(tflops) * 1e12
+        if self.hardware.backend is Backend.CPU:
+            peak = cached_cpu_peak_flops(dtype.value, self.cache_dir)
+            return peak / devices if peak else None
+        return None
+
+    def predict_job(self, dims: ModelDims, job: Job) -> Prediction:
+        return predict(dims, job, self.cluster, self.constants,
+                       peak_flops_per_device=self.peak_flops_per_device(job.dtype, job.devices))
+
+    def predict_config(self, cfg: TrialConfig) -> Prediction | None:
+        """None for a user workload: its dimensions are not the cost model's to know."""
+        if cfg.workload.entry:
+            return None
+        return self.predict_job(ModelDims.of(cfg.workload), Job.of(cfg))
+
+    def measurement(self, cfg: TrialConfig, *, peak_gib: float | None = None,
+                    step_s: float | None = None, data_wait_s: float = 0.0,
+                    oom_budget_gib: float | None = None) -> Measurement | None:
+        if cfg.workload.entry:
+            return None
+        job = Job.of(cfg)
+        return Measurement(dims=ModelDims.of(cfg.workload), job=job, cluster=self.cluster,
+                           peak_flops_per_device=self.peak_flops_per_device(job.dtype,
+                                                                            job.devices),
+                           peak_gib=peak_gib, step_s=step_s, data_wait_s=data_wait_s,
+                           oom_budget_gib=oom_budget_gib)
+
+    def refit(self, measurements: list[Measurement], *, store: bool = True) -> Constants:
+        """Fit from the priors again (not from the last fit) and keep the result."""
+        self.constants = calibration.fit(measurements, Constants.priors(self.hardware))
+        if store:
+            calibration.save(self.hardware.name, self.constants, self.cache_dir)
+        return self.constants

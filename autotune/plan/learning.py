@@ -1,0 +1,70 @@
+"""The sweep's side of the cost model: predict a proposal, learn from finished trials.
+
+Only real measurements calibrate the model: simulated trials never do.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from autotune.plan.calibration import Measurement
+from autotune.plan.costmodel import CostModel
+from autotune.study.records import PREDICTION, TrialRecord
+from autotune.study.selection import distinct
+from trials.contract.compose import load_resolved
+from trials.contract.outcomes import Outcome
+from trials.contract.schema import (
+    ConfigError,
+    TrialConfig,
+    memory_budget_gib,
+    to_trial_config,
+)
+
+__all__ = ["PREDICTION", "measurements", "needs_refit"]
+
+
+def config_of(record: TrialRecord) -> TrialConfig | None:
+    if not record.trial_dir or not (Path(record.trial_dir) / "config.yaml").exists():
+        return None
+    try:
+        return to_trial_config(load_resolved(Path(record.trial_dir) / "config.yaml", []))
+    except ConfigError:
+        return None
+
+
+def measurement_of(record: TrialRecord, model: CostModel) -> Measurement | None:
+    """What a finished, real trial measured, for the fit (None if it measured nothing)."""
+    if record.simulated or not record.launched:
+        return None
+    cfg = config_of(record)
+    if cfg is None:
+        return None
+    perf = record.scorecard.get("performance") or {}
+    if record.reason is Outcome.OK:
+        step = perf.get("step_time_median_s")
+        wait = (perf.get("data_wait_share") or 0.0) * (step or 0.0)
+        return model.measurement(cfg, peak_gib=record.peak_memory_gib, step_s=step,
+                                 data_wait_s=wait)
+    if record.reason is Outcome.OOM:
+        budget = (record.scorecard.get("resources") or {}).get("memory_budget_gib")
+        return model.measurement(cfg, oom_budget_gib=budget or memory_budget_gib(cfg))
+    return None
+
+
+def measurements(records: list[TrialRecord], model: CostModel) -> list[Measurement]:
+    out = []
+    for record in distinct(records):
+        m = measurement_of(record, model)
+        if m is not None:
+            out.append(m)
+    return out
+
+
+def needs_refit(record: TrialRecord, margin: float) -> bool:
+    """A measured OOM, or a prediction off by more than the margin."""
+    if record.reason is Outcome.OOM:
+        return True
+    predicted = (record.attrs.get(PREDICTION) or {})
+    pairs = [(predicted.get("peak_gib"), record.peak_memory_gib),
+             (predicted.get("tokens_per_s"), record.tokens_per_s)]
+    return any(p and m and abs(p / m - 1) > margin for p, m in pairs)

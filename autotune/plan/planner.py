@@ -1,0 +1,116 @@
+"""Enumerate every configuration of a workload on a cluster, predict each, rank them, and
+give every ruled-out point its reason."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, replace
+
+from autotune.plan.costmodel import CostModel
+from autotune.plan.layout import Job, Recompute
+from autotune.plan.model_dims import ModelDims
+from autotune.plan.predict import Prediction
+from autotune.settings import PlanSettings
+from trials.contract.capabilities import unsupported_reason
+from trials.contract.schema import (
+    DType,
+    ParallelConfig,
+    TrialConfig,
+    WorkloadConfig,
+    dimension_problem,
+)
+
+
+@dataclass
+class PlanPoint:
+    job: Job
+    prediction: Prediction | None
+    reason: str | None  # why it is ruled out; None = it fits
+
+    @property
+    def fits(self) -> bool:
+        return self.reason is None
+
+
+def splits(devices: int) -> list[tuple[int, int, int]]:
+    """Every (dp, mp, pp) with dp x mp x pp = devices."""
+    out = []
+    for mp in range(1, devices + 1):
+        if devices % mp:
+            continue
+        for pp in range(1, devices // mp + 1):
+            if (devices // mp) % pp == 0:
+                out.append((devices // (mp * pp), mp, pp))
+    return out
+
+
+def dtypes(cfg: TrialConfig, settings: PlanSettings) -> list[DType]:
+    if settings.precisions:
+        return [DType[name] for name in settings.precisions]
+    hw = cfg.hardware
+    return [d for d in DType if d is not DType.bfloat16 or hw.supports.get("bf16", False)]
+
+
+def structural_reason(cfg: TrialConfig, w: WorkloadConfig, job: Job,
+                      devices_per_node: int) -> str | None:
+    """The rules a split breaks before any memory is counted."""
+    if job.mp > devices_per_node:
+        return f"tensor parallel mp={job.mp} would span nodes of {devices_per_node} devices"
+    problem = dimension_problem(w, mp=job.mp, pp=job.pp)
+    if problem:
+        return problem
+    if job.global_batch % (job.micro_batches * job.dp):
+        return (f"global batch {job.global_batch} is not divisible by {job.micro_batches} "
+                f"micro-batches x dp {job.dp}")
+    if job.pp > 1 and job.micro_batches < job.pp:
+        return f"micro-batches {job.micro_batches} < pipeline stages {job.pp}"
+    probe = replace(cfg, parallel=ParallelConfig(dp=job.dp, mp=job.mp, pp=job.pp),
+                    precision=replace(cfg.precision, dtype=job.dtype))
+    return unsupported_reason(probe)
+
+
+def micro_batch_counts(batch: int, dp: int, settings: PlanSettings) -> list[int]:
+    """The listed counts, or every power of two dividing the replica's batch."""
+    if settings.micro_batches:
+        return list(settings.micro_batches)
+    per_replica = max(1, batch // dp)
+    return [2**k for k in range(per_replica.bit_length()) if per_replica % 2**k == 0]
+
+
+def enumerate_jobs(cfg: TrialConfig, settings: PlanSettings, devices: int) -> list[Job]:
+    batch = settings.global_batch or cfg.train.global_batch
+    jobs = []
+    for (dp, mp, pp), rc, sp, shard, dtype in itertools.product(
+            splits(devices), settings.recompute, settings.sequence_parallel,
+            settings.optimizer_shard, dtypes(cfg, settings)):
+        if (sp and mp == 1) or (shard and dp == 1):
+            continue  # the same job as without it
+        for m in micro_batch_counts(batch, dp, settings):
+            jobs.append(Job(dp=dp, mp=mp, pp=pp, global_batch=batch, micro_batches=m,
+                            dtype=dtype, recompute=Recompute(rc), sequence_parallel=sp,
+                            optimizer_shard=shard))
+    return jobs
+
+
+def plan(cfg: TrialConfig, settings: PlanSettings, model: CostModel,
+         budget_gib: float) -> list[PlanPoint]:
+    """Every point, fitting ones first (best predicted tokens/s, then least memory)."""
+    dims = ModelDims.of(cfg.workload)
+    points = []
+    for job in enumerate_jobs(cfg, settings, model.cluster.devices):
+        reason = structural_reason(cfg, cfg.workload, job, model.cluster.devices_per_node)
+        if reason:
+            points.append(PlanPoint(job, None, reason))
+            continue
+        prediction = model.predict_job(dims, job)
+        if prediction.peak_gib > budget_gib:
+            reason = prediction.memory.explain(budget_gib)
+        points.append(PlanPoint(job, prediction, reason))
+    return sorted(points, key=_rank)
+
+
+def _rank(point: PlanPoint) -> tuple:
+    p = point.prediction
+    if p is None:
+        return (2, 0.0, 0.0)
+    return (0 if point.fits else 1, -(p.tokens_per_s or 0.0), p.peak_gib)

@@ -1,0 +1,112 @@
+"""The cost model's answer for one job: peak memory and step time with their breakdowns,
+tokens/s, MFU, and the model's own uncertainty."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from autotune.plan import memory, steptime
+from autotune.plan.layout import Cluster, Job
+from autotune.plan.model_dims import ModelDims, model_flops_per_token
+from trials.contract.schema import ConfigError, CostPriors, DType, HardwareConfig
+
+
+@dataclass(frozen=True)
+class Constants:
+    """The free constants (priors from the profile, or a calibration's fit)."""
+
+    compute_efficiency: dict[str, float]  # per dtype value
+    collective_efficiency: float
+    step_overhead_s: float
+    runtime_overhead_gib: float
+    allocator_factor: float
+    activation_factor: float
+    data_wait_s: float = 0.0
+    #: Relative error of memory and of step time (1 sigma), from the fit's residuals.
+    memory_uncertainty: float = 0.3
+    time_uncertainty: float = 0.3
+    #: Where the numbers came from ("priors of profile cpu", "fit of 12 trials").
+    source: str = "priors"
+
+    @classmethod
+    def priors(cls, hw: HardwareConfig) -> Constants:
+        c: CostPriors = hw.cost
+        return cls(compute_efficiency={d.value: c.compute_efficiency for d in DType},
+                   collective_efficiency=c.collective_efficiency,
+                   step_overhead_s=c.step_overhead_s,
+                   runtime_overhead_gib=c.runtime_overhead_gib,
+                   allocator_factor=c.allocator_factor,
+                   activation_factor=c.activation_factor,
+                   memory_uncertainty=c.uncertainty, time_uncertainty=c.uncertainty,
+                   source=f"priors of hardware profile {hw.name}")
+
+
+@dataclass(frozen=True)
+class Prediction:
+    job: Job
+    memory: memory.MemoryBreakdown
+    time: steptime.TimeBreakdown | None  # None when the peak FLOP/s is unknown
+    tokens_per_step: int
+    model_flops_per_token: float
+    peak_flops_total: float | None
+    constants: Constants = field(repr=False)
+
+    @property
+    def peak_gib(self) -> float:
+        return self.memory.peak_gib
+
+    @property
+    def step_s(self) -> float | None:
+        return self.time.step_s if self.time is not None else None
+
+    @property
+    def tokens_per_s(self) -> float | None:
+        return self.tokens_per_step / self.step_s if self.step_s else None
+
+    @property
+    def mfu(self) -> float | None:
+        if self.tokens_per_s is None or not self.peak_flops_total:
+            return None
+        return self.tokens_per_s * self.model_flops_per_token / self.peak_flops_total
+
+    def record(self) -> dict:
+        """JSON-ready: what a trial record stores as its prediction."""
+        return {"peak_gib": self.peak_gib, "memory_gib": self.memory.gib(),
+                "step_s": self.step_s, "tokens_per_s": self.tokens_per_s, "mfu": self.mfu,
+                "time_s": self.time.seconds() if self.time else None,
+                "memory_uncertainty": self.constants.memory_uncertainty,
+                "time_uncertainty": self.constants.time_uncertainty,
+                "constants": self.constants.source}
+
+
+def check_links(job: Job, cluster: Cluster) -> None:
+    """ConfigError when the profile lacks a bandwidth this job's collectives need."""
+    hw = cluster.hardware
+    if job.devices > 1 and hw.intra_node.bandwidth_gbs is None:
+        raise ConfigError(f"hardware profile {hw.name} has no intra_node.bandwidth_gbs: the "
+                          f"cost model needs it for split {job.split}; add it to "
+                          f"conf/hardware/{hw.name}.yaml")
+    if cluster.nodes > 1 and hw.inter_node.bandwidth_gbs is None:
+        raise ConfigError(f"hardware profile {hw.name} has no inter_node.bandwidth_gbs: the "
+                          f"cost model needs it for {cluster.nodes} nodes; add it to "
+                          f"conf/hardware/{hw.name}.yaml")
+
+
+def predict(d: ModelDims, job: Job, cluster: Cluster, constants: Constants, *,
+            peak_flops_per_device: float | None) -> Prediction:
+    """Memory always; time only where the device's peak FLOP/s for the dtype is known."""
+    check_links(job, cluster)
+    mem = memory.breakdown(d, job, runtime_overhead_gib=constants.runtime_overhead_gib,
+                           allocator_factor=constants.allocator_factor,
+                           activation_factor=constants.activation_factor)
+    time = None
+    if peak_flops_per_device:
+        time = steptime.breakdown(
+            d, job, cluster, peak_flops=peak_flops_per_device,
+            compute_efficiency=constants.compute_efficiency[job.dtype.value],
+            collective_efficiency=constants.collective_efficiency,
+            step_overhead_s=constants.step_overhead_s, data_wait_s=constants.data_wait_s)
+    total = peak_flops_per_device * job.devices if peak_flops_per_device else None
+    return Prediction(job=job, memory=mem, time=time, tokens_per_step=job.global_batch * d.seq,
+                      model_flops_per_token=model_flops_per_token(d), peak_flops_total=total,
+                      constants=constants)

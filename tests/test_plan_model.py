@@ -1,0 +1,189 @@
+"""The cost model's terms against hand-computed cases and published counts."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from autotune.plan import calibration, memory, steptime
+from autotune.plan.calibration import Measurement
+from autotune.plan.layout import Cluster, Job, Recompute
+from autotune.plan.model_dims import (
+    ModelDims,
+    hardware_flops_per_token,
+    layer_params,
+    model_flops_per_token,
+    non_embedding_params,
+    total_params,
+)
+from autotune.plan.predict import Constants, predict
+from autotune.settings import SweepConfig
+from trials.contract.compose import compose
+from trials.contract.schema import Arch, DType, LinkConfig, to_trial_config
+
+
+def config(*overrides: str):
+    return to_trial_config(compose("sweep", list(overrides), schema=SweepConfig))
+
+
+def dims(workload: str) -> ModelDims:
+    return ModelDims.of(config(f"workload={workload}").workload)
+
+
+def job(**kw) -> Job:
+    base = dict(dp=1, mp=1, pp=1, global_batch=8, micro_batches=1, dtype=DType.float16)
+    return Job(**{**base, **kw})
+
+
+TINY = ModelDims(arch=Arch.gpt, layers=2, hidden=8, heads=2, kv_heads=2, ffn=32, seq=4, vocab=16)
+
+
+@pytest.mark.parametrize("workload, params", [
+    # Published sizes: Llama 2 (the released checkpoints' parameter counts) and GPT-3 175B
+    # (Narayanan et al. 2021, eq. 2 and Table 2: 174.6 B with V = 51,200).
+    ("llama2_7b", 6_738_415_616), ("llama2_70b", 68_976_648_192)])
+def test_parameter_counts_of_the_presets_are_the_published_ones(workload, params):
+    assert total_params(dims(workload)) == params
+
+
+def test_gpt3_175b_is_174_6_billion():
+    assert total_params(dims("gpt3_175b")) / 1e9 == pytest.approx(174.6, abs=0.05)
+
+
+def test_gpt_count_equals_the_mindspore_model_it_describes():
+    from trials.model import GPT
+
+    w = config("workload=gpt_tiny").workload
+    model = GPT(vocab_size=w.vocab_size, seq_len=w.seq_len, n_layers=w.n_layers,
+                d_model=w.d_model, n_heads=w.n_heads)
+    counted = sum(int(p.size) for p in model.get_parameters())
+    assert total_params(ModelDims.of(w)) == counted
+    assert non_embedding_params(ModelDims.of(w)) == model.non_embedding_params()
+
+
+def test_layer_params_by_hand():
+    # gpt, h = 8, f = 32: qkv 8x24 + proj 8x8 + fc 8x32 + out 32x8 + biases 24+8+32+8 + LN 32
+    assert layer_params(TINY) == 192 + 64 + 256 + 256 + 72 + 32
+
+
+def test_flops_per_token_by_hand():
+    n = non_embedding_params(TINY)
+    assert model_flops_per_token(TINY) == 6 * n + 12 * 2 * 2 * 4 * 4
+    plain = hardware_flops_per_token(TINY)
+    blocks = 2 * 2 * layer_params(TINY) + 4 * 2 * 4 * 8
+    assert plain == 3 * (blocks + 2 * 16 * 8)
+    # Full recompute repeats the blocks' forward; selective only the attention core.
+    assert hardware_flops_per_token(TINY, recompute="full") == plain + blocks
+    assert hardware_flops_per_token(TINY, recompute="selective") == plain + 4 * 2 * 4 * 8
+
+
+def test_activation_memory_is_korthikanti_table_2():
+    d = dataclasses.replace(TINY, layers=1)  # s=4, h=8, a=2, f=4h: s b h = 4 x 2 x 8 = 64
+    sbh = 64
+    assert memory.activation_bytes_per_layer(d, job(global_batch=2)) == sbh * (34 + 5 * 2 * 4 / 8)
+    tp = job(global_batch=2, mp=2)
+    assert memory.activation_bytes_per_layer(d, tp) == sbh * (10 + 24 / 2 + 5 * 2 * 4 / 16)
+    sp = job(global_batch=2, mp=2, sequence_parallel=True)
+    assert memory.activation_bytes_per_layer(d, sp) == sbh * (34 / 2 + 5 * 2 * 4 / 16)
+    sel = job(global_batch=2, recompute=Recompute.selective)
+    assert memory.activation_bytes_per_layer(d, sel) == sbh * 34
+    full = job(global_batch=2, recompute=Recompute.full)
+    assert memory.activation_bytes_per_layer(d, full) == sbh * 2
+    # fp32 activations take twice the bytes of the paper's 16-bit ones.
+    fp32 = job(global_batch=2, dtype=DType.float32)
+    assert memory.activation_bytes_per_layer(d, fp32) == 2 * sbh * (34 + 5)
+
+
+def test_model_states_are_16_bytes_a_parameter_and_shard_as_declared():
+    n = total_params(TINY)
+    fp32 = job(dtype=DType.float32)
+    assert memory.parameter_bytes(TINY, fp32) + memory.gradient_bytes(TINY, fp32) + \
+        memory.optimizer_bytes(TINY, fp32) == 16 * n
+    assert memory.parameter_bytes(TINY, job()) == 6 * n  # + a 16-bit compute copy
+    assert memory.optimizer_bytes(TINY, job(dp=4, global_batch=8, optimizer_shard=True)) == \
+        8 * n / 4
+    assert memory.accumulation_bytes(TINY, job(micro_batches=4)) == 4 * n
+    # Tensor parallel halves the stage; pipeline stage 0 keeps half the layers + embedding.
+    assert memory.stage_params(TINY, job(mp=2)) == n / 2
+    staged = memory.stage_params(TINY, job(pp=2, micro_batches=2))
+    assert staged == layer_params(TINY) + TINY.vocab * TINY.hidden + TINY.seq * TINY.hidden
+
+
+def test_1f1b_keeps_min_m_p_micro_batches_and_the_bubble_is_p_minus_1_over_m_plus_p_minus_1():
+    assert memory.micro_batches_in_flight(job(pp=4, micro_batches=8)) == 4
+    assert memory.micro_batches_in_flight(job(pp=4, micro_batches=4)) == 4
+    assert memory.micro_batches_in_flight(job(micro_batches=8)) == 1
+    assert steptime.bubble_fraction(job(pp=4, micro_batches=8)) == pytest.approx(3 / 11)
+
+
+def test_ring_all_reduce_by_hand():
+    link = LinkConfig(bandwidth_gbs=100.0, latency_us=0.0)
+    # 2 (g - 1) / g x n / bandwidth: 1.5 x 1 GB / 100 GB/s
+    assert steptime.ring_allreduce_s(1e9, 4, link, 1.0) == pytest.approx(0.015)
+    assert steptime.ring_allreduce_s(1e9, 4, link, 0.5) == pytest.approx(0.030)
+    assert steptime.ring_allreduce_s(1e9, 1, link, 1.0) == 0.0
+
+
+def test_step_time_adds_its_terms_and_tokens_per_s_follows():
+    hw = config("hardware=gpu_a100").hardware
+    d = dims("llama2_7b")
+    j = job(dp=2, mp=4, global_batch=16, micro_batches=2, dtype=DType.bfloat16)
+    c = Constants.priors(hw)
+    p = predict(d, j, Cluster(hw, 1), c, peak_flops_per_device=312e12)
+    t = p.time
+    flops = hardware_flops_per_token(d) * 16 * 4096 / 8
+    assert t.compute == pytest.approx(flops / (312e12 * c.compute_efficiency["bfloat16"]))
+    assert t.step_s == pytest.approx(t.compute + t.mp_collectives + t.dp_allreduce
+                                     + t.overhead + t.data_wait)
+    assert p.tokens_per_s == pytest.approx(16 * 4096 / t.step_s)
+    assert p.mfu == pytest.approx(p.tokens_per_s * model_flops_per_token(d) / (8 * 312e12))
+    # Across 2 nodes the data-parallel group leaves the node: a slower link, a longer step.
+    wide = predict(d, dataclasses.replace(j, dp=4, global_batch=32), Cluster(hw, 2), c,
+                   peak_flops_per_device=312e12)
+    assert wide.time.dp_allreduce > t.dp_allreduce
+
+
+def test_calibration_recovers_the_constants_that_made_the_measurements():
+    hw = config().hardware
+    truth = dataclasses.replace(Constants.priors(hw), compute_efficiency={
+        "float32": 0.2, "float16": 0.12, "bfloat16": 0.5}, step_overhead_s=0.03,
+        runtime_overhead_gib=0.55, allocator_factor=1.2, activation_factor=1.5,
+        collective_efficiency=0.4)
+    cluster = Cluster(hw, 1)
+    points = []
+    for layers, h, dtype, dp in [(2, 256, DType.float32, 1), (4, 256, DType.float32, 2),
+                                 (4, 512, DType.float16, 1), (8, 384, DType.float32, 1),
+                                 (6, 512, DType.float16, 2), (2, 768, DType.float32, 2)]:
+        d = ModelDims(arch=Arch.gpt, layers=layers, hidden=h, heads=4, kv_heads=4, ffn=4 * h,
+                      seq=128, vocab=256)
+        j = job(dp=dp, dtype=dtype)
+        p = predict(d, j, cluster, truth, peak_flops_per_device=3e11 / dp)
+        points.append(Measurement(dims=d, job=j, cluster=cluster,
+                                  peak_flops_per_device=3e11 / dp, peak_gib=p.peak_gib,
+                                  step_s=p.step_s))
+    fitted = calibration.fit(points, Constants.priors(hw))
+    # Rule: exact measurements give back the constants that produced them.
+    assert fitted.compute_efficiency["float32"] == pytest.approx(0.2, rel=1e-6)
+    assert fitted.compute_efficiency["float16"] == pytest.approx(0.12, rel=1e-6)
+    assert fitted.compute_efficiency["bfloat16"] == 0.25  # never measured: the prior stays
+    assert fitted.step_overhead_s == pytest.approx(0.03, rel=1e-6)
+    assert fitted.collective_efficiency == pytest.approx(0.4, rel=1e-6)
+    assert fitted.runtime_overhead_gib == pytest.approx(0.55, rel=1e-6)
+    assert fitted.allocator_factor == pytest.approx(1.2, rel=1e-6)
+    assert fitted.activation_factor == pytest.approx(1.5, rel=1e-6)
+    assert fitted.time_uncertainty < 1e-6 and fitted.memory_uncertainty < 1e-6
+    assert fitted.source == "fit of 6 measured trial(s)"
+
+
+def test_a_measured_oom_raises_the_prediction_over_its_budget():
+    hw = config().hardware
+    prior = Constants.priors(hw)
+    d = dims("gpt_small")
+    j = job(dtype=DType.float32)
+    predicted = predict(d, j, Cluster(hw), prior, peak_flops_per_device=None).peak_gib
+    oom = Measurement(dims=d, job=j, cluster=Cluster(hw), peak_flops_per_device=None,
+                      oom_budget_gib=predicted + 0.5)
+    fixed = calibration.respect_ooms(prior, [oom])
+    assert predict(d, j, Cluster(hw), fixed, peak_flops_per_device=None).peak_gib > \
+        predicted + 0.5
