@@ -68,7 +68,7 @@ class Backend(str, enum.Enum):
 class Arch(str, enum.Enum):
     """The transformer family: what the cost model counts (and what the trial can build)."""
 
-    gpt = "gpt"  # learned positions, LayerNorm, biases, GELU MLP, tied embeddings (trials/model.py)
+    gpt = "gpt"  # learned positions, LayerNorm, biases, GELU MLP, tied embeddings (model.py)
     llama = "llama"  # RoPE, RMSNorm, no biases, SwiGLU MLP, untied head, grouped KV heads
 
 
