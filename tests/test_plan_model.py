@@ -101,8 +101,12 @@ def test_model_states_are_16_bytes_a_parameter_and_shard_as_declared():
     assert memory.parameter_bytes(TINY, fp32) + memory.gradient_bytes(TINY, fp32) + \
         memory.optimizer_bytes(TINY, fp32) == 16 * n
     assert memory.parameter_bytes(TINY, job()) == 6 * n  # + a 16-bit compute copy
-    assert memory.optimizer_bytes(TINY, job(dp=4, global_batch=8, optimizer_shard=True)) == \
-        8 * n / 4
+    sharded = job(dp=4, global_batch=8, optimizer_shard=True)
+    # The parallel optimizer splits master weights and moments across dp, not the 16-bit
+    # copy nor the fp32 gradients.
+    assert memory.optimizer_bytes(TINY, sharded) == 8 * n / 4
+    assert memory.parameter_bytes(TINY, sharded) == 4 * n / 4 + 2 * n
+    assert memory.gradient_bytes(TINY, sharded) == 4 * n
     assert memory.accumulation_bytes(TINY, job(micro_batches=4)) == 4 * n
     # Tensor parallel halves the stage; pipeline stage 0 keeps half the layers + embedding.
     assert memory.stage_params(TINY, job(mp=2)) == n / 2

@@ -27,7 +27,7 @@ import numpy as np
 from scipy.optimize import nnls
 
 from autotune.plan import memory, steptime
-from autotune.plan.layout import Cluster, Job
+from autotune.plan.layout import Cluster, Job, Recompute
 from autotune.plan.model_dims import ModelDims
 from autotune.plan.predict import Constants
 from trials.contract.machine import default_cache_dir, machine_key
@@ -73,8 +73,10 @@ def _time_columns(m: Measurement) -> tuple[dict[str, float], float, float]:
 def fit_time(points: list[Measurement], prior: Constants) -> tuple[dict, float | None]:
     """(constants, relative RMS error) from the trials with a measured step time."""
     usable = [m for m in points if m.step_s and m.peak_flops_per_device]
-    if len(usable) < MIN_POINTS:
+    if not usable:
         return {}, None
+    if len(usable) < MIN_POINTS:
+        return _fit_efficiency_only(usable, prior), None
     rows = [_time_columns(m) for m in usable]
     dtypes = sorted({k for compute, _, _ in rows for k in compute})
     has_comm = any(comm > 0 for _, comm, _ in rows)
@@ -98,13 +100,33 @@ def fit_time(points: list[Measurement], prior: Constants) -> tuple[dict, float |
     return out, _relative_rms(predicted, y, len(names))
 
 
+def _fit_efficiency_only(usable: list[Measurement], prior: Constants) -> dict:
+    """Too few trials for every constant: scale each dtype's compute efficiency alone so
+    that the other terms at their priors add up to the measured times."""
+    efficiency = dict(prior.compute_efficiency)
+    sums: dict[str, list[float]] = {}
+    for m in usable:
+        compute, comm, fixed = _time_columns(m)
+        (dtype, flop_s), = compute.items()
+        rest = m.step_s - m.data_wait_s - fixed - prior.step_overhead_s \
+            - comm / prior.collective_efficiency
+        if rest > 0:
+            sums.setdefault(dtype, [0.0, 0.0])
+            sums[dtype][0] += flop_s
+            sums[dtype][1] += rest
+    for dtype, (flop_s, rest) in sums.items():
+        efficiency[dtype] = float(min(1.0, flop_s / rest))
+    return {"compute_efficiency": efficiency}
+
+
 def fit_memory(points: list[Measurement], prior: Constants) -> tuple[dict, float | None]:
     usable = [m for m in points if m.peak_gib]
     if len(usable) < MIN_POINTS:
         return {}, None
     rows = []
     for m in usable:
-        b = memory.breakdown(m.dims, m.job, runtime_overhead_gib=0.0, allocator_factor=1.0,
+        job = m.job if prior.recompute_frees_memory else replace(m.job, recompute=Recompute.none)
+        b = memory.breakdown(m.dims, job, runtime_overhead_gib=0.0, allocator_factor=1.0,
                              activation_factor=1.0)
         rows.append([1.0, b.static / GIB, b.dynamic / GIB])
     a, y = np.array(rows), np.array([m.peak_gib for m in usable])
@@ -130,7 +152,9 @@ def respect_ooms(constants: Constants, points: list[Measurement]) -> Constants:
     for m in points:
         if m.oom_budget_gib is None:
             continue
-        b = memory.breakdown(m.dims, m.job, runtime_overhead_gib=constants.runtime_overhead_gib,
+        job = m.job if constants.recompute_frees_memory else replace(m.job,
+                                                                     recompute=Recompute.none)
+        b = memory.breakdown(m.dims, job, runtime_overhead_gib=constants.runtime_overhead_gib,
                              allocator_factor=factor,
                              activation_factor=constants.activation_factor)
         variable = b.peak_gib - constants.runtime_overhead_gib

@@ -7,8 +7,9 @@ share of the layers, and the most micro-batches in flight under 1F1B. Terms in b
   parameter (Rajbhandari et al. 2020, section 3.1: 16 bytes per parameter for mixed-
   precision Adam); a 16-bit compute copy 2 more when the dtype is not fp32; an fp32
   accumulation buffer 4 more under gradient accumulation. Tensor parallel divides
-  parameters by mp, pipeline parallel leaves L/pp layers, the parallel optimizer
-  divides the Adam moments by dp.
+  parameters by mp, pipeline parallel leaves L/pp layers, MindSpore's parallel
+  optimizer divides the master weights and Adam moments by dp (gradients stay fp32
+  and whole: MindSpore keeps gradients in the parameters' dtype).
 - activations: Korthikanti et al. 2022, eq. 1-4 and Table 2, per layer and micro-batch;
   x micro-batches in flight; full recompute keeps only each layer's input.
 - logits: the fp32 logits and their gradient on the last stage (4 s b V / mp bytes each).
@@ -91,9 +92,11 @@ def stage_params(d: ModelDims, job: Job) -> float:
 
 
 def parameter_bytes(d: ModelDims, job: Job) -> float:
-    """fp32 master weights, plus a 16-bit compute copy under mixed precision."""
-    per_param = 4 + (0 if job.dtype is DType.float32 else 2)
-    return stage_params(d, job) * per_param
+    """fp32 master weights (split across dp by the parallel optimizer, as ZeRO-1 splits
+    them), plus a whole 16-bit compute copy under mixed precision."""
+    master = 4 / (job.dp if job.optimizer_shard else 1)
+    copy = 0 if job.dtype is DType.float32 else 2
+    return stage_params(d, job) * (master + copy)
 
 
 def gradient_bytes(d: ModelDims, job: Job) -> float:

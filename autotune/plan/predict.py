@@ -3,10 +3,10 @@ tokens/s, MFU, and the model's own uncertainty."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from autotune.plan import memory, steptime
-from autotune.plan.layout import Cluster, Job
+from autotune.plan.layout import Cluster, Job, Recompute
 from autotune.plan.model_dims import ModelDims, model_flops_per_token
 from trials.contract.schema import ConfigError, CostPriors, DType, HardwareConfig
 
@@ -22,6 +22,7 @@ class Constants:
     allocator_factor: float
     activation_factor: float
     data_wait_s: float = 0.0
+    recompute_frees_memory: bool = True
     #: Relative error of memory and of step time (1 sigma), from the fit's residuals.
     memory_uncertainty: float = 0.3
     time_uncertainty: float = 0.3
@@ -37,6 +38,7 @@ class Constants:
                    runtime_overhead_gib=c.runtime_overhead_gib,
                    allocator_factor=c.allocator_factor,
                    activation_factor=c.activation_factor,
+                   recompute_frees_memory=c.recompute_frees_memory,
                    memory_uncertainty=c.uncertainty, time_uncertainty=c.uncertainty,
                    source=f"priors of hardware profile {hw.name}")
 
@@ -96,7 +98,10 @@ def predict(d: ModelDims, job: Job, cluster: Cluster, constants: Constants, *,
             peak_flops_per_device: float | None) -> Prediction:
     """Memory always; time only where the device's peak FLOP/s for the dtype is known."""
     check_links(job, cluster)
-    mem = memory.breakdown(d, job, runtime_overhead_gib=constants.runtime_overhead_gib,
+    # Where the backend keeps activations under recompute, memory is counted without it.
+    memory_job = job if constants.recompute_frees_memory else replace(
+        job, recompute=Recompute.none)
+    mem = memory.breakdown(d, memory_job, runtime_overhead_gib=constants.runtime_overhead_gib,
                            allocator_factor=constants.allocator_factor,
                            activation_factor=constants.activation_factor)
     time = None

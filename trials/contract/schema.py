@@ -262,6 +262,9 @@ class CostPriors:
     activation_factor: float = field(default=1.0, metadata=rule(gt=0))
     #: Relative error assumed before any calibration (reported as the model's uncertainty).
     uncertainty: float = field(default=0.3, metadata=rule(gt=0))
+    #: Whether recompute frees activation memory on this backend (MindSpore's CPU
+    #: backend keeps them: no RSS saving measured, docs/mindspore-cpu.md).
+    recompute_frees_memory: bool = True
     #: Measurement noise that simulated trials reproduce: the coefficient of variation of
     #: tokens/s between runs of one configuration, and of step time within a run.
     run_to_run_cv: float = field(default=0.05, metadata=rule(ge=0, lt=1))
