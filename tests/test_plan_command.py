@@ -83,6 +83,11 @@ def test_predicted_oom_is_ruled_out_before_launch_with_real_trials(harness):
     predicted = shallow.user_attrs["prediction"]
     assert 0 < predicted["peak_gib"] < 3 and predicted["memory_gib"]["optimizer_states"] > 0
     assert "predicted_oom" in out
+    # The measured trial refitted the CPU profile's constants, stored per machine.
+    from autotune.plan import calibration
+
+    stored = json.loads(calibration.calibration_path("cpu").read_text())
+    assert stored["constants"]["source"].startswith("fit of")
 
 
 def test_simulated_sweep_of_an_accelerator_space(harness, tmp_path):
@@ -107,3 +112,17 @@ def test_simulated_sweep_of_an_accelerator_space(harness, tmp_path):
     provenance = json.loads((tmp_path / "job" / "provenance.json").read_text())
     assert provenance["predicted_memory"]["headroom_gib"] > 0
     assert "SIMULATED" in (tmp_path / "job" / "CHANGES.md").read_text()
+
+
+def test_the_best_predicted_points_are_launched_first(harness):
+    from autotune.cli import main
+
+    overrides = [f"sweep.runs_dir={harness.runs}", "sweep.study=best", "sweep.progress=false",
+                 "search=accelerator", "hardware=ascend_910b", "workload=llama2_13b",
+                 "sweep.simulate=true", "sweep.n_trials=3", "sweep.predict.enqueue_best=2"]
+    assert main(["sweep", *overrides]) == 0
+    trials = harness.study("best").trials
+    # Rule: after the baseline come the k points with the best predicted tokens/s.
+    assert [t.user_attrs["role"] for t in trials[:3]] == ["baseline", "predicted", "predicted"]
+    predicted = [t.user_attrs["prediction"]["tokens_per_s"] for t in trials[1:3]]
+    assert predicted == sorted(predicted, reverse=True)

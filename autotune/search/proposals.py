@@ -3,6 +3,8 @@ neighbours, then the sampler."""
 
 from __future__ import annotations
 
+import json
+
 import optuna
 from optuna.trial import TrialState
 
@@ -43,16 +45,28 @@ def sampler(study: optuna.Study, settings: SweepSettings) -> optuna.samplers.Bas
     return optuna.samplers.TPESampler(seed=seed, n_startup_trials=settings.n_startup_trials)
 
 
+#: Knobs the cost model reads; points that differ only elsewhere predict the same.
+MODELLED_PREFIXES = ("workload.", "parallel.", "train.", "precision", "hardware")
+
+
 def queue_best_predicted(study: optuna.Study, space: SearchSpace, model, budget_gib: float,
                          k: int) -> list[dict]:
     """Queue the k points with the best predicted tokens/s that fit the budget (once, in a
-    new study, after the baseline). Points whose config cannot be built are skipped."""
+    new study, after the baseline). One point per combination of the modelled knobs, the
+    other knobs at their baseline values."""
     from autotune.search.feasibility import structural_problem
 
     if len(study.get_trials(deepcopy=False)) > 1:
         return []
-    scored = []
+    candidates = {}
     for point in space.points():
+        modelled = {p: v for p, v in point.items() if p.startswith(MODELLED_PREFIXES)}
+        key = json.dumps(modelled, sort_keys=True, default=str)
+        if key not in candidates:
+            candidates[key] = {**point, **{p: v for p, v in space.baseline.items()
+                                           if not p.startswith(MODELLED_PREFIXES)}}
+    scored = []
+    for point in candidates.values():
         cfg, problem = structural_problem(space, point)
         if problem or point == space.baseline:
             continue
