@@ -88,6 +88,7 @@ class Sweep:
         # The cost model of this profile; None for a user workload (no dimensions).
         self.model = (None if self.base.workload.entry
                       else CostModel.for_profile(self.base.hardware))
+        self._configs: dict = {}  # trial number -> its resolved config, read once
         self.multi = self.settings.objective is Objective.pareto
         self.dir = S.study_dir(self.settings)
 
@@ -284,7 +285,7 @@ class Sweep:
         record = next(r for r in records if r.number == number)
         if learning.needs_refit(record, self.settings.predict.oom_margin) or \
                 self.model.constants.source.startswith("priors"):
-            self.model.refit(learning.measurements(records, self.model))
+            self.model.refit(learning.measurements(records, self.model, self._configs))
 
     # -- lost trials ----------------------------------------------------------------------
     def _reap(self, study: optuna.Study) -> list[int]:

@@ -77,7 +77,7 @@ def test_predicted_oom_is_ruled_out_before_launch_with_real_trials(harness):
     # Rule: predicted over budget -> not launched, told to Optuna as a memory constraint,
     # reported with its breakdown; the point that fits ran for real with its prediction kept.
     assert deep.user_attrs["reason"] == "predicted_oom" and not deep.user_attrs["launched"]
-    assert deep.constraints[0] > 0 and "states" in deep.user_attrs["detail"]
+    assert deep.constraints["memory_over_budget_gib"] > 0 and "states" in deep.user_attrs["detail"]
     assert not (harness.runs / "s" / f"trial-{deep.number:04d}").exists()
     assert shallow.user_attrs["reason"] == "ok" and shallow.user_attrs["launched"]
     predicted = shallow.user_attrs["prediction"]

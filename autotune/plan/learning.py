@@ -23,20 +23,28 @@ from trials.contract.schema import (
 __all__ = ["PREDICTION", "measurements", "needs_refit"]
 
 
-def config_of(record: TrialRecord) -> TrialConfig | None:
-    if not record.trial_dir or not (Path(record.trial_dir) / "config.yaml").exists():
-        return None
-    try:
-        return to_trial_config(load_resolved(Path(record.trial_dir) / "config.yaml", []))
-    except ConfigError:
-        return None
+def config_of(record: TrialRecord, cache: dict[int, TrialConfig | None] | None = None,
+              ) -> TrialConfig | None:
+    """The trial's resolved config (read once per trial when a cache is given)."""
+    if cache is not None and record.number in cache:
+        return cache[record.number]
+    cfg = None
+    if record.trial_dir and (Path(record.trial_dir) / "config.yaml").exists():
+        try:
+            cfg = to_trial_config(load_resolved(Path(record.trial_dir) / "config.yaml", []))
+        except ConfigError:
+            cfg = None
+    if cache is not None:
+        cache[record.number] = cfg
+    return cfg
 
 
-def measurement_of(record: TrialRecord, model: CostModel) -> Measurement | None:
+def measurement_of(record: TrialRecord, model: CostModel,
+                   cache: dict[int, TrialConfig | None] | None = None) -> Measurement | None:
     """What a finished, real trial measured, for the fit (None if it measured nothing)."""
     if record.simulated or not record.launched:
         return None
-    cfg = config_of(record)
+    cfg = config_of(record, cache)
     if cfg is None:
         return None
     perf = record.scorecard.get("performance") or {}
@@ -51,10 +59,11 @@ def measurement_of(record: TrialRecord, model: CostModel) -> Measurement | None:
     return None
 
 
-def measurements(records: list[TrialRecord], model: CostModel) -> list[Measurement]:
+def measurements(records: list[TrialRecord], model: CostModel,
+                 cache: dict[int, TrialConfig | None] | None = None) -> list[Measurement]:
     out = []
     for record in distinct(records):
-        m = measurement_of(record, model)
+        m = measurement_of(record, model, cache)
         if m is not None:
             out.append(m)
     return out

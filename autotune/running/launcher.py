@@ -40,8 +40,13 @@ def start(argv: list[str], trial_dir: Path, marker: str) -> TrialProcess:
     return TrialProcess(popen=popen, pgid=popen.pid, marker=marker, started=time.time())
 
 
-def kill_group(pgid: int, grace_s: float = 2.0) -> None:
-    """SIGTERM the group, then SIGKILL what is left."""
+def kill_group(pgid: int, grace_s: float = 2.0, *, leader: subprocess.Popen | None = None
+               ) -> None:
+    """SIGTERM the group, then SIGKILL what is left.
+
+    ``leader`` (our own child) is reaped while waiting: an exited but unreaped leader
+    would keep the group alive and cost the whole grace period.
+    """
     for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
             os.killpg(pgid, sig)
@@ -49,6 +54,8 @@ def kill_group(pgid: int, grace_s: float = 2.0) -> None:
             return
         deadline = time.time() + grace_s
         while time.time() < deadline:
+            if leader is not None:
+                leader.poll()
             try:
                 os.killpg(pgid, 0)
             except (ProcessLookupError, PermissionError):
@@ -93,7 +100,7 @@ def kill_marked(marker: str) -> int:
 
 def stop(proc: TrialProcess) -> None:
     """Kill the trial's process group and anything else carrying its marker; reap it."""
-    kill_group(proc.pgid)
+    kill_group(proc.pgid, leader=proc.popen)
     kill_marked(proc.marker)
     try:
         proc.popen.wait(timeout=5)
