@@ -100,7 +100,9 @@ class Sweep:
                 "measurement": {"run": {k: OmegaConf.to_container(b.run)[k]
                                         for k in ("warmup_steps", "measure_steps")},
                                 "global_batch": self.base.train.global_batch,
-                                "data": OmegaConf.to_container(b.data)}}
+                                "data": OmegaConf.to_container(b.data),
+                                # Simulated and measured trials never share a study.
+                                "simulated": self.settings.simulate}}
 
     # -- outline --------------------------------------------------------------------------
     def run(self) -> SweepOutcome:

@@ -160,7 +160,7 @@ def read_metrics(path: Path) -> tuple[dict, list[dict], dict]:
 
 
 def run_trial(overrides: Sequence[str], *, timeout_s: float = 300.0, quiet_wait_s: float = 0.0,
-              keep_dir_on_failure: bool = True) -> TrialRun:
+              keep_dir_on_failure: bool = True, world_size: int = 1) -> TrialRun:
     """Run ``python -m trials.train <overrides>`` in a fresh temporary working directory.
 
     With ``quiet_wait_s`` > 0, first wait up to that long for other jobs to go quiet.
@@ -168,7 +168,8 @@ def run_trial(overrides: Sequence[str], *, timeout_s: float = 300.0, quiet_wait_
     before = wait_for_quiet(quiet_wait_s) if quiet_wait_s > 0 else {}
     workdir = Path(tempfile.mkdtemp(prefix="autotune-bench-"))
     metrics = workdir / "metrics.jsonl"
-    cmd = trial_argv(None, world_size=1, overrides=[*overrides, f"run.metrics_path={metrics}"])
+    cmd = trial_argv(None, world_size=world_size, log_dir=workdir / "msrun_log",
+                     overrides=[*overrides, f"run.metrics_path={metrics}"])
     start = time.perf_counter()
     meter = LoadMeter()
     try:

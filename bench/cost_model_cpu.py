@@ -90,7 +90,8 @@ def main() -> None:
     runs = []
     for i, config in enumerate(configs):
         ov = overrides_of(config)
-        run = run_trial(ov, timeout_s=600, quiet_wait_s=args.max_wait).check()
+        dp = next((int(o.split("=")[1]) for o in ov if o.startswith("parallel.dp=")), 1)
+        run = run_trial(ov, timeout_s=600, quiet_wait_s=args.max_wait, world_size=dp).check()
         res, perf = run.summary["resources"], run.performance
         runs.append({"overrides": ov, "peak_gib": res["peak_rss_gib_max_rank"],
                      "step_s": perf["step_time_median_s"],
