@@ -54,7 +54,7 @@ def summarise(runs: Path, study: str, wall: float) -> dict:
     reasons = [t.user_attrs.get("reason") for t in s.trials]
     launched = [t for t in s.trials if t.user_attrs.get("launched")]
     ok = [t for t in s.trials if t.state.name == "COMPLETE" and t.user_attrs.get("reason") == "ok"
-          and all(v <= 0 for v in t.constraints)]
+          and all(v <= 0 for v in t.constraints.values())]
     best = max(ok, key=lambda t: t.value, default=None)
     return {"wall_s": wall, "launched": len(launched),
             "oom_launches": sum(1 for t in launched if t.user_attrs.get("reason") == "oom"),

@@ -119,16 +119,27 @@ def _fit_efficiency_only(usable: list[Measurement], prior: Constants) -> dict:
     return {"compute_efficiency": efficiency}
 
 
+def _memory_row(m: Measurement, prior: Constants) -> list[float]:
+    """The regressors of one trial's peak: 1, static GiB, dynamic GiB (formula values)."""
+    job = m.job if prior.recompute_frees_memory else replace(m.job, recompute=Recompute.none)
+    b = memory.breakdown(m.dims, job, runtime_overhead_gib=0.0, allocator_factor=1.0,
+                         activation_factor=1.0)
+    return [1.0, b.static / GIB, b.dynamic / GIB]
+
+
 def fit_memory(points: list[Measurement], prior: Constants) -> tuple[dict, float | None]:
     usable = [m for m in points if m.peak_gib]
-    if len(usable) < MIN_POINTS:
+    if not usable:
         return {}, None
-    rows = []
-    for m in usable:
-        job = m.job if prior.recompute_frees_memory else replace(m.job, recompute=Recompute.none)
-        b = memory.breakdown(m.dims, job, runtime_overhead_gib=0.0, allocator_factor=1.0,
-                             activation_factor=1.0)
-        rows.append([1.0, b.static / GIB, b.dynamic / GIB])
+    rows = [_memory_row(m, prior) for m in usable]
+    if len(usable) < MIN_POINTS:
+        # Too few trials for three constants: scale the allocator factor alone so that
+        # the priors' runtime overhead plus the scaled model meets the measured peaks.
+        variable = sum(r[1] + prior.activation_factor * r[2] for r in rows)
+        measured = sum(m.peak_gib - prior.runtime_overhead_gib for m in usable)
+        if variable <= 0 or measured <= 0:
+            return {}, None
+        return {"allocator_factor": max(1e-6, measured / variable)}, None
     a, y = np.array(rows), np.array([m.peak_gib for m in usable])
     coef, _ = nnls(a / y[:, None], np.ones_like(y))
     overhead, allocator, dynamic = (float(v) for v in coef)
