@@ -100,7 +100,7 @@ def run_command(command: str, composed, overrides: list[str], console: Console) 
 
         return run_plan(composed, console)
     if command == "report":
-        from autotune.report import run_report
+        from autotune.report.command import run_report
 
         return run_report(composed, console)
     if command == "confirm":

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from autotune.report import diagnose, plots, tables
+from autotune.report import plots, tables
+from autotune.report.diagnosis import diagnose
 from autotune.study.records import TrialRecord
 from trials.contract.outcomes import Outcome
 

@@ -24,7 +24,6 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
-from scipy.optimize import nnls
 
 from autotune.plan import memory, steptime
 from autotune.plan.layout import Cluster, Job, Recompute
@@ -84,6 +83,8 @@ def fit_time(points: list[Measurement], prior: Constants) -> tuple[dict, float |
     a = np.array([[1.0, *[compute.get(k, 0.0) for k in dtypes]] + ([comm] if has_comm else [])
                   for compute, comm, _ in rows])
     y = np.array([m.step_s - m.data_wait_s - fixed for m, (_, _, fixed) in zip(usable, rows)])
+    from scipy.optimize import nnls  # only when fitting: keeps the sweep's start-up short
+
     # Weight by 1/y: minimise relative, not absolute, error (trials differ 100x in time).
     coef, _ = nnls(a / y[:, None], np.ones_like(y))
     fitted = dict(zip(names, coef))
@@ -140,6 +141,8 @@ def fit_memory(points: list[Measurement], prior: Constants) -> tuple[dict, float
         if variable <= 0 or measured <= 0:
             return {}, None
         return {"allocator_factor": max(1e-6, measured / variable)}, None
+    from scipy.optimize import nnls
+
     a, y = np.array(rows), np.array([m.peak_gib for m in usable])
     coef, _ = nnls(a / y[:, None], np.ones_like(y))
     overhead, allocator, dynamic = (float(v) for v in coef)

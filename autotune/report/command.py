@@ -1,0 +1,104 @@
+"""``python -m autotune report``: tables, plots and a diagnosis of a study, as files.
+
+    python -m autotune report                                  # the default study
+    python -m autotune report sweep.study=mine workload=gpt_tiny
+    python -m autotune report report.out=/tmp/report           # somewhere else
+
+Writes into ``report.out`` (default ``<runs_dir>/<study>/report``): experiments.csv,
+experiments.md, ablation.md, failures.md, diagnosis.md, prediction.md, history.png,
+memory_vs_throughput.png, importance.png, knob_effects.png, prediction.png, index.md and
+index.html.
+It only reads the study; it never changes it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+from rich.console import Console
+
+from autotune.report import diagnosis, index, plots, prediction, tables
+from autotune.report.diagnosis import Finding, diagnose
+from autotune.settings import SweepSettings
+from autotune.study.records import TrialRecord, load_records
+from autotune.study.selection import baseline
+from autotune.study.storage import STOP_RULES, load_existing, redact, storage_url, study_dir
+from trials.contract.compose import load_resolved
+from trials.contract.schema import ConfigError, TrialConfig, memory_budget_gib, to_trial_config
+
+__all__ = ["Finding", "diagnose", "run_report", "write_report"]
+
+
+def config_values(cfg: TrialConfig, stop: dict) -> dict[str, Any]:
+    """The values trials used where their params do not say (for the diagnosis)."""
+    return {
+        "precision": cfg.precision.name, "train.micro_batches": cfg.train.micro_batches,
+        "train.global_batch": cfg.train.global_batch, "train.lr": cfg.train.lr,
+        "train.clip_norm": cfg.train.clip_norm, "train.recompute": cfg.train.recompute,
+        "data.num_workers": cfg.data.num_workers, "data.prefetch": cfg.data.prefetch,
+        "hardware.supports.bf16": cfg.hardware.supports.get("bf16"),
+        "sweep.stop.compile_timeout_s": stop["compile_timeout_s"],
+        "sweep.stop.step_timeout_s": stop["step_timeout_s"],
+        "sweep.stop.wall_timeout_s": stop["wall_timeout_s"],
+    }
+
+
+def ran_with(records: list[TrialRecord], composed: DictConfig) -> TrialConfig:
+    """The baseline trial's own config where it exists (what ran), else the composed one."""
+    base = baseline(records)
+    if base is not None and base.trial_dir and (Path(base.trial_dir) / "config.yaml").exists():
+        try:
+            return to_trial_config(load_resolved(Path(base.trial_dir) / "config.yaml", []))
+        except ConfigError:
+            pass
+    return to_trial_config(composed)
+
+
+def write_report(records: list[TrialRecord], out: Path, *, summary: index.Summary,
+                 budget_gib: float | None, config: dict[str, Any]) -> list[Finding]:
+    """Write every report file into ``out`` (created); returns the diagnosis findings."""
+    out.mkdir(parents=True, exist_ok=True)
+    table = tables.experiments(records)
+    table.to_csv(out / "experiments.csv", index=False)
+    (out / "experiments.md").write_text(
+        f"# Experiments: {summary.study}\n\nKnobs: {tables.knob_legend(records) or 'none'}.\n\n"
+        + tables.markdown_table(table))
+    (out / "ablation.md").write_text(tables.ablation_markdown(records))
+    (out / "failures.md").write_text(tables.failures_markdown(records))
+    findings = diagnose(records, budget_gib=budget_gib, config=config)
+    (out / "diagnosis.md").write_text(diagnosis.to_markdown(findings))
+    plots.history(records, out / "history.png", budget_gib=budget_gib)
+    plots.memory_vs_throughput(records, out / "memory_vs_throughput.png", budget_gib=budget_gib)
+    plots.importance(records, out / "importance.png")
+    plots.knob_effects(records, out / "knob_effects.png")
+    prediction.write(records, out)
+    (out / "index.md").write_text(index.render_markdown(summary, records, findings))
+    (out / "index.html").write_text(index.render_html(summary, records, findings, out))
+    return findings
+
+
+def run_report(composed: DictConfig, console: Console) -> int:
+    """Entry point of ``python -m autotune report``; a missing study raises ConfigError."""
+    settings = OmegaConf.to_object(composed.sweep)
+    assert isinstance(settings, SweepSettings)
+    study = load_existing(settings)
+    records = load_records(study)
+    cfg = ran_with(records, composed)
+    stop = study.user_attrs.get(STOP_RULES) or OmegaConf.to_container(composed.sweep.stop)
+    budget = memory_budget_gib(cfg)
+    out = Path(composed.report.out) if composed.report.out else study_dir(settings) / "report"
+    summary = index.summarise(records, study=settings.study,
+                              storage=redact(storage_url(settings)),
+                              n_objectives=len(study.directions), budget_gib=budget)
+    try:
+        write_report(records, out, summary=summary, budget_gib=budget,
+                     config=config_values(cfg, stop))
+    except OSError as exc:
+        raise ConfigError(f"cannot write the report to {out} ({exc.strerror or exc}): "
+                          "choose a writable report.out=PATH") from exc
+    for line in summary.lines():
+        console.print(line, markup=False, soft_wrap=True)
+    console.print(f"report: {out.resolve() / 'index.md'}", markup=False, soft_wrap=True)
+    return 0
