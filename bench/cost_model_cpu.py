@@ -3,18 +3,25 @@
     .venv/bin/python -m bench.cost_model_cpu            # 18 configurations, ~10 min
     .venv/bin/python -m bench.cost_model_cpu --quick    # 8 configurations, ~4 min
 
+    .venv/bin/python -m bench.cost_model_cpu --reuse runs/bench/cost_model_cpu.json
+                                                         # predictions only, same measurements
+
 Each configuration runs once as a real trial (synthetic tokens, 1 compile + 1 warm-up +
-3 measured steps) and is predicted by autotune/plan. The constants are fitted by least
-squares on the even-numbered configurations and the errors reported on the odd ones
-(held out), for peak memory per rank (also its model-dependent part: peak minus an empty
-MindSpore process) and for step time (MAPE and Spearman of the ranking).
+3 measured steps) and is predicted by autotune/plan. The split is stratified: the
+configurations sharing a variation (fp16, dp=2, accumulation, ... or none) alternate
+between calibration and held out, so every variation with two or more configurations is
+on both sides. The constants are fitted by least squares on the calibration half and the
+errors reported on the held-out half, for peak memory per rank (also its model-dependent
+part: peak minus an empty MindSpore process) and for step time (MAPE and Spearman).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 from scipy.stats import spearmanr
@@ -79,19 +86,25 @@ def largest(predicted, measured) -> float:
     return float(rel[np.argmax(np.abs(rel))])
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench.cost_model_cpu")
-    parser.add_argument("--quick", action="store_true", help="8 configurations")
-    add_quiet_argument(parser)
-    args = parser.parse_args()
-    configs = QUICK if args.quick else CONFIGS
+def roles(runs: list[dict]) -> list[str]:
+    """Stratified split: within each variation, alternate calibrate / held out."""
+    seen: dict[tuple, int] = {}
+    out = []
+    for r in runs:
+        key = tuple(r["overrides"][len(COMMON) + 3:])  # what varies besides the dimensions
+        out.append("calibrate" if seen.get(key, 0) % 2 == 0 else "held out")
+        seen[key] = seen.get(key, 0) + 1
+    return out
+
+
+def measure(configs, max_wait: float) -> tuple[float, list[dict]]:
     baseline = empty_process_gib()
     log(f"empty MindSpore process: {baseline:.3f} GiB peak RSS")
     runs = []
     for i, config in enumerate(configs):
         ov = overrides_of(config)
         dp = next((int(o.split("=")[1]) for o in ov if o.startswith("parallel.dp=")), 1)
-        run = run_trial(ov, timeout_s=600, quiet_wait_s=args.max_wait, world_size=dp).check()
+        run = run_trial(ov, timeout_s=600, quiet_wait_s=max_wait, world_size=dp).check()
         res, perf = run.summary["resources"], run.performance
         runs.append({"overrides": ov, "peak_gib": res["peak_rss_gib_max_rank"],
                      "step_s": perf["step_time_median_s"],
@@ -99,11 +112,30 @@ def main() -> None:
                      "load": run.load})
         log(f"{i + 1}/{len(configs)} {' '.join(ov[len(COMMON):])}: "
             f"peak {runs[-1]['peak_gib']:.3f} GiB, step {runs[-1]['step_s']:.3f} s")
+    return baseline, runs
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.cost_model_cpu")
+    parser.add_argument("--quick", action="store_true", help="8 configurations")
+    parser.add_argument("--reuse", type=Path, metavar="JSON",
+                        help="take the measurements of an earlier run's result file")
+    add_quiet_argument(parser)
+    args = parser.parse_args()
+    if args.reuse:
+        earlier = json.loads(args.reuse.read_text())
+        baseline = earlier["empty_process_gib"]
+        runs = [{k: r[k] for k in ("overrides", "peak_gib", "step_s", "data_wait_s", "load")}
+                for r in earlier["runs"]]
+        log(f"measurements of {args.reuse} ({earlier['date']})")
+    else:
+        baseline, runs = measure(QUICK if args.quick else CONFIGS, args.max_wait)
     cfgs = [to_trial_config(compose("sweep", r["overrides"], schema=SweepConfig)) for r in runs]
     model = CostModel.for_profile(cfgs[0].hardware)
     points = [model.measurement(c, peak_gib=r["peak_gib"], step_s=r["step_s"],
                                 data_wait_s=r["data_wait_s"]) for c, r in zip(cfgs, runs)]
-    train = points[0::2]  # calibrate on the even ones; the odd ones are held out
+    role_of = roles(runs)
+    train = [p for p, role in zip(points, role_of) if role == "calibrate"]
     constants = fit(train, Constants.priors(cfgs[0].hardware))
     model.constants = constants
     rows, result_rows = [], []
@@ -111,7 +143,7 @@ def main() -> None:
         p = model.predict_config(c)
         state = p.memory.states + p.memory.comm_buffer
         variable = state + p.memory.dynamic
-        role = "calibrate" if i % 2 == 0 else "held out"
+        role = role_of[i]
         result_rows.append({**r, "role": role, "predicted_peak_gib": p.peak_gib,
                             "predicted_step_s": p.step_s,
                             "model_dependent_gib": variable / 1024**3})
@@ -130,7 +162,7 @@ def main() -> None:
     ts_m = [x["step_s"] for x in held]
     summary = {
         "empty_process_gib": baseline,
-        "constants": constants.__dict__,
+        "constants": constants.__dict__, "reused": str(args.reuse) if args.reuse else None,
         "held_out": len(held),
         "memory_mape": mape(hp, hm), "memory_largest": largest(hp, hm),
         "memory_variable_mape": mape(var_p, var_m), "memory_variable_largest":

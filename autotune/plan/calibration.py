@@ -16,6 +16,7 @@ allocator factor rises until it does not.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -120,38 +121,48 @@ def _fit_efficiency_only(usable: list[Measurement], prior: Constants) -> dict:
     return {"compute_efficiency": efficiency}
 
 
-def _memory_row(m: Measurement, prior: Constants) -> list[float]:
-    """The regressors of one trial's peak: 1, static GiB, dynamic GiB (formula values)."""
+def _memory_row(m: Measurement, prior: Constants) -> tuple[float, float, float]:
+    """One trial's peak regressors: 1, static GiB, dynamic GiB (formula values)."""
     job = m.job if prior.recompute_frees_memory else replace(m.job, recompute=Recompute.none)
     b = memory.breakdown(m.dims, job, runtime_overhead_gib=0.0, allocator_factor=1.0,
                          activation_factor=1.0)
-    return [1.0, b.static / GIB, b.dynamic / GIB]
+    return 1.0, b.static / GIB, b.dynamic / GIB
 
 
 def fit_memory(points: list[Measurement], prior: Constants) -> tuple[dict, float | None]:
+    """peak = overhead + allocator x (static + activation factor of the dtype x dynamic):
+    one dynamic column per dtype, because a backend may keep extra copies of low-precision
+    activations (MindSpore's CPU backend does: docs/mindspore-cpu.md)."""
     usable = [m for m in points if m.peak_gib]
     if not usable:
         return {}, None
     rows = [_memory_row(m, prior) for m in usable]
+    dtypes = [m.job.dtype.value for m in usable]
     if len(usable) < MIN_POINTS:
-        # Too few trials for three constants: scale the allocator factor alone so that
+        # Too few trials for every constant: scale the allocator factor alone so that
         # the priors' runtime overhead plus the scaled model meets the measured peaks.
-        variable = sum(r[1] + prior.activation_factor * r[2] for r in rows)
+        variable = sum(r[1] + prior.activation_factor[d] * r[2] for r, d in zip(rows, dtypes))
         measured = sum(m.peak_gib - prior.runtime_overhead_gib for m in usable)
         if variable <= 0 or measured <= 0:
             return {}, None
         return {"allocator_factor": max(1e-6, measured / variable)}, None
     from scipy.optimize import nnls
 
-    a, y = np.array(rows), np.array([m.peak_gib for m in usable])
+    seen = sorted(set(dtypes))
+    a = np.array([[one, static, *[dyn if d == k else 0.0 for k in seen]]
+                  for (one, static, dyn), d in zip(rows, dtypes)])
+    y = np.array([m.peak_gib for m in usable])
     coef, _ = nnls(a / y[:, None], np.ones_like(y))
-    overhead, allocator, dynamic = (float(v) for v in coef)
+    overhead, allocator = float(coef[0]), float(coef[1])
     if allocator <= 0:  # the states never varied: keep the prior's split of the slope
         allocator = prior.allocator_factor
+    factors = dict(prior.activation_factor)
+    for k, value in zip(seen, coef[2:]):
+        if value > 0:
+            factors[k] = float(value) / allocator
     out = {"runtime_overhead_gib": overhead, "allocator_factor": max(allocator, 1e-6),
-           "activation_factor": dynamic / allocator if allocator > 0 else
-           prior.activation_factor}
-    return out, _relative_rms(a @ coef, y, 3)
+           "activation_factor": factors}
+    return out, _relative_rms(a @ coef, y, 2 + len(seen))
 
 
 def _relative_rms(predicted: np.ndarray, measured: np.ndarray, n_params: int) -> float:
@@ -170,7 +181,8 @@ def respect_ooms(constants: Constants, points: list[Measurement]) -> Constants:
                                                                      recompute=Recompute.none)
         b = memory.breakdown(m.dims, job, runtime_overhead_gib=constants.runtime_overhead_gib,
                              allocator_factor=factor,
-                             activation_factor=constants.activation_factor)
+                             activation_factor=constants.activation_factor[
+                                 m.job.dtype.value])
         variable = b.peak_gib - constants.runtime_overhead_gib
         needed = m.oom_budget_gib - constants.runtime_overhead_gib
         if variable > 0 and needed > variable:
@@ -205,9 +217,13 @@ def load(profile: str, prior: Constants, cache_dir: Path | None = None) -> Const
     """The stored fit for this profile and machine, else the priors."""
     try:
         data = json.loads(calibration_path(profile, cache_dir).read_text())
-        return replace(prior, **data["constants"])
+        stored = replace(prior, **data["constants"])
     except (OSError, ValueError, KeyError, TypeError):
         return prior
+    # A file from another version of the model (other fields, other shapes) is ignored.
+    shapes_match = all(isinstance(getattr(stored, f.name), type(getattr(prior, f.name)))
+                       for f in dataclasses.fields(prior))
+    return stored if shapes_match else prior
 
 
 def save(profile: str, constants: Constants, cache_dir: Path | None = None) -> Path:

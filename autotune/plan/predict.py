@@ -20,7 +20,7 @@ class Constants:
     step_overhead_s: float
     runtime_overhead_gib: float
     allocator_factor: float
-    activation_factor: float
+    activation_factor: dict[str, float]  # per dtype value: a backend may keep extra copies
     data_wait_s: float = 0.0
     recompute_frees_memory: bool = True
     #: Relative error of memory and of step time (1 sigma), from the fit's residuals.
@@ -37,7 +37,7 @@ class Constants:
                    step_overhead_s=c.step_overhead_s,
                    runtime_overhead_gib=c.runtime_overhead_gib,
                    allocator_factor=c.allocator_factor,
-                   activation_factor=c.activation_factor,
+                   activation_factor={d.value: c.activation_factor for d in DType},
                    recompute_frees_memory=c.recompute_frees_memory,
                    memory_uncertainty=c.uncertainty, time_uncertainty=c.uncertainty,
                    source=f"priors of hardware profile {hw.name}")
@@ -103,7 +103,7 @@ def predict(d: ModelDims, job: Job, cluster: Cluster, constants: Constants, *,
         job, recompute=Recompute.none)
     mem = memory.breakdown(d, memory_job, runtime_overhead_gib=constants.runtime_overhead_gib,
                            allocator_factor=constants.allocator_factor,
-                           activation_factor=constants.activation_factor)
+                           activation_factor=constants.activation_factor[job.dtype.value])
     time = None
     if peak_flops_per_device:
         time = steptime.breakdown(
