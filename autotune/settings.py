@@ -13,7 +13,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
 from trials.contract.rules import ConfigError, check_fields, rule
-from trials.contract.schema import TrialConfig, to_trial_config, validate
+from trials.contract.schema import DType, TrialConfig, to_trial_config, validate
 
 
 class Objective(str, enum.Enum):
@@ -223,8 +223,6 @@ def validate_settings(composed: DictConfig) -> SweepConfig:
 
 
 def _check_plan(plan: PlanSettings) -> None:
-    from trials.contract.schema import DType
-
     lists = {"plan.micro_batches": (plan.micro_batches, lambda v: isinstance(v, int) and v >= 1,
                                     "positive integers"),
              "plan.recompute": (plan.recompute, lambda v: v in ("none", "selective", "full"),

@@ -269,7 +269,7 @@ class Sweep:
         if self.model is None:
             return None
         prediction = self.model.predict_config(cfg)
-        trial.set_user_attr(learning.PREDICTION, prediction.record())
+        trial.set_user_attr(R.PREDICTION, prediction.record())
         margin = self.settings.predict.oom_margin
         if not self.settings.predict.rule_out_oom or \
                 prediction.peak_gib <= self.budget_gib * (1 + margin):

@@ -20,8 +20,6 @@ from trials.contract.schema import (
     to_trial_config,
 )
 
-__all__ = ["PREDICTION", "measurements", "needs_refit"]
-
 
 def config_of(record: TrialRecord, cache: dict[int, TrialConfig | None] | None = None,
               ) -> TrialConfig | None:

@@ -6,6 +6,7 @@ Shared by the trial program and the orchestrator (plain Python, no MindSpore).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import typing
 from pathlib import Path
 
@@ -65,6 +66,7 @@ def compose(config_name: str, overrides: list[str], conf_dir: Path = CONF_DIR, *
     return cfg
 
 
+@functools.lru_cache(maxsize=None)
 def free_form_paths(schema: type, prefix: str = "") -> frozenset[str]:
     """Override paths of the schema's free-form dict fields (``workload.options`` ...)."""
     paths = set()
