@@ -9,7 +9,6 @@ selection).
 from __future__ import annotations
 
 import logging
-import sys
 import time
 from dataclasses import dataclass
 
@@ -75,10 +74,8 @@ class Sweep:
         _, problem = feasibility.structural_problem(self.space, self.space.baseline)
         if problem:
             raise ConfigError(f"the baseline configuration is impossible: {problem}")
-        if self.settings.simulate:
-            self.trial_command = [sys.executable, "-m", "autotune.plan.simulate"]
-        else:
-            self.trial_command = list(self.settings.trial_command)
+        self.trial_command = launcher.trial_command(self.settings.simulate,
+                                                    self.settings.trial_command)
         if not self.trial_command:
             problem = runnable_problem(self.base)
             if problem:

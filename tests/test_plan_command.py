@@ -108,6 +108,10 @@ def test_simulated_sweep_of_an_accelerator_space(harness, tmp_path):
     assert "(simulated)" in out
     assert main(["report", *overrides, f"report.out={tmp_path / 'report'}"]) == 0
     assert "SIMULATED" in harness.capsys.readouterr().out
+    # confirm re-runs the finalists with the same (simulated) trial program.
+    assert main(["confirm", *overrides, "confirm.top_k=1", "confirm.repeats=2"]) == 0
+    confirmed = harness.study("sim").user_attrs["autotune.confirm"]
+    assert len(next(iter(confirmed.values()))["tokens_per_s"]) == 2
     assert main(["export", *overrides, f"export.out={tmp_path / 'job'}"]) == 0
     provenance = json.loads((tmp_path / "job" / "provenance.json").read_text())
     assert provenance["predicted_memory"]["headroom_gib"] > 0

@@ -47,7 +47,9 @@ def rerun(record: TrialRecord, out_dir: Path, settings: SweepSettings) -> float 
     config = Path(record.trial_dir) / "config.yaml"
     cfg = to_trial_config(load_resolved(config, []))
     argv = trial_argv(config, world_size=cfg.parallel.devices,
-                      trial_command=settings.trial_command, log_dir=out_dir / "msrun_log")
+                      trial_command=launcher.trial_command(settings.simulate,
+                                                           settings.trial_command),
+                      log_dir=out_dir / "msrun_log")
     proc = launcher.start(argv, out_dir, marker=f"confirm/{record.number}/{time.time_ns()}")
     # The config's own metrics path, relative to the run directory (as in the sweep).
     result = monitor.watch(proc, out_dir / cfg.run.metrics_path, out_dir, settings.stop)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -114,3 +115,11 @@ def kill_recorded(process: dict | None, host: str) -> int:
     if not process or process.get("host") != host or not process.get("marker"):
         return 0
     return kill_marked(process["marker"])
+
+
+def trial_command(simulate: bool, configured: list[str]) -> list[str]:
+    """The program that runs a trial: the simulated one (``sweep.simulate``), the
+    configured ``sweep.trial_command``, or (empty) the MindSpore trial program."""
+    if simulate:
+        return [sys.executable, "-m", "autotune.plan.simulate"]
+    return list(configured)
