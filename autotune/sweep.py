@@ -176,7 +176,7 @@ class Sweep:
         if problem:
             return self._reject(study, trial, label, problem, progress)
         trial.set_user_attr(R.MICRO_BATCH_SIZE, micro_batch_size(cfg))
-        over = self._predicted_over_budget(trial, cfg)
+        over = self._predicted_over_budget(trial, cfg, exempt=params == self.space.baseline)
         if over is not None:
             scoring.tell_rejected(study, trial, over, budget_gib=self.budget_gib,
                                   outcome=Outcome.PREDICTED_OOM)
@@ -261,14 +261,20 @@ class Sweep:
                              self.settings.stop, on_step=on_step, on_tick=on_tick)
 
     # -- the cost model -------------------------------------------------------------------
-    def _predicted_over_budget(self, trial: optuna.Trial, cfg: TrialConfig) -> str | None:
-        """Record the prediction; why the point is ruled out as predicted_oom, or None."""
+    def _predicted_over_budget(self, trial: optuna.Trial, cfg: TrialConfig, *,
+                               exempt: bool) -> str | None:
+        """Record the prediction; why the point is ruled out as predicted_oom, or None.
+
+        The baseline is always launched (``exempt``): it is the user's own running
+        configuration, and its measurement corrects a model calibrated elsewhere (another
+        workload, another study) before the model rules anything out.
+        """
         if self.model is None:
             return None
         prediction = self.model.predict_config(cfg)
         trial.set_user_attr(R.PREDICTION, prediction.record())
         margin = self.settings.predict.oom_margin
-        if not self.settings.predict.rule_out_oom or \
+        if exempt or not self.settings.predict.rule_out_oom or \
                 prediction.peak_gib <= self.budget_gib * (1 + margin):
             return None
         return (f"predicted peak {prediction.peak_gib:.2f} GiB > budget {self.budget_gib:g} GiB "

@@ -12,6 +12,7 @@ import pandas as pd
 from autotune.report.tables import markdown_table
 from autotune.study.records import PREDICTION, TrialRecord
 from autotune.study.selection import distinct
+from trials.contract.outcomes import Outcome
 
 os.environ.setdefault("MPLCONFIGDIR", "/tmp/autotune-mpl")
 
@@ -32,13 +33,14 @@ def pairs(records: list[TrialRecord]) -> pd.DataFrame:
 
 
 def errors(df: pd.DataFrame) -> dict[str, dict[str, float]]:
-    """MAPE and largest error (relative) of memory and of tokens/s, where both exist."""
+    """MAPE and largest error (relative) of memory and of tokens/s over the trials that
+    completed (a stopped trial's peak is only what it reached before it was stopped)."""
     out = {}
     for what, p, m in (("memory", "predicted peak GiB", "measured peak GiB"),
                        ("tokens/s", "predicted tok/s", "measured tok/s")):
         if df.empty:
             continue
-        both = df[[p, m]].dropna()
+        both = df[df["reason"] == Outcome.OK.value][[p, m]].dropna()
         if both.empty:
             continue
         rel = (both[p] - both[m]) / both[m]
@@ -57,7 +59,8 @@ def write(records: list[TrialRecord], out: Path) -> dict:
                      "dimensions to predict from; simulated trials are not measurements).")
     for what, e in errs.items():
         lines.append(f"- {what}: mean absolute error {100 * e['mape']:.1f} % over {e['n']} "
-                     f"trial(s), largest {100 * e['max']:+.1f} %")
+                     f"completed trial(s), largest {100 * e['max']:+.1f} % (each predicted "
+                     "before it ran, with the constants of that moment)")
     lines += ["", markdown_table(df) if not df.empty else ""]
     (out / "prediction.md").write_text("\n".join(lines) + "\n")
     figure(df, out / "prediction.png")
