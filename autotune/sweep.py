@@ -176,19 +176,17 @@ class Sweep:
         if problem:
             return self._reject(study, trial, label, problem, progress)
         trial.set_user_attr(R.MICRO_BATCH_SIZE, micro_batch_size(cfg))
-        over = self._predicted_over_budget(trial, cfg, exempt=params == self.space.baseline)
-        if over is not None:
-            scoring.tell_rejected(study, trial, over, budget_gib=self.budget_gib,
-                                  outcome=Outcome.PREDICTED_OOM)
-            progress.trial_done(trial.number, label, Outcome.PREDICTED_OOM, None,
-                                launched=False)
-            return Settled(launched=False)
+        # A measurement outranks a prediction: an identical finished trial is reused first.
         original = budget.evaluated_result(study, params)
         if original is not None:
             scoring.tell_reused(study, trial, original, multi_objective=self.multi)
             progress.trial_done(trial.number, label, R.outcome_of(original),
                                 original.values[0] if original.values else None, launched=False)
             return Settled(launched=False)
+        over = self._predicted_over_budget(trial, cfg, exempt=params == self.space.baseline)
+        if over is not None:
+            return self._reject(study, trial, label, over, progress,
+                                outcome=Outcome.PREDICTED_OOM)
         oom = feasibility.oom_dominating(params, cfg, R.load_records(study))
         if oom is not None:
             return self._reject(study, trial, label, (
@@ -210,9 +208,9 @@ class Sweep:
         return Settled(launched=True, stop=self._baseline_verdict(trial, params, result))
 
     def _reject(self, study: optuna.Study, trial: optuna.Trial, label: str, why: str,
-                progress: SweepProgress) -> Settled:
-        scoring.tell_rejected(study, trial, why, budget_gib=self.budget_gib)
-        progress.trial_done(trial.number, label, Outcome.INFEASIBLE, None, launched=False)
+                progress: SweepProgress, *, outcome: Outcome = Outcome.INFEASIBLE) -> Settled:
+        scoring.tell_rejected(study, trial, why, budget_gib=self.budget_gib, outcome=outcome)
+        progress.trial_done(trial.number, label, outcome, None, launched=False)
         return Settled(launched=False)
 
     def _baseline_verdict(self, trial: optuna.Trial, params: dict,
