@@ -187,13 +187,16 @@ class Sweep:
         if over is not None:
             return self._reject(study, trial, label, over, progress,
                                 outcome=Outcome.PREDICTED_OOM)
-        oom = feasibility.oom_dominating(params, cfg, R.load_records(study))
+        records = R.load_records(study)  # read once: the OOM rule and the slow rule's best
+        oom = feasibility.oom_dominating(params, cfg, records)
         if oom is not None:
             return self._reject(study, trial, label, (
                 f"trial {oom.number} ran out of memory at micro-batch size "
                 f"{oom.micro_batch_size}; this one needs {micro_batch_size(cfg)}"), progress)
         try:
-            result = self._launch(study, trial, cfg, label, progress)
+            leader = selection.best(records, self.budget_gib)
+            result = self._launch(trial, cfg, label, progress,
+                                  best=leader.tokens_per_s if leader is not None else None)
         except Stopped as stopped:
             reaping.requeue(study, trial, Outcome.INTERRUPTED,
                             f"the orchestrator received {stopped.name}; every process of the "
@@ -223,8 +226,9 @@ class Sweep:
                 f"{result.detail}; every other trial would fail the same way. Fix the "
                 f"baseline, then run the same command again.{tail}")
 
-    def _launch(self, study: optuna.Study, trial: optuna.Trial, cfg: TrialConfig, label: str,
-                progress: SweepProgress) -> monitor.TrialResult:
+    def _launch(self, trial: optuna.Trial, cfg: TrialConfig, label: str,
+                progress: SweepProgress, *, best: float | None) -> monitor.TrialResult:
+        """Start the trial and follow it; ``best`` is the tokens/s the slow rule judges by."""
         trial_dir = self.dir / f"trial-{trial.number:04d}"
         trial_dir.mkdir(parents=True, exist_ok=True)
         config_path = trial_dir / "config.yaml"
@@ -237,8 +241,6 @@ class Sweep:
         proc = launcher.start(argv, trial_dir, marker)
         trial.set_user_attr(R.PROCESS, {"host": reaping.worker_identity()["host"],
                                         "pgid": proc.pgid, "marker": marker})
-        leader = selection.best(R.load_records(study), self.budget_gib)
-        best = leader.tokens_per_s if leader is not None else None
         last_beat = [time.time()]
 
         def on_step(steps) -> str | None:

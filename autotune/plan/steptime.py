@@ -130,7 +130,8 @@ def breakdown(d: ModelDims, job: Job, cluster: Cluster, *, peak_flops: float,
     busy = compute + mp
     return TimeBreakdown(
         compute=compute, recompute=recompute_flops / rate, mp_collectives=mp,
-        pp_bubble=busy * (job.pp - 1) / job.micro_batches if job.pp > 1 else 0.0,
+        # Idle share f of the pipelined time adds f / (1 - f) = (p - 1) / m to the busy time.
+        pp_bubble=busy * bubble_fraction(job) / (1 - bubble_fraction(job)),
         pp_p2p=pp_p2p_s(d, job, cluster),
         dp_allreduce=dp_allreduce_s(d, job, cluster, collective_efficiency),
         data_wait=data_wait_s, overhead=step_overhead_s)
