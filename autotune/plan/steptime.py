@@ -78,10 +78,6 @@ def compute_flops(d: ModelDims, job: Job) -> tuple[float, float]:
     return total, total - plain
 
 
-def compute_s(d: ModelDims, job: Job, *, peak_flops: float, efficiency: float) -> float:
-    return compute_flops(d, job)[0] / (peak_flops * efficiency)
-
-
 def mp_collectives_s(d: ModelDims, job: Job, cluster: Cluster,
                      collective_efficiency: float) -> float:
     if job.mp == 1:

@@ -103,8 +103,3 @@ class MetricsReader:
             if record is not None:
                 records.append(record)
         return records
-
-
-def read_all(path: Path) -> list[Record]:
-    """Every complete record of a finished trial's file."""
-    return MetricsReader(path).read_new()
