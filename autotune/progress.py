@@ -44,7 +44,7 @@ class SweepProgress:
             self._progress.update(self._task, current=self.current, best=self._best_text())
 
     def trial_done(self, number: int, label: str, reason: Outcome | None, tps: float | None,
-                   launched: bool) -> None:
+                   launched: bool, note: str = "") -> None:
         if tps is not None and reason is Outcome.OK and (self.best is None or tps > self.best):
             self.best = tps
         if self._progress is not None:
@@ -53,8 +53,13 @@ class SweepProgress:
         speed = f"{tps:,.0f} tok/s" if tps is not None else "-"
         cost = "" if launched else " (not launched)"
         text = reason.value if reason is not None else "?"
-        self.console.print(f"trial {number:>3} {text:<11} {speed:>13}  {label}{cost}",
-                           highlight=False, soft_wrap=True)
+        note = f"\n          {note}" if note else ""
+        self.console.print(f"trial {number:>3} {text:<11} {speed:>13}  {label}{cost}{note}",
+                           highlight=False, soft_wrap=True, markup=False)
+
+    def note(self, text: str) -> None:
+        """One plain line about the sweep (racing, re-measuring)."""
+        self.console.print(text, highlight=False, soft_wrap=True, markup=False)
 
     def close(self) -> None:
         if self._progress is not None:

@@ -21,6 +21,14 @@ class Objective(str, enum.Enum):
     pareto = "pareto"  # maximise tokens/s and minimise peak memory; keeps the Pareto front
 
 
+class Sampler(str, enum.Enum):
+    """What proposes the next point after the baseline (and queued points)."""
+
+    tpe = "tpe"  # Optuna's TPE: learns from completed and failed trials
+    random = "random"
+    grid = "grid"  # every point once, in a seeded order
+
+
 @dataclass
 class StopRules:
     """When the orchestrator stops a trial early."""
@@ -56,6 +64,16 @@ class PredictSettings:
 
 
 @dataclass
+class RaceSettings:
+    """Racing: a trial that lands within noise of the best is re-measured, interleaved with
+    the best, before the sampler is told (it is told the pooled estimate)."""
+
+    #: Rounds of (best, new) re-runs; 0 = no racing. Off by default: BENCHMARKS.md
+    #: "search efficiency" shows what it costs and what it buys.
+    rounds: int = field(default=0, metadata=rule(ge=0, le=10))
+
+
+@dataclass
 class SweepSettings:
     """How the search runs and where the study lives."""
 
@@ -69,6 +87,7 @@ class SweepSettings:
     objective: Objective = Objective.throughput
     #: Sampler seed; each (re)start adds the number of trials already in the study.
     seed: int = field(default=0, metadata=rule(ge=0))
+    sampler: Sampler = Sampler.tpe
     #: TPE startup trials before the model takes over.
     n_startup_trials: int = field(default=6, metadata=rule(ge=0))
     #: After the baseline, try each single-knob change of it before sampling.
@@ -86,6 +105,7 @@ class SweepSettings:
     trial_command: list = field(default_factory=list)
     stop: StopRules = field(default_factory=StopRules)
     predict: PredictSettings = field(default_factory=PredictSettings)
+    race: RaceSettings = field(default_factory=RaceSettings)
     #: Run simulated trials (the cost model's prediction plus measured noise) instead of
     #: MindSpore: for spaces this machine cannot run. Marked simulated everywhere.
     simulate: bool = False
@@ -139,6 +159,9 @@ class ExportSettings:
     trial: int | None = field(default=None, metadata=rule(ge=0))
     #: Choose by confirmed medians where `confirm` has run.
     use_confirmed: bool = True
+    #: Export the configuration with the fewest changes from the baseline among those the
+    #: fastest is not separable from (the baseline when the gain is within noise).
+    prefer_simpler: bool = True
     #: Pareto studies: the fastest trial with at least this much memory headroom (GiB).
     min_headroom_gib: float = field(default=0.0, metadata=rule(ge=0))
     #: Write into a non-empty output directory.

@@ -9,8 +9,10 @@ selection).
 from __future__ import annotations
 
 import logging
+import math
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import optuna
 from omegaconf import DictConfig, OmegaConf
@@ -22,11 +24,12 @@ from autotune.plan.costmodel import CostModel
 from autotune.progress import SweepProgress
 from autotune.report import leaderboard
 from autotune.running import launcher, monitor, preflight, pruning
+from autotune.running.repeat import rerun
 from autotune.search import feasibility, proposals
 from autotune.search.space import SearchSpace
 from autotune.settings import Objective, SweepSettings
 from autotune.signals import Stopped
-from autotune.study import budget, reaping, scoring, selection
+from autotune.study import budget, noise, reaping, scoring, selection
 from autotune.study import records as R
 from autotune.study import storage as S
 from trials.contract.launch import trial_argv
@@ -118,7 +121,7 @@ class Sweep:
         if self.model is not None and self.settings.predict.enqueue_best:
             proposals.queue_best_predicted(study, self.space, self.model, self.budget_gib,
                                            self.settings.predict.enqueue_best)
-        study.sampler = proposals.sampler(study, self.settings)
+        study.sampler = proposals.sampler(study, self.settings, self.space)
         done = budget.count_launches(study)
         total = self.settings.n_trials
         if done:
@@ -130,7 +133,9 @@ class Sweep:
         finally:
             progress.close()
         records = R.load_records(study)
-        self.console.print(leaderboard.render(records), highlight=False, soft_wrap=True)
+        level = noise.annotate(records, self.base.hardware.cost.run_to_run_cv)
+        self.console.print(leaderboard.render(records, noise_note=leaderboard.noise_line(level)),
+                           highlight=False, soft_wrap=True)
         self.console.print(f"{message}\nstudy: {S.redact(S.storage_url(self.settings))} "
                            f"(name {self.settings.study}); runs: {self.dir}", highlight=False,
                            soft_wrap=True)
@@ -197,18 +202,67 @@ class Sweep:
             leader = selection.best(records, self.budget_gib)
             result = self._launch(trial, cfg, label, progress,
                                   best=leader.tokens_per_s if leader is not None else None)
+            pooled = self._race(study, trial, result, leader, records, progress)
         except Stopped as stopped:
             reaping.requeue(study, trial, Outcome.INTERRUPTED,
                             f"the orchestrator received {stopped.name}; every process of the "
                             "trial was killed and its configuration re-queued")
             raise
         state = scoring.tell(study, trial, result, budget_gib=self.budget_gib,
-                             multi_objective=self.multi)
+                             multi_objective=self.multi, pooled_tokens_per_s=pooled)
         self._learn(study, trial.number)
-        tps = result.summary.performance.get("tokens_per_s") if result.summary else None
+        tps = pooled or (result.summary.performance.get("tokens_per_s") if result.summary
+                         else None)
         progress.trial_done(trial.number, label, result.reason,
-                            tps if state is TrialState.COMPLETE else None, launched=True)
+                            tps if state is TrialState.COMPLETE else None, launched=True,
+                            note=self._versus_baseline(study, trial.number)
+                            if state is TrialState.COMPLETE else "")
         return Settled(launched=True, stop=self._baseline_verdict(trial, params, result))
+
+    def _versus_baseline(self, study: optuna.Study, number: int) -> str:
+        """The trial's gain over the baseline with its interval, for its progress line."""
+        records = R.load_records(study)
+        noise.annotate(records, self.base.hardware.cost.run_to_run_cv)
+        record = next(r for r in records if r.number == number)
+        if record.role == selection.BASELINE_ROLE:
+            return "the baseline: every gain below is measured against it"
+        return f"vs baseline {record.vs_baseline.text()}" if record.vs_baseline else ""
+
+    # -- racing ---------------------------------------------------------------------------
+    def _race(self, study: optuna.Study, trial: optuna.Trial, result: monitor.TrialResult,
+              leader: R.TrialRecord | None, records: list[R.TrialRecord],
+              progress: SweepProgress) -> float | None:
+        """A new trial within noise of the best: re-run both, interleaved, ``race.rounds``
+        times; the pooled tokens/s of the new one (the sampler is told that), or None."""
+        rounds = self.settings.race.rounds
+        if not rounds or self.multi or leader is None or not leader.trial_dir or \
+                result.reason is not Outcome.OK or result.summary is None:
+            return None
+        level = noise.run_to_run_noise(records, self.base.hardware.cost.run_to_run_cv)
+        new_runs = noise.runs_from([result.summary.performance])
+        gain = noise.compare(new_runs, noise.runs_of(leader), level)
+        if gain is None or gain.real:
+            return None
+        progress.note(f"racing trial {trial.number} against the best, trial {leader.number} "
+                      f"({gain.text()}): {rounds} interleaved round(s)")
+        trial_dir = self.dir / f"trial-{trial.number:04d}"
+        entrants = {leader.number: (leader.params, Path(leader.trial_dir) / "config.yaml"),
+                    trial.number: (dict(trial.params), trial_dir / "config.yaml")}
+        perfs: dict[int, list[dict]] = {n: [] for n in entrants}
+        for i in range(rounds):
+            for number, (params, config) in entrants.items():
+                perf = self._repeat(params, config, trial_dir / f"race-{i}-trial-{number:04d}",
+                                    marker=f"{self.settings.study}/race/{number}")
+                if perf is not None:
+                    perfs[number].append(perf)
+        R.add_repeats(study, perfs, "race")
+        values = [result.summary.performance["tokens_per_s"],
+                  *(p["tokens_per_s"] for p in perfs[trial.number])]
+        return math.exp(sum(math.log(v) for v in values) / len(values))
+
+    def _repeat(self, params: dict, config: Path, out_dir: Path, *, marker: str) -> dict | None:
+        """One more run of a launched configuration; its performance layer, or None."""
+        return rerun(config, out_dir, self.settings, marker=marker)
 
     def _reject(self, study: optuna.Study, trial: optuna.Trial, label: str, why: str,
                 progress: SweepProgress, *, outcome: Outcome = Outcome.INFEASIBLE) -> Settled:
@@ -243,14 +297,6 @@ class Sweep:
                                         "pgid": proc.pgid, "marker": marker})
         last_beat = [time.time()]
 
-        def on_step(steps) -> str | None:
-            if self.multi:
-                return None  # a slow trial may still be on the memory side of the Pareto front
-            tps, _, _ = pruning.estimate(steps)
-            if tps is not None:
-                trial.report(tps, steps[-1].step)
-            return pruning.slow_verdict(steps, best, self.settings.stop)
-
         def on_tick(phase: str) -> None:
             progress.trial_phase(trial.number, label, phase)
             if time.time() - last_beat[0] >= self.settings.heartbeat_interval_s:
@@ -258,7 +304,19 @@ class Sweep:
                 last_beat[0] = time.time()
 
         return monitor.watch(proc, trial_dir / cfg.run.metrics_path, trial_dir,
-                             self.settings.stop, on_step=on_step, on_tick=on_tick)
+                             self.settings.stop,
+                             on_step=lambda steps: self._slow_verdict(trial, steps, best),
+                             on_tick=on_tick)
+
+    def _slow_verdict(self, trial: optuna.Trial, steps: list, best: float | None) -> str | None:
+        """After each new step of a running trial: report it to Optuna; why to stop it as
+        slow, or None."""
+        if self.multi:
+            return None  # a slow trial may still be on the memory side of the Pareto front
+        tps, _, _ = pruning.estimate(steps)
+        if tps is not None:
+            trial.report(tps, steps[-1].step)
+        return pruning.slow_verdict(steps, best, self.settings.stop)
 
     # -- the cost model -------------------------------------------------------------------
     def _predicted_over_budget(self, trial: optuna.Trial, cfg: TrialConfig, *,

@@ -115,6 +115,8 @@ class TrialRun:
     stderr_tail: str = ""
     #: Cores used by other processes / stolen by the hypervisor during the run.
     load: dict[str, float] = field(default_factory=dict)
+    #: Epoch seconds at launch (metrics lines carry epoch times).
+    started_at: float = 0.0
 
     @property
     def ok(self) -> bool:
@@ -170,6 +172,7 @@ def run_trial(overrides: Sequence[str], *, timeout_s: float = 300.0, quiet_wait_
     metrics = workdir / "metrics.jsonl"
     cmd = trial_argv(None, world_size=world_size, log_dir=workdir / "msrun_log",
                      overrides=[*overrides, f"run.metrics_path={metrics}"])
+    started_at = time.time()
     start = time.perf_counter()
     meter = LoadMeter()
     try:
@@ -186,7 +189,7 @@ def run_trial(overrides: Sequence[str], *, timeout_s: float = 300.0, quiet_wait_
     summary, steps, end = read_metrics(metrics)
     run = TrialRun(overrides=list(overrides), rc=rc, wall_s=wall, outcome=end.get("outcome"),
                    reason=end.get("reason"), summary=summary, steps=steps,
-                   stderr_tail=err[-2000:], load={**load, **before})
+                   stderr_tail=err[-2000:], load={**load, **before}, started_at=started_at)
     if run.ok or not keep_dir_on_failure:
         shutil.rmtree(workdir, ignore_errors=True)
     else:

@@ -13,7 +13,8 @@ import pytest
 from trials.contract.launch import trial_argv, trial_env
 
 ROOT = Path(__file__).resolve().parent.parent
-TINY = ["workload=gpt_tiny", "run.warmup_steps=1", "run.measure_steps=3"]
+#: Fixed step counts (no adaptive measurement) where a test counts steps.
+TINY = ["workload=gpt_tiny", "run.warmup_steps=1", "run.measure_steps=3", "run.adaptive=false"]
 
 
 def project_env(**extra: str) -> dict[str, str]:

@@ -86,26 +86,40 @@ def test_export_refuses_a_non_empty_directory(real_study, tmp_path):
     assert proc.returncode == 0 and (out / "job.yaml").exists()
 
 
-def test_confirm_records_medians_and_spreads_that_export_uses(real_study, tmp_path):
+def test_confirm_measures_the_baseline_beside_the_finalists_and_export_follows_the_test(
+        real_study, tmp_path):
     _, common = real_study
     proc = autotune("confirm", *common, "confirm.top_k=2", "confirm.repeats=2")
     assert proc.returncode == 0, proc.stderr
-    assert "top two" in proc.stdout and "separable" in proc.stdout.lower()
+    assert "top two" in proc.stdout and "paired rounds" in proc.stdout
+    assert "(baseline) round 1" in proc.stdout
     import optuna
 
     runs = [c.split("=", 1)[1] for c in common if c.startswith("sweep.runs_dir=")][0]
     study = optuna.load_study(study_name="real", storage=f"sqlite:///{runs}/real/study.db")
     confirmed = study.user_attrs["autotune.confirm"]
-    assert len(confirmed) == 2
-    for spread in confirmed.values():
+    assert "0" in confirmed  # the baseline, trial 0, is always re-measured
+    for number, spread in confirmed.items():
         assert len(spread["tokens_per_s"]) == 2
         assert spread["min"] <= spread["median"] <= spread["max"]
+        if number != "0":  # each finalist is tested against it, with the numbers kept
+            test = spread["vs_baseline"]
+            assert test["rounds"] == 2 and 0 <= test["p_value"] <= 1
+            assert test["low"] <= test["ratio"] <= test["high"]
+    # The re-runs are kept as repeats of the trials: their samples feed every comparison.
+    repeats = study.user_attrs["autotune.repeats"]
+    assert all(len(repeats[n]) == 2 and repeats[n][0]["step_times_s"] for n in confirmed)
     out = tmp_path / "export"
     proc = autotune("export", *common, f"export.out={out}")
     assert proc.returncode == 0
     best = max(confirmed, key=lambda k: confirmed[k]["median"])
-    assert json.loads((out / "provenance.json").read_text())["trial"] == int(best)
-    assert "best confirmed median" in proc.stdout
+    exported = json.loads((out / "provenance.json").read_text())["trial"]
+    test = confirmed[best].get("vs_baseline")
+    if best == "0" or (test["real"] and test["ratio"] > 0):
+        # ... or a configuration with fewer changes that the winner is not separable from.
+        assert exported == int(best) or "knob(s) instead of" in proc.stdout
+    else:  # the winner is not separable from the baseline: the baseline is exported
+        assert exported == 0 and "within noise" in proc.stdout
 
 
 def _postgres_url(password: str) -> tuple[str, str]:

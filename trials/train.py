@@ -82,7 +82,7 @@ def metrics_path(cfg: TrialConfig, rank: int) -> Path:
     return path if rank == 0 else path.with_name(f"{path.stem}.rank{rank}{path.suffix}")
 
 
-def run(cfg: TrialConfig, metrics: MetricsLog) -> tuple[Outcome, str]:
+def run(cfg: TrialConfig, metrics: MetricsLog, *, compile_cache: dict) -> tuple[Outcome, str]:
     """Train and classify how it ended. Every failure becomes an outcome."""
     from trials.runtime.context import set_up_context
     from trials.runtime.parallel import init_parallel
@@ -93,7 +93,8 @@ def run(cfg: TrialConfig, metrics: MetricsLog) -> tuple[Outcome, str]:
         set_up_context(cfg)
         check_supported(cfg)
         rank, world = init_parallel(cfg)
-        summary = Trainer(cfg, metrics, rank, world).run()
+        summary = Trainer(cfg, metrics, rank, world,
+                          applied={"compile_cache": compile_cache}).run()
     except Unsupported as exc:
         return Outcome.UNSUPPORTED, str(exc)
     except ConfigError as exc:
@@ -133,7 +134,9 @@ def main(argv: list[str] | None = None) -> int:
         limit_address_space(budget * cfg.guard.address_space_factor)
     except (ValueError, OSError) as exc:
         print(f"warning: cannot limit address space: {exc}", file=sys.stderr)
-    outcome, reason = run(cfg, metrics)
+    from trials.compile_cache import enable as enable_compile_cache
+
+    outcome, reason = run(cfg, metrics, compile_cache=enable_compile_cache(cfg))
     metrics.emit(EndRecord(outcome=outcome, reason=reason))
     metrics.close()
     if outcome is not Outcome.OK:

@@ -29,6 +29,7 @@ from trials.contract.schema import (
     micro_batch_size,
 )
 from trials.contract.scorecard import scorecard
+from trials.measurement import Measurement
 from trials.memory import PeakMemory
 from trials.runtime.context import applied_settings, apply_jit_level
 from trials.runtime.precision import apply_precision
@@ -47,8 +48,11 @@ class OverBudget(MemoryError):
 
 
 class Trainer:
-    def __init__(self, cfg: TrialConfig, metrics: MetricsLog, rank: int, world: int) -> None:
+    def __init__(self, cfg: TrialConfig, metrics: MetricsLog, rank: int, world: int, *,
+                 applied: dict | None = None) -> None:
+        """``applied``: more of what took effect, for the start event (the compile cache)."""
         self.cfg, self.metrics, self.rank, self.world = cfg, metrics, rank, world
+        self.extra_applied = applied or {}
         self.memory = PeakMemory()
         self.budget_gib = memory_budget_gib(cfg)
         self.steps: list[StepRecord] = []
@@ -94,7 +98,8 @@ class Trainer:
             recomputed_blocks=len(blocks) if cfg.train.recompute else 0,
             dense_compute_dtype=_first_dense_dtype(raw_model),
             loss_scaler=type(self.scaler).__name__ if self.scaler else None,
-            dataset_workers=cfg.data.num_workers, accumulation_steps=self.accumulation)
+            dataset_workers=cfg.data.num_workers, accumulation_steps=self.accumulation,
+            **self.extra_applied)
 
     # -- loop -----------------------------------------------------------------------------
     def _phase(self, step: int) -> Phase:
@@ -102,7 +107,12 @@ class Trainer:
             return Phase.COMPILE
         if self.cfg.run.mode is RunMode.production:
             return Phase.TRAIN
-        return Phase.WARMUP if step <= self.cfg.run.warmup_steps else Phase.MEASURE
+        return self.measurement.phase
+
+    def _agree(self, vote: bool) -> bool:
+        """Every rank's vote (a collective under msrun): True only when all say True."""
+        return vote if self.world == 1 else all(v > 0 for v in gather_floats(float(vote),
+                                                                              self.world))
 
     def _loss_limit(self) -> float:
         finite = [s.loss for s in self.steps if math.isfinite(s.loss)]
@@ -149,7 +159,8 @@ class Trainer:
             start_step = checkpoint.restore_latest(ckpt_dir, self._state_params())
             if start_step:
                 log.info("resumed from step %d", start_step)
-        total = cfg.run.steps if production else 1 + cfg.run.warmup_steps + cfg.run.measure_steps
+        self.measurement = Measurement(cfg.run, self._agree)
+        total = cfg.run.steps if production else self.measurement.total_steps
         self.metrics.emit(StartRecord(
             world_size=self.world, start_step=start_step, total_steps=total,
             accumulation=self.accumulation, micro_batch_size=micro_batch_size(cfg),
@@ -175,6 +186,8 @@ class Trainer:
                 self._log_progress(record)
                 if (step + 1) % cfg.run.checkpoint_every == 0 or step + 1 == total:
                     self._save(ckpt_dir, step + 1)
+            elif self.measurement.after_step(step_s):
+                break
         return self._summary()
 
     # -- production -----------------------------------------------------------------------
@@ -206,9 +219,13 @@ class Trainer:
     def _summary(self) -> dict:
         peaks = gather_floats(self.memory.sample(), self.world)
         peak_flops = peak_flops_for(self.cfg)
-        return scorecard(self.steps, flops_per_token=self.flops_per_token, peak_flops=peak_flops,
+        card = scorecard(self.steps, flops_per_token=self.flops_per_token, peak_flops=peak_flops,
                          recompute=self.cfg.train.recompute, peak_rss_gib=peaks,
                          budget_gib=self.budget_gib, spike_factor=self.cfg.guard.spike_factor)
+        if self.cfg.run.mode is not RunMode.production:
+            card["performance"].update(warmup_end=self.measurement.warmup_end,
+                                       measure_stop=self.measurement.stop_reason)
+        return card
 
 
 def _first_dense_dtype(model: nn.Cell) -> str:

@@ -52,7 +52,8 @@ def run_export(composed: DictConfig, console: Console) -> int:
                           "export.overwrite=true")
     study = S.load_existing(settings)
     records = load_records(study)
-    chosen, why = choose_trial(study, records, options)
+    chosen, why = choose_trial(study, records, options,
+                               prior_cv=to_trial_config(composed).hardware.cost.run_to_run_cv)
     job = production_config(chosen, options)
     baseline = selection.baseline(records)
     headroom = predicted_headroom(job)

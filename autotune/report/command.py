@@ -22,6 +22,7 @@ from rich.console import Console
 from autotune.report import diagnosis, index, plots, prediction, tables
 from autotune.report.diagnosis import Finding, diagnose
 from autotune.settings import SweepSettings
+from autotune.study.noise import annotate
 from autotune.study.records import TrialRecord, load_records
 from autotune.study.selection import baseline
 from autotune.study.storage import STOP_RULES, load_existing, redact, storage_url, study_dir
@@ -86,6 +87,7 @@ def run_report(composed: DictConfig, console: Console) -> int:
     study = load_existing(settings)
     records = load_records(study)
     cfg = ran_with(records, composed)
+    annotate(records, cfg.hardware.cost.run_to_run_cv)
     stop = study.user_attrs.get(STOP_RULES) or OmegaConf.to_container(composed.sweep.stop)
     budget = memory_budget_gib(cfg)
     out = Path(composed.report.out) if composed.report.out else study_dir(settings) / "report"

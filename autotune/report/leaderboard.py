@@ -5,6 +5,10 @@ from __future__ import annotations
 import pandas as pd
 
 from autotune.study.records import TrialRecord
+from autotune.study.selection import BASELINE_ROLE
+
+#: The column of gains over the baseline with their 95 % interval, in percent.
+GAIN_COLUMN = "vs base % (95% CI)"
 
 SHORT_NAMES = {
     "runtime.mode": "mode", "precision": "prec", "train.micro_batches": "micro",
@@ -33,7 +37,12 @@ def frame(records: list[TrialRecord], *, knobs: list[str] | None = None) -> pd.D
         if r.reused_from is not None:
             reason += f" (=#{r.reused_from})"
         row.update({
-            "tokens/s": r.tokens_per_s, "MFU %": None if r.mfu is None else 100 * r.mfu,
+            "tokens/s": r.tokens_per_s,
+            "runs": r.n_runs if r.tokens_per_s is not None else None,
+            # Filled by autotune.study.noise.annotate; "~" marks a gain within noise.
+            GAIN_COLUMN: ("baseline" if r.role == BASELINE_ROLE and r.reused_from is None
+                          else r.vs_baseline.short() if r.vs_baseline is not None else None),
+            "MFU %": None if r.mfu is None else 100 * r.mfu,
             "peak GiB": r.peak_memory_gib, "step s": r.step_time_s, "compile s": r.compile_s,
             "state": r.state, "reason": reason,
         })
@@ -46,7 +55,7 @@ def frame(records: list[TrialRecord], *, knobs: list[str] | None = None) -> pd.D
     return df.drop(columns="_ok").reset_index(drop=True)
 
 
-def render(records: list[TrialRecord], *, limit: int = 20) -> str:
+def render(records: list[TrialRecord], *, limit: int = 20, noise_note: str = "") -> str:
     df = frame(records)
     if df.empty:
         return "(no trials)"
@@ -54,4 +63,13 @@ def render(records: list[TrialRecord], *, limit: int = 20) -> str:
     text = shown.to_string(index=False, na_rep="-", float_format=lambda v: f"{v:,.2f}")
     if len(df) > limit:
         text += f"\n... {len(df) - limit} more (python -m autotune report)"
+    if noise_note:
+        text += f"\n{noise_note}"
     return text
+
+
+def noise_line(level) -> str:
+    """What the gain column rests on (a :class:`~autotune.study.noise.Noise`)."""
+    return (f"gains: 95 % intervals, bootstrap over measured steps + run-to-run noise "
+            f"{100 * level.cv:.1f} % ({level.source}); ~ = within noise "
+            "(python -m autotune confirm re-measures the finalists against the baseline)")

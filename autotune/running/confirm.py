@@ -1,14 +1,16 @@
 """``python -m autotune confirm``: re-measure the finalists against measurement noise.
 
-The top-k distinct configurations run ``repeats`` more times each, interleaved
-(A B C A B C ...) so that drift of a noisy machine hits all of them alike. The
-medians and spreads are stored on the study (``autotune.confirm``), where
+The baseline and the top-k distinct configurations run ``repeats`` more times each,
+interleaved in rounds (B A C, B A C, ...) so that drift of a noisy machine hits all
+of them alike. Each finalist is tested against the baseline by a paired t-test on
+log tokens/s over the rounds (autotune/study/noise.py); the top two against each
+other too. The medians, spreads and tests are stored on the study
+(``autotune.confirm``), the runs themselves with the trials' repeats, where
 ``export`` and ``report`` read them.
 """
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import numpy as np
@@ -16,15 +18,13 @@ from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 
 from autotune.report.leaderboard import params_label
-from autotune.running import launcher, monitor
+from autotune.running.repeat import rerun
 from autotune.settings import ConfirmSettings, SweepSettings
 from autotune.study import selection
 from autotune.study import storage as S
-from autotune.study.records import CONFIRM_STUDY_KEY, TrialRecord, load_records
-from trials.contract.compose import load_resolved
-from trials.contract.launch import trial_argv
-from trials.contract.outcomes import Outcome
-from trials.contract.schema import ConfigError, to_trial_config
+from autotune.study.noise import PairedTest, paired_test
+from autotune.study.records import CONFIRM_STUDY_KEY, TrialRecord, add_repeats, load_records
+from trials.contract.schema import ConfigError
 
 
 def spread(values: list[float]) -> dict:
@@ -35,75 +35,93 @@ def spread(values: list[float]) -> dict:
             "cv": float(arr.std() / arr.mean()) if arr.size > 1 and arr.mean() else 0.0}
 
 
-def separable(a: dict, b: dict) -> bool:
-    """Two configurations are told apart when their re-run ranges do not overlap."""
-    return a["min"] > b["max"] or b["min"] > a["max"]
-
-
-def rerun(record: TrialRecord, out_dir: Path, settings: SweepSettings) -> float | None:
-    """One more run of a trial's exact config, launched exactly as the sweep launches it;
-    tokens/s, or None if it did not finish ok."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    config = Path(record.trial_dir) / "config.yaml"
-    cfg = to_trial_config(load_resolved(config, []))
-    argv = trial_argv(config, world_size=cfg.parallel.devices,
-                      trial_command=launcher.trial_command(settings.simulate,
-                                                           settings.trial_command),
-                      log_dir=out_dir / "msrun_log")
-    proc = launcher.start(argv, out_dir, marker=f"confirm/{record.number}/{time.time_ns()}")
-    # The config's own metrics path, relative to the run directory (as in the sweep).
-    result = monitor.watch(proc, out_dir / cfg.run.metrics_path, out_dir, settings.stop)
-    if result.reason is not Outcome.OK or result.summary is None:
+def test_record(test: PairedTest | None) -> dict | None:
+    """A paired test as stored on the study (what export and report read)."""
+    if test is None:
         return None
-    return float(result.summary.performance["tokens_per_s"])
+    g = test.gain
+    return {"ratio": g.ratio, "low": g.low, "high": g.high, "p_value": test.p_value,
+            "rounds": test.rounds, "real": g.real, "text": test.text()}
+
+
+def rounds_of(runs: dict[int, list[float | None]], a: int, b: int) -> tuple[list, list]:
+    """The rounds where both ``a`` and ``b`` finished (a failed run drops its round)."""
+    pairs = [(x, y) for x, y in zip(runs[a], runs[b]) if x and y]
+    return [x for x, _ in pairs], [y for _, y in pairs]
 
 
 def run_confirm(composed: DictConfig, console: Console) -> int:
     settings: SweepSettings = OmegaConf.to_object(composed.sweep)
     options: ConfirmSettings = OmegaConf.to_object(composed.confirm)
     study = S.load_existing(settings)
-    chosen = selection.finalists(load_records(study), options.top_k)
+    records = load_records(study)
+    chosen = selection.finalists(records, options.top_k)
     if not chosen:
         raise ConfigError(f"study {settings.study!r} has no complete trial to confirm: "
                           "run the sweep first")
+    base = selection.baseline(records)
+    if base is not None and base.ok and base.trial_dir and base not in chosen:
+        chosen = [base, *chosen]  # every gain is judged against it, measured side by side
     base_dir = S.study_dir(settings) / "confirm"
-    runs: dict[int, list[float]] = {r.number: [] for r in chosen}
+    runs: dict[int, list[float | None]] = {r.number: [] for r in chosen}
+    perfs: dict[int, list[dict]] = {r.number: [] for r in chosen}
     total = options.repeats * len(chosen)
+    done = 0
     for rep in range(options.repeats):
         for r in chosen:
-            done = sum(len(v) for v in runs.values()) + 1
-            console.print(f"confirm {done}/{total}: trial {r.number} repeat {rep + 1}",
+            done += 1
+            role = " (baseline)" if base is not None and r.number == base.number else ""
+            console.print(f"confirm {done}/{total}: trial {r.number}{role} round {rep + 1}",
                           highlight=False)
-            tps = rerun(r, base_dir / f"trial-{r.number:04d}-run-{rep}", settings)
-            if tps is not None:
-                runs[r.number].append(tps)
+            perf = rerun(Path(r.trial_dir) / "config.yaml",
+                         base_dir / f"trial-{r.number:04d}-run-{rep}", settings,
+                         marker=f"confirm/{r.number}")
+            runs[r.number].append(perf["tokens_per_s"] if perf else None)
+            if perf:
+                perfs[r.number].append(perf)
+    add_repeats(study, perfs, "confirm")
     stored = dict(study.user_attrs.get(CONFIRM_STUDY_KEY) or {})
     summary = {}
     for r in chosen:
-        if runs[r.number]:
-            summary[r.number] = spread(runs[r.number])
-            stored[str(r.number)] = summary[r.number]
+        measured = [v for v in runs[r.number] if v]
+        if not measured:
+            continue
+        summary[r.number] = spread(measured)
+        if base is not None and r.number != base.number and base.number in runs:
+            summary[r.number]["vs_baseline"] = test_record(
+                paired_test(*rounds_of(runs, r.number, base.number)))
+            summary[r.number]["baseline"] = base.number
+        stored[str(r.number)] = summary[r.number]
     study.set_user_attr(CONFIRM_STUDY_KEY, stored)
-    console.print(render(chosen, summary), highlight=False)
+    console.print(render(chosen, summary, runs, base), highlight=False)
     return 0
 
 
-def render(chosen: list[TrialRecord], summary: dict[int, dict]) -> str:
+def render(chosen: list[TrialRecord], summary: dict[int, dict],
+           runs: dict[int, list[float | None]], base: TrialRecord | None) -> str:
     lines = [f"{'trial':>5}  {'sweep tok/s':>12}  {'median':>10}  {'min..max':>19}  "
-             f"{'CV':>6}  knobs"]
+             f"{'CV':>6}  {'vs baseline (paired t-test)':<44}  knobs"]
     ranked = sorted(chosen, key=lambda r: -(summary.get(r.number) or {}).get("median", 0))
     for r in ranked:
         s = summary.get(r.number)
         if s is None:
             lines.append(f"{r.number:>5}  {r.tokens_per_s:>12,.0f}  {'failed':>10}")
             continue
+        if base is not None and r.number == base.number:
+            versus = "baseline"
+        else:
+            test = s.get("vs_baseline")
+            versus = (f"{100 * test['ratio']:+.1f} % ({100 * test['low']:+.1f}..."
+                      f"{100 * test['high']:+.1f}), p={test['p_value']:.3f}"
+                      f"{'' if test['real'] else ' noise'}") if test else "too few rounds"
         lines.append(f"{r.number:>5}  {r.tokens_per_s:>12,.0f}  {s['median']:>10,.0f}  "
                      f"{s['min']:>9,.0f}..{s['max']:<8,.0f}  {100 * s['cv']:>5.1f}%  "
-                     f"{params_label(r.params)}")
-    top = [summary[r.number] for r in ranked if r.number in summary][:2]
+                     f"{versus:<44}  {params_label(r.params)}")
+    top = [r for r in ranked if r.number in summary][:2]
     if len(top) == 2:
-        a, b = ranked[0].number, ranked[1].number
-        verdict = ("separable: their re-run ranges do not overlap" if separable(*top) else
-                   "NOT separable from noise: their re-run ranges overlap; either is fine")
-        lines.append(f"top two (trials {a} and {b}): {verdict}")
+        a, b = top
+        test = paired_test(*rounds_of(runs, a.number, b.number))
+        verdict = (f"{test.text()}; either is fine" if test is not None and not test.gain.real
+                   else test.text() if test is not None else "too few complete rounds to test")
+        lines.append(f"top two (trial {a.number} vs trial {b.number}): {verdict}")
     return "\n".join(lines)

@@ -19,6 +19,10 @@ from trials.contract.metrics import MetricsReader
 from trials.contract.outcomes import Outcome
 
 POLL_S = 0.2
+#: Seconds a trial may take to exit after its end event before it is stopped: its
+#: outcome is written, and msrun's ranks take ~5 s to leave the cluster (measured in
+#: bench/landscape_record.py's runs), time that is the trial's cost but not its data.
+EXIT_GRACE_S = 1.0
 
 
 @dataclass
@@ -109,6 +113,7 @@ def _watch(proc: launcher.TrialProcess, metrics_path: Path, trial_dir: Path, rul
     follow = _Follower(metrics_path, on_step)
     last_progress = proc.started
     stop: tuple[Outcome, str] | None = None
+    ended: float | None = None  # when the end event was first seen
     while proc.poll() is None:
         now = time.time()
         if follow.read():
@@ -118,6 +123,11 @@ def _watch(proc: launcher.TrialProcess, metrics_path: Path, trial_dir: Path, rul
         if stop is not None:
             launcher.stop(proc)
             break
+        if follow.end is not None:
+            ended = ended or now
+            if now - ended > EXIT_GRACE_S:  # the outcome is known: do not wait for teardown
+                launcher.stop(proc)
+                break
         if on_tick is not None:
             on_tick(current_phase(follow.steps, follow.start is not None))
         time.sleep(POLL_S)

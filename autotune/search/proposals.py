@@ -9,7 +9,7 @@ import optuna
 from optuna.trial import TrialState
 
 from autotune.search.space import SearchSpace
-from autotune.settings import SweepSettings
+from autotune.settings import Sampler, SweepSettings
 from autotune.study.records import ROLE
 from autotune.study.selection import BASELINE_ROLE
 
@@ -39,9 +39,16 @@ def queue_next_neighbour(study: optuna.Study, space: SearchSpace) -> None:
             return
 
 
-def sampler(study: optuna.Study, settings: SweepSettings) -> optuna.samplers.BaseSampler:
-    """TPE, seeded so that a resume does not re-propose the same first points."""
+def sampler(study: optuna.Study, settings: SweepSettings,
+            space: SearchSpace) -> optuna.samplers.BaseSampler:
+    """``sweep.sampler``, seeded so that a resume does not re-propose the same first points
+    (the grid keeps its seed: it skips the points the study has already run)."""
     seed = settings.seed + len(study.get_trials(deepcopy=False))
+    if settings.sampler is Sampler.random:
+        return optuna.samplers.RandomSampler(seed=seed)
+    if settings.sampler is Sampler.grid:
+        grid = {path: list(d.choices) for path, d in space.distributions().items()}
+        return optuna.samplers.GridSampler(grid, seed=settings.seed)
     return optuna.samplers.TPESampler(seed=seed, n_startup_trials=settings.n_startup_trials)
 
 

@@ -7,6 +7,7 @@ study database alone is enough: optuna-dashboard and the ``optuna`` CLI see it t
 from __future__ import annotations
 
 import datetime as dt
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -74,10 +75,20 @@ class TrialRecord:
     reused_from: int | None
     scorecard: dict = field(default_factory=dict)
     attrs: dict = field(default_factory=dict)
+    #: More runs of the same configuration (racing, confirm): performance dicts with
+    #: tokens_per_s, tokens_per_step, step_times_s and their source.
+    repeats: list = field(default_factory=list)
+    #: Its gain over the baseline with an interval (autotune.study.noise.annotate).
+    vs_baseline: Any = None
 
     @property
     def ok(self) -> bool:
         return self.state == TrialState.COMPLETE.name
+
+    @property
+    def n_runs(self) -> int:
+        """Runs its tokens/s rests on: the trial's own and its repeats (racing, confirm)."""
+        return 1 + len(self.repeats)
 
     @property
     def simulated(self) -> bool:
@@ -109,17 +120,45 @@ class TrialRecord:
             scorecard=card, attrs=dict(a))
 
 
-#: Study attribute where `confirm` stores re-run spreads, keyed by trial number.
+#: Study attribute where `confirm` stores its verdicts, keyed by trial number.
 CONFIRM_STUDY_KEY = "autotune.confirm"
+#: Study attribute with more runs of a trial's configuration (a finished Optuna trial
+#: cannot change), keyed by trial number: lists of performance dicts.
+REPEATS_STUDY_KEY = "autotune.repeats"
+#: What a repeat keeps of a run's performance (the samples comparisons resample).
+REPEAT_FIELDS = ("tokens_per_s", "tokens_per_step", "step_times_s", "step_time_median_s")
+
+
+def pooled_tokens_per_s(record: TrialRecord) -> float:
+    """The geometric mean of tokens/s over the trial's run and its repeats."""
+    first = (record.scorecard.get("performance") or {}).get("tokens_per_s")
+    values = [v for v in [first, *(r.get("tokens_per_s") for r in record.repeats)]
+              if v and v > 0]
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def add_repeats(study, runs: dict[int, list[dict]], source: str) -> None:
+    """Store more runs of trials' configurations (``{trial number: [performance, ...]}``)."""
+    stored = dict(study.user_attrs.get(REPEATS_STUDY_KEY) or {})
+    for number, perfs in runs.items():
+        kept = [{**{k: perf.get(k) for k in REPEAT_FIELDS}, "source": source}
+                for perf in perfs]
+        stored[str(number)] = [*stored.get(str(number), []), *kept]
+    study.set_user_attr(REPEATS_STUDY_KEY, stored)
 
 
 def load_records(study) -> list[TrialRecord]:
-    """Every trial, with confirmation re-runs (kept on the study) merged in as attrs['confirm']."""
+    """Every trial, with what is kept on the study merged in: confirm's verdict as
+    attrs['confirm'], more runs of its configuration as ``repeats``."""
     confirmed = study.user_attrs.get(CONFIRM_STUDY_KEY) or {}
+    repeats = study.user_attrs.get(REPEATS_STUDY_KEY) or {}
     out = []
     for trial in study.get_trials(deepcopy=False):
         record = TrialRecord.from_trial(trial)
         if str(trial.number) in confirmed:
             record.attrs[CONFIRM] = confirmed[str(trial.number)]
+        record.repeats = list(repeats.get(str(trial.number), []))
+        if record.repeats and record.tokens_per_s is not None:
+            record.tokens_per_s = pooled_tokens_per_s(record)
         out.append(record)
     return out

@@ -49,8 +49,11 @@ def peak_of(result: TrialResult) -> float | None:
 
 
 def tell(study: optuna.Study, trial: optuna.Trial, result: TrialResult, *, budget_gib: float,
-         multi_objective: bool) -> TrialState:
-    """Record the result on the trial and tell Optuna. Failures are data, never raised."""
+         multi_objective: bool, pooled_tokens_per_s: float | None = None) -> TrialState:
+    """Record the result on the trial and tell Optuna. Failures are data, never raised.
+
+    ``pooled_tokens_per_s``: the estimate over this run and its repeats (racing), told
+    instead of this run's own."""
     peak = peak_of(result)
     attrs = {R.REASON: result.reason.value, R.DETAIL: result.detail[:500],
              R.WALL_S: result.wall_s}
@@ -69,7 +72,7 @@ def tell(study: optuna.Study, trial: optuna.Trial, result: TrialResult, *, budge
         for key, value in constraints_for(result.reason, peak, budget_gib).items():
             trial.set_constraint(key, value)
     if state is TrialState.COMPLETE:
-        tps = float(result.summary.performance["tokens_per_s"])
+        tps = float(pooled_tokens_per_s or result.summary.performance["tokens_per_s"])
         values = [tps, float(peak or 0.0)] if multi_objective else tps
         study.tell(trial, values)
     else:

@@ -201,10 +201,28 @@ class RunConfig:
     """What the process does: a short measured trial or a production run."""
 
     mode: RunMode = RunMode.trial
-    #: Steps after the compile step that are not measured: on CPU, MindSpore's steps 1-4
-    #: run ~30 % slower than later ones (bench/trial_repeatability.py).
+    #: false: exactly ``warmup_steps`` warm-up and ``measure_steps`` measured steps.
+    adaptive: bool = True
+    #: Warm-up steps after the compile step, at least: on CPU, MindSpore's steps 1-4 run
+    #: ~30 % slower than later ones (bench/trial_repeatability.py). Warm-up goes on until
+    #: the step time is steady (trials/contract/stats.py: ``steady``), at most
+    #: ``max_warmup_steps`` (null = 3 x warmup_steps).
     warmup_steps: int = field(default=4, metadata=rule(ge=0))
-    measure_steps: int = field(default=8, metadata=rule(ge=1))
+    max_warmup_steps: int | None = field(default=None, metadata=rule(ge=0))
+    #: Two windows of this many steps whose median step times agree within
+    #: ``steady_tolerance`` end the warm-up.
+    steady_window: int = field(default=2, metadata=rule(ge=1))
+    steady_tolerance: float = field(default=0.05, metadata=rule(gt=0, lt=1))
+    #: Measured steps, at least. Measuring goes on until the 95 % interval of the median
+    #: step time is within +-``target_interval`` (0.02 = +-2 %), at most
+    #: ``max_measure_steps`` (null = 4 x measure_steps).
+    measure_steps: int = field(default=8, metadata=rule(ge=2))
+    max_measure_steps: int | None = field(default=None, metadata=rule(ge=2))
+    target_interval: float = field(default=0.02, metadata=rule(gt=0, lt=1))
+    #: Reuse MindSpore's compiled graphs across runs of the identical configuration
+    #: (repeats, confirm, racing): one cache per hash of the resolved config and the
+    #: source, so that it never serves a different configuration (trials/compile_cache.py).
+    compile_cache: bool = True
     #: Production mode: total optimizer steps.
     steps: int = field(default=100, metadata=rule(ge=1))
     checkpoint_every: int = field(default=50, metadata=rule(ge=1))
@@ -319,12 +337,28 @@ def accumulation_steps(cfg: TrialConfig) -> int:
     return 1 if cfg.parallel.pp > 1 else cfg.train.micro_batches
 
 
+def step_caps(run: RunConfig) -> tuple[int, int]:
+    """(most warm-up steps, most measured steps) of a trial."""
+    if not run.adaptive:
+        return run.warmup_steps, run.measure_steps
+    warmup = run.max_warmup_steps if run.max_warmup_steps is not None else 3 * run.warmup_steps
+    measure = (run.max_measure_steps if run.max_measure_steps is not None
+               else 4 * run.measure_steps)
+    return warmup, measure
+
+
 def validate(cfg: TrialConfig) -> None:
     """Every field's range, then the rules that span fields. ConfigError names the override."""
     for key in TRIAL_KEYS:
         check_fields(getattr(cfg, key), key)
     _check_hardware(cfg.hardware)
-    p, t, w = cfg.parallel, cfg.train, cfg.workload
+    p, t, w, r = cfg.parallel, cfg.train, cfg.workload, cfg.run
+    if r.max_warmup_steps is not None and r.max_warmup_steps < r.warmup_steps:
+        raise ConfigError(f"run.max_warmup_steps={r.max_warmup_steps} is below "
+                          f"run.warmup_steps={r.warmup_steps}; raise it or lower the floor")
+    if r.max_measure_steps is not None and r.max_measure_steps < r.measure_steps:
+        raise ConfigError(f"run.max_measure_steps={r.max_measure_steps} is below "
+                          f"run.measure_steps={r.measure_steps}; raise it or lower the floor")
     if t.global_batch % (t.micro_batches * p.dp):
         raise ConfigError(
             f"train.global_batch={t.global_batch} is not divisible by "

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from trials.contract.events import Phase, StepRecord
+from trials.contract.stats import relative_half_width, tokens_per_s_interval
 
 
 def _finite(values) -> list[float]:
@@ -35,8 +36,16 @@ def throughput(steps: list[StepRecord]) -> dict[str, float]:
         return {}
     tokens = float(np.median(_finite(s.tokens for s in measured)))
     median = float(np.median(times))
+    low, high = tokens_per_s_interval(times, tokens)
     return {
         "tokens_per_s": tokens / median,
+        # 95 % bootstrap interval of tokens/s within this run (not across runs).
+        "tokens_per_s_low": low,
+        "tokens_per_s_high": high,
+        "interval_half_width": relative_half_width(times),
+        "warmup_steps_used": sum(1 for s in steps if s.phase is Phase.WARMUP),
+        # The samples the orchestrator's comparisons resample (stats.py, autotune/study/noise).
+        "step_times_s": [round(float(t), 6) for t in times],
         "tokens_per_step": tokens,
         "step_time_median_s": median,
         "step_time_p10_s": float(np.percentile(times, 10)),

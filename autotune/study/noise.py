@@ -1,0 +1,207 @@
+"""Is a difference real? Gains with intervals, and the test ``confirm`` decides by.
+
+Two kinds of noise hide a gain on a shared machine:
+
+- **within a run**, step times scatter: a bootstrap of each run's median step time
+  (:mod:`trials.contract.stats`) covers it;
+- **between runs**, each process settles at its own speed (on this 2-core VM,
+  320-385 ms per step for one configuration; BENCHMARKS.md "repeatability"). One run
+  cannot show it, so its size comes from the study's own repeats (racing, confirm)
+  where there are enough, else from the hardware profile's ``cost.run_to_run_cv``.
+
+A gain is ``candidate tokens/s / reference tokens/s - 1``. It counts as real only
+when its 95 % interval excludes zero; otherwise the user reads "within noise" and
+the interval that makes it so.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from autotune.study.records import TrialRecord
+from trials.contract.stats import CONFIDENCE, N_BOOT, SEED, bootstrap_medians
+
+#: Degrees of freedom of the study's repeats before their run-to-run CV replaces the prior.
+MIN_REPEAT_DOF = 4
+
+
+@dataclass(frozen=True)
+class Run:
+    """One measured run of a configuration: tokens per step and its measured step times."""
+
+    tokens_per_step: float
+    step_times_s: tuple[float, ...]
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens_per_step / float(np.median(self.step_times_s))
+
+
+@dataclass(frozen=True)
+class Noise:
+    """Run-to-run coefficient of variation of tokens/s, and where it comes from."""
+
+    cv: float
+    source: str
+
+
+@dataclass(frozen=True)
+class Gain:
+    """candidate / reference - 1, with its 95 % interval."""
+
+    ratio: float
+    low: float
+    high: float
+    method: str
+
+    @property
+    def real(self) -> bool:
+        return self.low > 0 or self.high < 0
+
+    @property
+    def better(self) -> bool:
+        """Really faster than the reference."""
+        return self.low > 0
+
+    def interval(self) -> str:
+        return f"{100 * self.low:+.1f}..{100 * self.high:+.1f} %"
+
+    def text(self) -> str:
+        """'+12.3 % (95 % CI +4.1..+20.5 %)', or '+2.1 %: within noise (95 % CI ...)'."""
+        verdict = "" if self.real else ": within noise"
+        return f"{100 * self.ratio:+.1f} %{verdict} (95 % CI {self.interval()})"
+
+    def short(self) -> str:
+        """For a table cell: '+12% (+4..+21)', or '~+2% (-5..+9)' within noise."""
+        mark = "" if self.real else "~"
+        return (f"{mark}{100 * self.ratio:+.0f}% "
+                f"({100 * self.low:+.0f}..{100 * self.high:+.0f})")
+
+
+def runs_of(record: TrialRecord) -> list[Run]:
+    """The sweep's measurement of the trial, then every repeat stored for it."""
+    return runs_from([record.scorecard.get("performance") or {}, *record.repeats])
+
+
+def runs_from(perfs: list[dict]) -> list[Run]:
+    """Runs from performance layers (a scorecard's, or a stored repeat)."""
+    out = []
+    for perf in perfs:
+        times = tuple(float(t) for t in perf.get("step_times_s") or () if t and t > 0)
+        tokens = perf.get("tokens_per_step")
+        if times and tokens:
+            out.append(Run(float(tokens), times))
+    return out
+
+
+def run_to_run_noise(records: list[TrialRecord], prior_cv: float) -> Noise:
+    """The pooled run-to-run CV of the study's repeated configurations, or the prior."""
+    sum_sq, dof = 0.0, 0
+    for record in records:
+        runs = runs_of(record)
+        if len(runs) >= 2:
+            logs = np.log([r.tokens_per_s for r in runs])
+            sum_sq += float(np.sum((logs - logs.mean()) ** 2))
+            dof += len(runs) - 1
+    if dof >= MIN_REPEAT_DOF:
+        return Noise(math.sqrt(sum_sq / dof), f"measured from {dof + _configs(records)} runs "
+                                              "of repeated configurations")
+    return Noise(prior_cv, "the hardware profile's cost.run_to_run_cv (too few repeats to "
+                           "measure it)")
+
+
+def _configs(records: list[TrialRecord]) -> int:
+    return sum(1 for r in records if len(runs_of(r)) >= 2)
+
+
+@lru_cache(maxsize=4096)
+def _log_tps_draws(run: Run) -> np.ndarray:
+    """log tokens/s of ``N_BOOT`` resampled medians of one run (seeded per run)."""
+    seed = SEED + hash(run.step_times_s) % 1_000_000
+    medians = bootstrap_medians(run.step_times_s, rng=np.random.default_rng(seed))
+    return np.log(run.tokens_per_step / medians)
+
+
+def _side(runs: list[Run]) -> tuple[float, np.ndarray]:
+    """(log of the geometric mean of the runs' tokens/s, its bootstrap draws)."""
+    draws = np.mean([_log_tps_draws(r) for r in runs], axis=0)
+    point = float(np.mean([math.log(r.tokens_per_s) for r in runs]))
+    return point, draws
+
+
+def compare(candidate: list[Run], reference: list[Run], noise: Noise) -> Gain | None:
+    """The gain of ``candidate`` over ``reference``: bootstrap over each run's steps, plus
+    run-to-run noise of ``noise.cv`` for each side's mean of runs."""
+    if not candidate or not reference:
+        return None
+    c_point, c_draws = _side(candidate)
+    r_point, r_draws = _side(reference)
+    rng = np.random.default_rng(SEED)
+    spread = noise.cv * math.sqrt(1 / len(candidate) + 1 / len(reference))
+    log_ratio = c_draws - r_draws + rng.normal(0.0, spread, size=N_BOOT)
+    tail = 100 * (1 - CONFIDENCE) / 2
+    low, high = np.percentile(log_ratio, [tail, 100 - tail])
+    method = (f"bootstrap over steps ({len(candidate)} vs {len(reference)} run(s)) + "
+              f"run-to-run noise {100 * noise.cv:.1f} % ({noise.source})")
+    return Gain(math.exp(c_point - r_point) - 1, math.expm1(low), math.expm1(high), method)
+
+
+def gain(candidate: TrialRecord, reference: TrialRecord, noise: Noise) -> Gain | None:
+    return compare(runs_of(candidate), runs_of(reference), noise)
+
+
+@dataclass(frozen=True)
+class PairedTest:
+    """Paired t-test on log tokens/s over interleaved rounds (confirm)."""
+
+    gain: Gain
+    p_value: float
+    rounds: int
+
+    def text(self) -> str:
+        verdict = "separable" if self.gain.real else "NOT separable (within noise)"
+        return (f"{100 * self.gain.ratio:+.1f} % (95 % CI {self.gain.interval()}, "
+                f"p = {self.p_value:.3f}, {self.rounds} paired rounds): {verdict}")
+
+
+def paired_test(candidate: list[float], reference: list[float]) -> PairedTest | None:
+    """Rounds i pair ``candidate[i]`` with ``reference[i]`` (tokens/s measured side by side,
+    so drift of the machine cancels). None with fewer than 2 complete rounds."""
+    from scipy import stats
+
+    pairs = [(c, r) for c, r in zip(candidate, reference) if c and r and c > 0 and r > 0]
+    if len(pairs) < 2:
+        return None
+    d = np.log([c for c, _ in pairs]) - np.log([r for _, r in pairs])
+    n, mean = len(d), float(d.mean())
+    sd = float(d.std(ddof=1))
+    if sd == 0:
+        p = 0.0 if mean != 0 else 1.0
+        half = 0.0
+    else:
+        se = sd / math.sqrt(n)
+        p = float(2 * stats.t.sf(abs(mean / se), n - 1))
+        half = float(stats.t.ppf(0.5 + CONFIDENCE / 2, n - 1) * se)
+    g = Gain(math.expm1(mean), math.expm1(mean - half), math.expm1(mean + half),
+             f"paired t-test on log tokens/s over {n} interleaved rounds")
+    return PairedTest(g, p, n)
+
+
+def annotate(records: list[TrialRecord], prior_cv: float) -> Noise:
+    """Set ``vs_baseline`` (a :class:`Gain`) on every measured trial; the noise level used."""
+    from autotune.study.selection import baseline
+
+    level = run_to_run_noise(records, prior_cv)
+    base = baseline(records)
+    if base is None or not runs_of(base):
+        return level
+    by_number = {r.number: r for r in records}
+    for record in records:
+        source = by_number.get(record.reused_from, record)
+        if source.ok and source.tokens_per_s is not None:
+            record.vs_baseline = gain(source, base, level) if source is not base else None
+    return level

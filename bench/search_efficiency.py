@@ -1,0 +1,355 @@
+"""How many trial-seconds does each searcher need to find the optimum? Replayed searches.
+
+A landscape of 96 CPU configurations was recorded once (``bench.landscape_record``):
+every point really run, step by step. Here the real sweep loop (``autotune.sweep.Sweep``:
+the sampler, the baseline, the OOM and slow rules, racing, scoring, selection) runs
+against it, with one change: a trial's process is replaced by its recorded run
+(:class:`ReplaySweep`). Each replayed run is the recorded one with its step times
+scaled by a run-to-run factor exp(N(0, cv)), cv measured from the landscape's repeats,
+so a rerun of a point differs as a real one would. The memory budget is applied
+step by step as the trial's guard would (each step keeps its peak RSS), and a trial
+stopped as slow costs its time up to the step that decided it. The searchers start
+from MindSpore's own default (PyNative, fp32, one process: conf/search/landscape_cpu.yaml),
+not from the optimum.
+
+Searchers (each for ``--seeds`` seeds, the same budget of launches):
+
+- grid: every point in a seeded order (Optuna's GridSampler);
+- random;
+- tpe-no-pruning: TPE with the slow rule off;
+- default: the default sweep (TPE, the slow rule, no racing);
+- default+race: the default sweep with ``sweep.race.rounds=1``;
+- default+model: the default sweep seeded with the cost model's 3 best predictions.
+
+Reported: trial-seconds until the sweep's current pick is within 3 % of the grid optimum
+(median, p90), against the full grid's trial-seconds; the chance that the pick at the
+end of the budget is within 3 %.
+
+    .venv/bin/python -m bench.search_efficiency                 # 50 seeds x 6 searchers
+    .venv/bin/python -m bench.search_efficiency --seeds 5       # a quick look
+
+``tests/test_search_replay.py`` checks that this in-process replay and the real sweep
+driving a replay trial program (``bench/replay_trial.py``) make the same decisions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import io
+import json
+import math
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from bench._common import REPO, log, print_table, write_result
+
+NAME = "search_efficiency"
+LANDSCAPE = REPO / "bench" / "data" / "landscape_cpu.json.gz"
+#: The landscape's model (bench/landscape_record.py FIXED, without its guard override).
+BASE = ["search=landscape_cpu", "workload.n_layers=2", "workload.seq_len=64", "data=synthetic"]
+WITHIN = 0.03
+#: Seconds from a trial's stop decision to its processes being gone (poll + kill).
+STOP_COST_S = 0.5
+
+SEARCHERS: dict[str, list[str]] = {
+    "grid": ["sweep.sampler=grid", "sweep.stop.slow_ratio=0", "sweep.stop.slow_warmup_ratio=0"],
+    "random": ["sweep.sampler=random", "sweep.stop.slow_ratio=0",
+               "sweep.stop.slow_warmup_ratio=0"],
+    "tpe-no-pruning": ["sweep.sampler=tpe", "sweep.stop.slow_ratio=0",
+                       "sweep.stop.slow_warmup_ratio=0"],
+    "default": [],
+    "default+race": ["sweep.race.rounds=1"],
+    "default+model": ["sweep.predict.enqueue_best=3"],
+}
+
+
+def key(params: dict) -> str:
+    return json.dumps({k: params[k] for k in sorted(params)}, default=str)
+
+
+class Landscape:
+    """The recorded runs, by configuration."""
+
+    def __init__(self, path: Path = LANDSCAPE) -> None:
+        with gzip.open(path, "rt") as fh:
+            data = json.load(fh)
+        self.space = data["space"]
+        self.grid = {key(r["params"]): r for r in data["runs"] if r["kind"] == "grid"}
+        self.repeats: dict[str, list[dict]] = {}
+        for r in data["runs"]:
+            if r["kind"] == "repeat":
+                self.repeats.setdefault(key(r["params"]), []).append(r)
+
+    def run_to_run_cv(self) -> float:
+        """Pooled CV of tokens/s over the points run 3 times (grid + 2 repeats)."""
+        sum_sq, dof = 0.0, 0
+        for k, reps in self.repeats.items():
+            values = [r["tokens_per_s"] for r in [self.grid[k], *reps] if r["tokens_per_s"]]
+            if len(values) >= 2:
+                logs = np.log(values)
+                sum_sq += float(((logs - logs.mean()) ** 2).sum())
+                dof += len(values) - 1
+        return math.sqrt(sum_sq / dof) if dof else 0.0
+
+    def peak(self, run: dict) -> float:
+        return max((s["peak_rss_gib"] for s in run["steps"]), default=0.0)
+
+    def true_value(self, params: dict, budget_gib: float) -> float | None:
+        """Recorded tokens/s of a point that completes within the budget, else None."""
+        run = self.grid[key(params)]
+        if run["outcome"] != "ok" or self.peak(run) > budget_gib:
+            return None
+        return run["tokens_per_s"]
+
+    def optimum(self, budget_gib: float) -> tuple[dict, float]:
+        best = max((r for r in self.grid.values()
+                    if self.true_value(r["params"], budget_gib) is not None),
+                   key=lambda r: r["tokens_per_s"])
+        return best["params"], best["tokens_per_s"]
+
+    def grid_seconds(self, budget_gib: float) -> float:
+        """Trial-seconds of the full grid as the replay charges them (no pruning)."""
+        return sum(charged_wall(r, r["steps"], math.inf if self.peak(r) <= budget_gib
+                                else budget_gib)[0] for r in self.grid.values())
+
+
+def charged_wall(run: dict, steps: list[dict], budget_gib: float) -> tuple[float, int | None]:
+    """(trial-seconds of a run, index of the step where the memory guard stops it)."""
+    for i, s in enumerate(steps):
+        if s["peak_rss_gib"] > budget_gib:
+            return s["t_s"] + STOP_COST_S, i
+    if run["outcome"] != "ok" or not steps:
+        return run["wall_s"], None
+    from autotune.running.monitor import EXIT_GRACE_S, POLL_S
+
+    # The monitor stops a trial EXIT_GRACE_S after its end event (msrun's teardown).
+    return min(run["wall_s"], steps[-1]["t_s"] + EXIT_GRACE_S + POLL_S), None
+
+
+def replay_records(run: dict, factor: float) -> list:
+    """The run's steps as StepRecords, step times scaled by ``factor`` (run-to-run noise)."""
+    from trials.contract.events import Phase, StepRecord
+
+    out, shift = [], 0.0
+    for s in run["steps"]:
+        scaled = s["step_s"] * (factor if s["phase"] != "compile" else 1.0)
+        shift += scaled - s["step_s"]
+        out.append((StepRecord(step=s["step"], phase=Phase(s["phase"]), loss=s["loss"],
+                               grad_norm=1.0, step_s=scaled, data_wait_s=s["data_wait_s"],
+                               tokens=s["tokens"], peak_rss_gib=s["peak_rss_gib"]),
+                    s["t_s"] + shift))
+    return out
+
+
+def make_replay_sweep():
+    """The ReplaySweep class (built lazily: importing autotune is not free)."""
+    from autotune.running.monitor import TrialResult
+    from autotune.study import records as R
+    from autotune.study import selection
+    from autotune.sweep import Sweep
+    from trials.contract.events import SummaryRecord
+    from trials.contract.outcomes import Outcome
+    from trials.contract.scorecard import scorecard
+
+    class ReplaySweep(Sweep):
+        """The real sweep loop; a trial's process is its recorded run."""
+
+        def __init__(self, composed, overrides, console, landscape: Landscape, seed: int,
+                     cv: float) -> None:
+            super().__init__(composed, overrides, console)
+            self.landscape, self.cv = landscape, cv
+            self.rng = np.random.default_rng(seed)
+            self.spent = 0.0
+            self.timeline: list[tuple[float, float | None]] = []  # (seconds, pick's value)
+
+        def replay(self, params: dict, on_step) -> TrialResult:
+            run = self.landscape.grid[key(params)]
+            factor = float(np.exp(self.rng.normal(0.0, self.cv))) if self.cv else 1.0
+            records = replay_records(run, factor)
+            budget = self.budget_gib
+            steps = []
+            for record, t in records:
+                steps.append(record)
+                if record.peak_rss_gib > budget:
+                    return TrialResult(Outcome.OOM, f"peak RSS over the budget {budget:g} GiB",
+                                       steps=steps, wall_s=t + STOP_COST_S)
+                verdict = on_step(steps)
+                if verdict:
+                    return TrialResult(Outcome.SLOW, verdict, steps=steps,
+                                       wall_s=t + STOP_COST_S)
+            if run["outcome"] != "ok":
+                return TrialResult(Outcome.parse(run["outcome"]), "as recorded", steps=steps,
+                                   wall_s=run["wall_s"])
+            peak = max(s.peak_rss_gib for s in steps)
+            card = scorecard(steps, flops_per_token=None, peak_flops=None, recompute=False,
+                             peak_rss_gib=[peak], budget_gib=budget, spike_factor=8.0)
+            wall, _ = charged_wall(run, run["steps"], math.inf)
+            wall += records[-1][1] - run["steps"][-1]["t_s"]
+            return TrialResult(Outcome.OK, summary=SummaryRecord(**card), steps=steps,
+                               wall_s=wall)
+
+        def _launch(self, trial, cfg, label, progress, *, best):
+            trial.set_user_attr(R.TRIAL_DIR, "replay")
+            result = self.replay(dict(trial.params),
+                                 lambda steps: self._slow_verdict(trial, steps, best))
+            self.spent += result.wall_s
+            return result
+
+        def _repeat(self, params, config, out_dir, *, marker):
+            result = self.replay(dict(params), lambda steps: None)
+            self.spent += result.wall_s
+            if result.reason is not Outcome.OK:
+                return None
+            return {**result.summary.performance, "wall_s": result.wall_s}
+
+        def _one_trial(self, study, progress):
+            settled = super()._one_trial(study, progress)
+            if settled.launched:
+                pick = selection.best(R.load_records(study), self.budget_gib)
+                value = (self.landscape.true_value(pick.params, self.budget_gib)
+                         if pick is not None else None)
+                self.timeline.append((self.spent, value))
+            return settled
+
+    return ReplaySweep
+
+
+def sweep_overrides(searcher: str, seed: int, *, budget_gib: float, n_trials: int,
+                    runs: Path) -> list[str]:
+    return [*BASE, *SEARCHERS[searcher], f"guard.memory_budget_gib={budget_gib}",
+            f"sweep.seed={seed}", f"sweep.n_trials={n_trials}", f"sweep.runs_dir={runs}",
+            "sweep.study=replay", "sweep.progress=false", "sweep.predict.refit=false",
+            "sweep.max_failure_rate=1"]
+
+
+def search_once(searcher: str, seed: int, *, landscape: Landscape, budget_gib: float,
+                n_trials: int, cv: float, workdir: Path) -> dict:
+    from rich.console import Console
+
+    from autotune.settings import SweepConfig, validate_settings
+    from trials.contract.compose import compose
+
+    runs = workdir / f"{searcher}-{seed}"
+    overrides = sweep_overrides(searcher, seed, budget_gib=budget_gib, n_trials=n_trials,
+                                runs=runs)
+    composed = compose("sweep", overrides, with_choices=True, schema=SweepConfig)
+    validate_settings(composed)
+    sweep = make_replay_sweep()(composed, overrides, Console(file=io.StringIO()), landscape,
+                                seed, cv)
+    outcome = sweep.run()
+    decisions = decisions_of(outcome.study)
+    shutil.rmtree(runs, ignore_errors=True)
+    return {"timeline": sweep.timeline, "spent_s": sweep.spent, "decisions": decisions}
+
+
+def decisions_of(study) -> list[tuple]:
+    """What a sweep decided, trial by trial: (configuration, outcome, tokens/s told)."""
+    from autotune.study.records import load_records
+
+    return [(key(r.params), r.reason_text, None if r.tokens_per_s is None
+             else round(r.tokens_per_s, 3)) for r in load_records(study)]
+
+
+def default_budget(landscape: Landscape) -> float:
+    """The landscape's 75th percentile of peak RSS: a quarter of it runs out of memory."""
+    peaks = [landscape.peak(r) for r in landscape.grid.values() if r["steps"]]
+    return round(float(np.percentile(peaks, 75)), 3)
+
+
+def reach_seconds(timeline: list, target: float) -> float:
+    """Trial-seconds until the pick is within the target; inf when the budget ends first."""
+    return next((t for t, v in timeline if v is not None and v >= target), math.inf)
+
+
+def summarise(results: dict[str, list[dict]], optimum: float, grid_s: float) -> list[list]:
+    rows = []
+    target = (1 - WITHIN) * optimum
+    for name, runs in results.items():
+        reach = np.array([reach_seconds(r["timeline"], target) for r in runs])
+        finite = reach[np.isfinite(reach)]
+        end_ok = np.mean([bool(r["timeline"]) and (r["timeline"][-1][1] or 0) >= target
+                          for r in runs])
+        # No interpolation: a seed that never reached the target counts as inf.
+        median = float(np.quantile(reach, 0.5, method="inverted_cdf"))
+        p90 = float(np.quantile(reach, 0.9, method="inverted_cdf"))
+        rows.append([name, len(runs), median, p90,
+                     100 * median / grid_s if math.isfinite(median) else math.inf,
+                     float(np.median([r["spent_s"] for r in runs])), 100 * float(end_ok),
+                     len(finite)])
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=50)
+    parser.add_argument("--n-trials", type=int, default=24,
+                        help="launch budget of every searcher (default 24, a quarter of the "
+                             "grid)")
+    parser.add_argument("--budget-gib", type=float, default=None,
+                        help="memory budget per rank (default: the landscape's 75th "
+                             "percentile of peak RSS, so a quarter of it runs out of memory)")
+    parser.add_argument("--searchers", nargs="*", default=list(SEARCHERS))
+    parser.add_argument("--landscape", type=Path, default=LANDSCAPE)
+    args = parser.parse_args(argv)
+    os.environ.setdefault("GLOG_v", "3")
+    landscape = Landscape(args.landscape)
+    peaks = [landscape.peak(r) for r in landscape.grid.values() if r["steps"]]
+    budget = args.budget_gib or default_budget(landscape)
+    cv = landscape.run_to_run_cv()
+    params, optimum = landscape.optimum(budget)
+    grid_s = landscape.grid_seconds(budget)
+    over = sum(1 for p in peaks if p > budget)
+    log(f"landscape: {len(landscape.grid)} points, {over} over the {budget:g} GiB budget; "
+        f"optimum {optimum:,.0f} tok/s at {params}; full grid {grid_s:,.0f} trial-s; "
+        f"run-to-run CV {100 * cv:.1f} %")
+    workdir = Path(tempfile.mkdtemp(prefix="autotune-replay-"))
+    # The cost model starts from the profile's priors and this machine's GEMM peak, with no
+    # calibration left by other studies on this machine.
+    from trials.contract.machine import default_cache_dir
+
+    (workdir / "cache").mkdir()
+    peaks = default_cache_dir() / "peak_flops.json"
+    if peaks.exists():
+        shutil.copy(peaks, workdir / "cache" / "peak_flops.json")
+    os.environ["AUTOTUNE_CACHE"] = str(workdir / "cache")
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    results: dict[str, list[dict]] = {}
+    for name in args.searchers:
+        results[name] = []
+        for seed in range(args.seeds):
+            results[name].append(search_once(name, seed, landscape=landscape, budget_gib=budget,
+                                             n_trials=args.n_trials, cv=cv, workdir=workdir))
+        log(f"{name}: {args.seeds} seeds done")
+    shutil.rmtree(workdir, ignore_errors=True)
+    headers = ["searcher", "seeds", "median s to 3 %", "p90 s to 3 %", "median % of grid",
+               "median s spent", "% ending within 3 %", "seeds reaching 3 %"]
+    rows = summarise(results, optimum, grid_s)
+    print_table(headers, rows)
+    by_name = {r[0]: r for r in rows}
+    ratios = {}
+    if "default" in by_name:
+        for other in ("random", "tpe-no-pruning"):
+            if other in by_name and by_name["default"][2] > 0:
+                ratios[f"{other} / default (median s)"] = by_name[other][2] / by_name["default"][2]
+    for label, ratio in ratios.items():
+        log(f"{label}: {ratio:.2f}x")
+    path = write_result(NAME, {
+        "seeds": args.seeds, "n_trials": args.n_trials, "budget_gib": budget,
+        "points_over_budget": over, "run_to_run_cv": cv, "optimum": {"params": params,
+                                                                     "tokens_per_s": optimum},
+        "grid_seconds": grid_s, "headers": headers, "rows": rows, "ratios": ratios,
+        "timelines": {k: [r["timeline"] for r in v] for k, v in results.items()},
+        "decisions": {k: [r["decisions"] for r in v] for k, v in results.items()}})
+    log(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,194 @@
+"""Noise-aware comparisons on constructed samples: intervals, separability, the paired test,
+the adaptive measurement rule, and export preferring the baseline within noise."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from autotune.export.choose import choose_trial
+from autotune.settings import ExportSettings
+from autotune.study import noise
+from autotune.study.records import TrialRecord, pooled_tokens_per_s
+from trials.contract.events import Phase
+from trials.contract.schema import RunConfig
+from trials.contract.stats import median_interval, relative_half_width, steady
+from trials.measurement import Measurement
+
+TOKENS = 1024.0
+
+
+def steps(median_s: float, n: int, cv: float, seed: int) -> list[float]:
+    rng = np.random.default_rng(seed)
+    return list(median_s * np.exp(rng.normal(0.0, cv, size=n)))
+
+
+def test_median_interval_covers_the_true_median_about_95_percent_of_the_time():
+    # Lognormal step times: the true median is the scale, exp(0) * 0.3 s.
+    hits = 0
+    for seed in range(300):
+        lo, hi = median_interval(steps(0.3, 24, 0.05, seed))
+        hits += lo <= 0.3 <= hi
+    assert 0.88 <= hits / 300 <= 0.995
+
+
+def test_relative_half_width_shrinks_with_more_steps_and_is_inf_for_one():
+    assert relative_half_width([0.3]) == math.inf
+    assert relative_half_width(steps(0.3, 64, 0.05, 1)) < relative_half_width(
+        steps(0.3, 8, 0.05, 1))
+
+
+def test_steady_waits_for_two_windows_that_agree():
+    warming = [0.50, 0.45, 0.40, 0.36, 0.33, 0.31, 0.30, 0.30, 0.30]
+    assert not steady(warming[:4], window=2, tolerance=0.05)
+    assert steady(warming, window=2, tolerance=0.05)
+    assert not steady(warming[:1], window=2, tolerance=0.05)
+
+
+def run(median_s: float, seed: int, n: int = 24, cv: float = 0.03) -> noise.Run:
+    return noise.Run(TOKENS, tuple(steps(median_s, n, cv, seed)))
+
+
+def test_a_large_gain_with_little_noise_is_real():
+    gain = noise.compare([run(0.25, 1)], [run(0.30, 2)], noise.Noise(0.01, "test"))
+    assert gain.real and gain.better
+    assert gain.low < gain.ratio < gain.high
+    assert gain.ratio == pytest.approx(0.2, abs=0.03)
+    assert "within noise" not in gain.text()
+
+
+def test_a_small_gain_under_run_to_run_noise_is_within_noise():
+    gain = noise.compare([run(0.294, 1)], [run(0.30, 2)], noise.Noise(0.05, "test"))
+    assert not gain.real and gain.low < 0 < gain.high
+    assert "within noise" in gain.text() and gain.short().startswith("~")
+
+
+def test_more_runs_narrow_the_interval():
+    level = noise.Noise(0.05, "test")
+    one = noise.compare([run(0.28, 1)], [run(0.30, 2)], level)
+    three = noise.compare([run(0.28, s) for s in (1, 3, 5)], [run(0.30, s) for s in (2, 4, 6)],
+                          level)
+    assert (three.high - three.low) < (one.high - one.low)
+
+
+def test_the_gain_interval_covers_zero_when_there_is_no_difference():
+    # Synthetic noise with the stated run-to-run CV; same configuration on both sides.
+    rng = np.random.default_rng(7)
+    level = noise.Noise(0.05, "test")
+    false_claims = 0
+    for seed in range(100):
+        a = run(0.3 * math.exp(rng.normal(0, 0.05)), seed)
+        b = run(0.3 * math.exp(rng.normal(0, 0.05)), 1000 + seed)
+        false_claims += noise.compare([a], [b], level).real
+    assert false_claims <= 10  # 5 % expected at 95 % confidence
+
+
+def test_paired_test_separates_a_consistent_gain_and_not_a_noisy_one():
+    base = [3000, 2800, 3100, 2950]
+    better = [b * 1.10 for b in base]
+    test = noise.paired_test(better, base)
+    assert test.gain.real and test.p_value < 0.05 and test.rounds == 4
+    noisy = [b * f for b, f in zip(base, (1.06, 0.95, 1.05, 0.96))]
+    test = noise.paired_test(noisy, base)
+    assert not test.gain.real and test.p_value > 0.05
+    assert "NOT separable" in test.text()
+    assert noise.paired_test([3000], [2900]) is None
+
+
+def test_the_run_to_run_noise_comes_from_repeats_once_there_are_enough():
+    prior = noise.run_to_run_noise([], 0.05)
+    assert prior.cv == 0.05 and "cost.run_to_run_cv" in prior.source
+    records = [record(n, {"k": n}, 0.3, repeats=[0.3 * (1 + 0.01 * (-1) ** i) for i in range(3)])
+               for n in range(2)]
+    measured = noise.run_to_run_noise(records, 0.05)
+    assert measured.cv < 0.02 and "measured" in measured.source
+
+
+# --- the adaptive measurement rule -------------------------------------------------------
+
+def drive(times: list[float], run_cfg: RunConfig, votes: list | None = None) -> Measurement:
+    def agree(vote: bool) -> bool:
+        if votes is not None:
+            votes.append(vote)
+        return vote
+
+    m = Measurement(run_cfg, agree)
+    for t in [5.0, *times]:  # the compile step first
+        if m.after_step(t):
+            break
+    return m
+
+
+def test_a_steady_trial_stops_at_the_floors():
+    m = drive([0.3] * 100, RunConfig())
+    assert m.warmup_end == "steady after 4 steps" and len(m.warmup_s) == 4
+    assert len(m.measured_s) == 8 and m.stop_reason.startswith("interval")
+
+
+def test_a_noisy_trial_measures_until_the_cap_and_says_so():
+    m = drive(steps(0.3, 200, 0.3, 3), RunConfig())
+    assert len(m.measured_s) == 32  # 4 x measure_steps
+    assert m.stop_reason.startswith("step cap 32")
+
+
+def test_warm_up_lasts_until_the_step_time_settles():
+    settling = [0.6, 0.55, 0.5, 0.45, 0.4, 0.35, 0.31, 0.30, 0.30, 0.30] + [0.3] * 40
+    m = drive(settling, RunConfig())
+    assert 4 < len(m.warmup_s) <= 12 and m.warmup_end.startswith("steady")
+    assert m.phase is Phase.MEASURE
+
+
+def test_a_fixed_count_measures_exactly_and_asks_no_vote():
+    votes: list = []
+    m = drive([0.3] * 100, RunConfig(adaptive=False), votes)
+    assert len(m.measured_s) == 8 and m.stop_reason == "8 steps"
+    assert votes == []  # nothing depended on measured times: no collective under msrun
+
+
+# --- export prefers the simpler configuration within noise -------------------------------
+
+def record(number: int, params: dict, median_s: float, *, role: str = "sampled",
+           repeats: list[float] | None = None, seed: int | None = None) -> TrialRecord:
+    times = steps(median_s, 24, 0.02, number if seed is None else seed)
+    perf = {"tokens_per_s": TOKENS / float(np.median(times)), "tokens_per_step": TOKENS,
+            "step_times_s": times}
+    r = TrialRecord(number=number, state="COMPLETE", params=params, reason=None, detail="",
+                    launched=True, role=role, tokens_per_s=perf["tokens_per_s"], mfu=None,
+                    peak_memory_gib=1.0, step_time_s=median_s, compile_s=1.0,
+                    data_wait_share=0.0, micro_batch_size=1, started=None, wall_s=10.0,
+                    trial_dir="x", reused_from=None,
+                    scorecard={"performance": perf,
+                               "resources": {"memory_budget_gib": 8.0}})
+    for m in repeats or []:
+        t = steps(m, 24, 0.02, 100 + len(r.repeats))
+        r.repeats.append({"tokens_per_s": TOKENS / float(np.median(t)),
+                          "tokens_per_step": TOKENS, "step_times_s": t})
+    if r.repeats:
+        r.tokens_per_s = pooled_tokens_per_s(r)
+    return r
+
+
+class _Study:
+    study_name = "constructed"
+
+
+def test_export_keeps_the_baseline_when_the_winner_is_within_noise():
+    base = record(0, {"mode": "graph", "workers": 1}, 0.300, role="baseline")
+    winner = record(1, {"mode": "graph", "workers": 2}, 0.290)
+    chosen, why = choose_trial(_Study(), [base, winner], ExportSettings(), prior_cv=0.05)
+    assert chosen is base
+    assert "within noise" in why and "export.trial=1" in why
+
+
+def test_export_takes_a_real_winner_and_prefers_fewer_changes_among_equals():
+    base = record(0, {"mode": "pynative", "thr": 1, "mb": 1}, 0.60, role="baseline")
+    fast = record(1, {"mode": "graph", "thr": 2, "mb": 1}, 0.300)
+    fast_many = record(2, {"mode": "graph", "thr": 2, "mb": 2}, 0.298)
+    chosen, why = choose_trial(_Study(), [base, fast, fast_many], ExportSettings(),
+                               prior_cv=0.05)
+    assert chosen is fast and "changes 2 knob(s) instead of 3" in why
+    chosen, _ = choose_trial(_Study(), [base, fast, fast_many],
+                             ExportSettings(prefer_simpler=False), prior_cv=0.05)
+    assert chosen is fast_many
