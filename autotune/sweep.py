@@ -45,6 +45,9 @@ from trials.contract.schema import (
 
 log = logging.getLogger(__name__)
 
+#: The run settings that decide what a trial's tokens/s means (part of the fingerprint).
+MEASUREMENT_KEYS = ("adaptive", "warmup_steps", "max_warmup_steps", "steady_window",
+                    "steady_tolerance", "measure_steps", "max_measure_steps", "target_interval")
 #: Proposals in a row that launch nothing (duplicates, rejections) before the sweep gives up.
 MAX_IDLE_PROPOSALS = 200
 #: Outcomes of the baseline that end the sweep: the rest would fail the same way.
@@ -98,7 +101,7 @@ class Sweep:
                 "workload": OmegaConf.to_container(b.workload),
                 "hardware": OmegaConf.to_container(b.hardware),
                 "measurement": {"run": {k: OmegaConf.to_container(b.run)[k]
-                                        for k in ("warmup_steps", "measure_steps")},
+                                        for k in MEASUREMENT_KEYS},
                                 "global_batch": self.base.train.global_batch,
                                 "data": OmegaConf.to_container(b.data),
                                 # Simulated and measured trials never share a study.

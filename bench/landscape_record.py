@@ -93,6 +93,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="points re-run twice more for the run-to-run noise (default 8)")
     parser.add_argument("--limit", type=int, default=None, help="record only N points")
     parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--rerecord-above", type=float, default=None, metavar="CORES",
+                        help="afterwards, run again every grid point during which other "
+                             "jobs used more than CORES cores (its run is replaced)")
     args = parser.parse_args(argv)
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     done = []
@@ -113,6 +116,17 @@ def main(argv: list[str] | None = None) -> int:
         done.append(entry)
         log(f"{i + 1}/{len(plan)} {kind} {point}: {entry['outcome']} "
             f"{entry['tokens_per_s'] or 0:,.0f} tok/s in {entry['wall_s']:.1f} s")
+    if args.rerecord_above is not None:
+        busy = [e for e in done if e["kind"] == "grid"
+                and e.get("foreign_cores", 0) > args.rerecord_above]
+        log(f"re-recording {len(busy)} point(s) run while other jobs used more than "
+            f"{args.rerecord_above:g} cores")
+        for entry in busy:
+            fresh = record_one(entry["params"], kind="grid")
+            done[done.index(entry)] = fresh
+            log(f"{entry['params']}: {entry['tokens_per_s'] or 0:,.0f} -> "
+                f"{fresh['tokens_per_s'] or 0:,.0f} tok/s")
+        PARTIAL.write_text("".join(json.dumps(e) + "\n" for e in done))
     payload = {"space": SPACE, "fixed": FIXED, "machine": machine_info(), "runs": done}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with gzip.open(args.out, "wt") as fh:

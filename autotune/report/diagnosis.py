@@ -101,8 +101,12 @@ def best_trial(ctx: _Context) -> list[Finding]:
     base = baseline(ctx.records)
     if base is not None and base.number != top.number and base.tokens_per_s:
         nums["change"] = top.tokens_per_s / base.tokens_per_s - 1.0
+        gain = top.vs_baseline
+        if gain is not None:
+            nums |= {"change_low": gain.low, "change_high": gain.high}
+        interval = f"; {gain.text()}" if gain is not None else ""
         parts.append(f"{100 * nums['change']:+.1f} % over the baseline "
-                     f"(trial #{base.number}, {base.tokens_per_s:,.0f} tokens/s)")
+                     f"(trial #{base.number}, {base.tokens_per_s:,.0f} tokens/s{interval})")
     confirm = top.attrs.get("confirm") or {}
     if confirm.get("median") is not None:
         nums["confirmed_median"] = confirm["median"]

@@ -65,14 +65,17 @@ class Summary:
             peak = "" if b.peak_memory_gib is None else f", peak {b.peak_memory_gib:.2f} GiB"
             sim = " [SIMULATED: the cost model's prediction, not a measurement]" \
                 if b.simulated else ""
+            gain = f"; vs baseline {b.vs_baseline.text()}" if b.vs_baseline else ""
             out.append(f"best: trial #{b.number}, {b.tokens_per_s:,.0f} tokens/s{mfu}{peak} "
-                       f"({params_label(b.params) or 'no knobs'}){sim}")
+                       f"({params_label(b.params) or 'no knobs'}){sim}{gain}")
         if self.confirmed:
             top = max(self.confirmed, key=lambda r: r.attrs["confirm"]["median"])
             c = top.attrs["confirm"]
+            test = c.get("vs_baseline")
+            versus = f"; vs the baseline re-measured beside it: {test['text']}" if test else ""
             out.append(f"best confirmed: trial #{top.number}, median {c['median']:,.0f} "
                        f"tokens/s over {len(c['tokens_per_s'])} re-runs (CV "
-                       f"{100 * c['cv']:.1f} %); export picks it")
+                       f"{100 * c['cv']:.1f} %){versus}")
         if len(self.front) > 1:
             out.append("Pareto front (tokens/s vs peak memory): "
                        + ", ".join(f"#{r.number}" for r in self.front))

@@ -1,0 +1,39 @@
+"""Racing against a scripted fake trial: a trial within noise of the best is re-measured,
+interleaved with the best, and the sampler is told the pooled estimate; a clear loser
+is not re-measured."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+
+def test_a_trial_within_noise_of_the_best_is_raced_and_a_clear_loser_is_not(harness):
+    harness.script()
+    # The fake's speed is 1000 x threads / micro_batches: prefetch changes nothing.
+    space = harness.space("race", {"data.prefetch": [16, 32], "runtime.threads": [2, 1]})
+    code, out, err = harness.run(space, "sweep.neighbours=true", "sweep.n_trials=3",
+                                 "sweep.race.rounds=2")
+    assert code == 0, err
+    study = harness.study()
+    trials = study.get_trials()
+    assert [t.params for t in trials] == [
+        {"data.prefetch": 16, "runtime.threads": 2},
+        {"data.prefetch": 32, "runtime.threads": 2},
+        {"data.prefetch": 16, "runtime.threads": 1}]
+    assert "racing trial 1 against the best, trial 0" in out
+    assert "racing trial 2" not in out  # half the speed: a real difference
+    repeats = study.user_attrs["autotune.repeats"]
+    assert sorted(repeats) == ["0", "1"]
+    assert [r["source"] for r in repeats["1"]] == ["race", "race"]
+    assert len(repeats["0"]) == 2 and repeats["0"][0]["step_times_s"]
+    # Told the pooled estimate (geometric mean) of its three runs.
+    runs = [trials[1].user_attrs["scorecard"]["performance"]["tokens_per_s"],
+            *(r["tokens_per_s"] for r in repeats["1"])]
+    assert trials[1].value == pytest.approx(math.prod(runs) ** (1 / 3), rel=1e-9)
+    # Each race re-run has its own directory beside the trial's.
+    assert sorted(p.name for p in (harness.runs / "s" / "trial-0001").glob("race-*")) == [
+        "race-0-trial-0000", "race-0-trial-0001", "race-1-trial-0000", "race-1-trial-0001"]
+    # The leaderboard counts the runs each estimate rests on and states the gain.
+    assert "vs base % (95% CI)" in out and "~+0%" in out
