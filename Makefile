@@ -31,6 +31,9 @@ bench: setup
 	$(PY) -m bench.trial_repeatability
 	$(PY) -m bench.trial_rank_correlation
 	$(PY) -m bench.sweep_costs
+	$(PY) -m bench.trial_time_split
+	$(PY) -m bench.false_gains
+	$(PY) -m bench.search_efficiency --jobs 2
 
 clean:
 	rm -rf runs .pytest_cache

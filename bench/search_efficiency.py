@@ -25,7 +25,7 @@ Reported: trial-seconds until the sweep's current pick is within 3 % of the grid
 (median, p90), against the full grid's trial-seconds; the chance that the pick at the
 end of the budget is within 3 %.
 
-    .venv/bin/python -m bench.search_efficiency                 # 50 seeds x 6 searchers
+    .venv/bin/python -m bench.search_efficiency --jobs 2        # 50 seeds x 6 searchers
     .venv/bin/python -m bench.search_efficiency --seeds 5       # a quick look
 
 ``tests/test_search_replay.py`` checks that this in-process replay and the real sweep
@@ -42,6 +42,7 @@ import math
 import os
 import shutil
 import tempfile
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -261,6 +262,21 @@ def default_budget(landscape: Landscape) -> float:
     return round(float(np.percentile(peaks, 75)), 3)
 
 
+_LANDSCAPES: dict[Path, Landscape] = {}
+
+
+def _search_task(name: str, seed: int, path: Path, budget: float, n_trials: int, cv: float,
+                 workdir: Path) -> dict:
+    """One replayed sweep in a worker process (the landscape is read once per process)."""
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    if path not in _LANDSCAPES:
+        _LANDSCAPES[path] = Landscape(path)
+    return search_once(name, seed, landscape=_LANDSCAPES[path], budget_gib=budget,
+                       n_trials=n_trials, cv=cv, workdir=workdir)
+
+
 def reach_seconds(timeline: list, target: float) -> float:
     """Trial-seconds until the pick is within the target; inf when the budget ends first."""
     return next((t for t, v in timeline if v is not None and v >= target), math.inf)
@@ -287,14 +303,17 @@ def summarise(results: dict[str, list[dict]], optimum: float, grid_s: float) -> 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=50)
-    parser.add_argument("--n-trials", type=int, default=24,
-                        help="launch budget of every searcher (default 24, a quarter of the "
+    parser.add_argument("--n-trials", type=int, default=32,
+                        help="launch budget of every searcher (default 32, a third of the "
                              "grid)")
     parser.add_argument("--budget-gib", type=float, default=None,
                         help="memory budget per rank (default: the landscape's 75th "
                              "percentile of peak RSS, so a quarter of it runs out of memory)")
     parser.add_argument("--searchers", nargs="*", default=list(SEARCHERS))
     parser.add_argument("--landscape", type=Path, default=LANDSCAPE)
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="replayed sweeps run at once (simulated time: load does not "
+                             "change the results)")
     args = parser.parse_args(argv)
     os.environ.setdefault("GLOG_v", "3")
     landscape = Landscape(args.landscape)
@@ -321,12 +340,13 @@ def main(argv: list[str] | None = None) -> int:
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     results: dict[str, list[dict]] = {}
-    for name in args.searchers:
-        results[name] = []
-        for seed in range(args.seeds):
-            results[name].append(search_once(name, seed, landscape=landscape, budget_gib=budget,
-                                             n_trials=args.n_trials, cv=cv, workdir=workdir))
-        log(f"{name}: {args.seeds} seeds done")
+    tasks = [(name, seed) for name in args.searchers for seed in range(args.seeds)]
+    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+        futures = {task: pool.submit(_search_task, *task, args.landscape, budget,
+                                     args.n_trials, cv, workdir) for task in tasks}
+        for name in args.searchers:
+            results[name] = [futures[(name, seed)].result() for seed in range(args.seeds)]
+            log(f"{name}: {args.seeds} seeds done")
     shutil.rmtree(workdir, ignore_errors=True)
     headers = ["searcher", "seeds", "median s to 3 %", "p90 s to 3 %", "median % of grid",
                "median s spent", "% ending within 3 %", "seeds reaching 3 %"]
