@@ -85,10 +85,12 @@ def simplest_within_noise(best: TrialRecord, candidates: list[TrialRecord],
         return best, ""
     if base is best:
         return best, "it is the baseline"
-    real, numbers = versus_baseline(best, base, level)
-    if not real and base in candidates:
-        return base, (f"the fastest, trial {best.number}, is {numbers} over the baseline: "
-                      f"within noise, so the baseline (trial {base.number}) is exported")
+    numbers = ""
+    if base in candidates:  # a completed baseline within the budget
+        real, numbers = versus_baseline(best, base, level)
+        if not real:
+            return base, (f"the fastest, trial {best.number}, against the baseline: "
+                          f"{numbers}; so the baseline (trial {base.number}) is exported")
     within = []
     for r in candidates:
         if r is best or changes_from(r, base) >= changes_from(best, base):
@@ -97,8 +99,8 @@ def simplest_within_noise(best: TrialRecord, candidates: list[TrialRecord],
         if gain is not None and not gain.better:
             within.append((changes_from(r, base), -(r.tokens_per_s or 0), r.number, r, gain))
     if not within:
-        return best, f"{numbers} over the baseline" if numbers else ""
+        return best, f"against the baseline: {numbers}" if numbers else ""
     _, _, _, simpler, gain = min(within, key=lambda t: t[:3])
     return simpler, (f"trial {simpler.number} changes {changes_from(simpler, base)} knob(s) "
                      f"instead of {changes_from(best, base)}, and the fastest (trial "
-                     f"{best.number}) is {gain.text()} over it: within noise")
+                     f"{best.number}) against it: {gain.text()}")

@@ -197,8 +197,8 @@ def annotate(records: list[TrialRecord], prior_cv: float) -> Noise:
 
     level = run_to_run_noise(records, prior_cv)
     base = baseline(records)
-    if base is None or not runs_of(base):
-        return level
+    if base is None or not base.ok or not runs_of(base):
+        return level  # no completed baseline: nothing to measure gains against
     by_number = {r.number: r for r in records}
     for record in records:
         source = by_number.get(record.reused_from, record)
