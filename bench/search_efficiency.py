@@ -256,10 +256,11 @@ def decisions_of(study) -> list[tuple]:
              else round(r.tokens_per_s, 3)) for r in load_records(study)]
 
 
-def default_budget(landscape: Landscape) -> float:
-    """The landscape's 75th percentile of peak RSS: a quarter of it runs out of memory."""
-    peaks = [landscape.peak(r) for r in landscape.grid.values() if r["steps"]]
-    return round(float(np.percentile(peaks, 75)), 3)
+#: Memory budget per rank of the replayed searches. Peaks here are 0.51-0.70 GiB (mostly
+#: MindSpore's own runtime: the model is small); under 0.62 GiB 36 of the 96 points run
+#: out of memory, among them the fastest point overall (graph, fp32, 1 micro-batch, which
+#: is also the composed default), so the optimum is a micro-batched one.
+BUDGET_GIB = 0.62
 
 
 _LANDSCAPES: dict[Path, Landscape] = {}
@@ -307,8 +308,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="launch budget of every searcher (default 32, a third of the "
                              "grid)")
     parser.add_argument("--budget-gib", type=float, default=None,
-                        help="memory budget per rank (default: the landscape's 75th "
-                             "percentile of peak RSS, so a quarter of it runs out of memory)")
+                        help=f"memory budget per rank (default {BUDGET_GIB})")
     parser.add_argument("--searchers", nargs="*", default=list(SEARCHERS))
     parser.add_argument("--landscape", type=Path, default=LANDSCAPE)
     parser.add_argument("--jobs", type=int, default=1,
@@ -318,7 +318,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("GLOG_v", "3")
     landscape = Landscape(args.landscape)
     peaks = [landscape.peak(r) for r in landscape.grid.values() if r["steps"]]
-    budget = args.budget_gib or default_budget(landscape)
+    budget = args.budget_gib or BUDGET_GIB
     cv = landscape.run_to_run_cv()
     params, optimum = landscape.optimum(budget)
     grid_s = landscape.grid_seconds(budget)

@@ -13,9 +13,9 @@ from autotune.cli import main
 from autotune.settings import SweepConfig
 from autotune.study.storage import load_existing
 from bench.search_efficiency import (
+    BUDGET_GIB,
     Landscape,
     decisions_of,
-    default_budget,
     search_once,
     sweep_overrides,
 )
@@ -26,7 +26,7 @@ from trials.contract.compose import compose
 def test_the_in_process_replay_decides_as_the_real_sweep(searcher, tmp_path, monkeypatch):
     monkeypatch.setenv("AUTOTUNE_CACHE", str(tmp_path / "cache"))  # same priors for both
     landscape = Landscape()
-    budget = default_budget(landscape)
+    budget = BUDGET_GIB
     replayed = search_once(searcher, 3, landscape=landscape, budget_gib=budget, n_trials=8,
                            cv=0.0, workdir=tmp_path / "replay")
 

@@ -48,8 +48,16 @@ def sampler(study: optuna.Study, settings: SweepSettings,
         return optuna.samplers.RandomSampler(seed=seed)
     if settings.sampler is Sampler.grid:
         grid = {path: list(d.choices) for path, d in space.distributions().items()}
-        return optuna.samplers.GridSampler(grid, seed=settings.seed)
+        return _Grid(grid, seed=settings.seed)
     return optuna.samplers.TPESampler(seed=seed, n_startup_trials=settings.n_startup_trials)
+
+
+class _Grid(optuna.samplers.GridSampler):
+    """Optuna's grid without its ``study.stop()`` once every point ran: that call is only
+    valid inside ``study.optimize``, and the sweep ends by itself on an exhausted space."""
+
+    def after_trial(self, study, trial, state, values) -> None:
+        return None
 
 
 #: Knobs the cost model reads; points that differ only elsewhere predict the same.

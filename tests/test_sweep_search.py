@@ -1,6 +1,6 @@
-"""Racing against a scripted fake trial: a trial within noise of the best is re-measured,
-interleaved with the best, and the sampler is told the pooled estimate; a clear loser
-is not re-measured."""
+"""Search against a scripted fake trial: racing (a trial within noise of the best is
+re-measured, interleaved with the best, and the sampler is told the pooled estimate; a
+clear loser is not) and the samplers ``sweep.sampler`` offers."""
 
 from __future__ import annotations
 
@@ -37,3 +37,15 @@ def test_a_trial_within_noise_of_the_best_is_raced_and_a_clear_loser_is_not(harn
         "race-0-trial-0000", "race-0-trial-0001", "race-1-trial-0000", "race-1-trial-0001"]
     # The leaderboard counts the runs each estimate rests on and states the gain.
     assert "vs base % (95% CI)" in out and "~+0%" in out
+
+
+@pytest.mark.parametrize("sampler", ["grid", "random"])
+def test_grid_and_random_samplers_run_the_space_and_end_when_it_is_exhausted(harness, sampler):
+    harness.script()
+    space = harness.space("small", {"data.prefetch": [16, 32], "runtime.threads": [2, 1]})
+    code, out, err = harness.run(space, f"sweep.sampler={sampler}", "sweep.n_trials=10")
+    assert code == 0, err
+    launched = [t for t in harness.study().get_trials() if t.user_attrs.get("launched")]
+    assert len(launched) == 4  # each point once, then the space is exhausted
+    assert len({tuple(sorted(t.params.items())) for t in launched}) == 4
+    assert "search space exhausted" in out
