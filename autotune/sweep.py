@@ -308,18 +308,20 @@ class Sweep:
 
         return monitor.watch(proc, trial_dir / cfg.run.metrics_path, trial_dir,
                              self.settings.stop,
-                             on_step=lambda steps: self._slow_verdict(trial, steps, best),
+                             on_step=lambda steps: self._slow_verdict(
+                                 trial, steps, best, cfg.run.warmup_steps),
                              on_tick=on_tick)
 
-    def _slow_verdict(self, trial: optuna.Trial, steps: list, best: float | None) -> str | None:
+    def _slow_verdict(self, trial: optuna.Trial, steps: list, best: float | None,
+                      warmup_floor: int) -> str | None:
         """After each new step of a running trial: report it to Optuna; why to stop it as
         slow, or None."""
         if self.multi:
             return None  # a slow trial may still be on the memory side of the Pareto front
-        tps, _, _ = pruning.estimate(steps)
+        tps, _, _ = pruning.estimate(steps, warmup_floor)
         if tps is not None:
             trial.report(tps, steps[-1].step)
-        return pruning.slow_verdict(steps, best, self.settings.stop)
+        return pruning.slow_verdict(steps, best, self.settings.stop, warmup_floor)
 
     # -- the cost model -------------------------------------------------------------------
     def _predicted_over_budget(self, trial: optuna.Trial, cfg: TrialConfig, *,

@@ -196,8 +196,8 @@ def make_replay_sweep():
 
         def _launch(self, trial, cfg, label, progress, *, best):
             trial.set_user_attr(R.TRIAL_DIR, "replay")
-            result = self.replay(dict(trial.params),
-                                 lambda steps: self._slow_verdict(trial, steps, best))
+            result = self.replay(dict(trial.params), lambda steps: self._slow_verdict(
+                trial, steps, best, cfg.run.warmup_steps))
             self.spent += result.wall_s
             return result
 

@@ -40,3 +40,15 @@ def test_measured_steps_are_judged_against_slow_ratio():
     assert slow_verdict(stream([1.0], [2.5]), best=1000.0, rules=RULES) is None
     # No best yet: nothing to compare with.
     assert slow_verdict(stream([1.0], [9.0, 9.0]), best=None, rules=RULES) is None
+
+
+def test_warm_up_steps_past_the_floor_are_judged_like_measured_ones():
+    # Warm-up goes on past its floor of 2 because the step time is not steady; the steps
+    # past the floor are judged against slow_ratio, not the lenient warm-up bar.
+    steps = stream([2.0, 2.0, 2.5, 2.5], [])
+    verdict = slow_verdict(steps, best=1000.0, rules=RULES, warmup_floor=2)
+    assert verdict is not None and "400 tok/s after 2 steady-enough warm-up steps" in verdict
+    # Within the floor only the warm-up bar applies (as without a floor).
+    assert slow_verdict(stream([2.5, 2.5], []), best=1000.0, rules=RULES,
+                        warmup_floor=2) is None
+    assert slow_verdict(steps, best=1000.0, rules=RULES) is None

@@ -206,7 +206,7 @@ class RunConfig:
     #: Warm-up steps after the compile step, at least: on CPU, MindSpore's steps 1-4 run
     #: ~30 % slower than later ones (bench/trial_repeatability.py). Warm-up goes on until
     #: the step time is steady (trials/contract/stats.py: ``steady``), at most
-    #: ``max_warmup_steps`` (null = 3 x warmup_steps).
+    #: ``max_warmup_steps`` (null = 2 x warmup_steps).
     warmup_steps: int = field(default=4, metadata=rule(ge=0))
     max_warmup_steps: int | None = field(default=None, metadata=rule(ge=0))
     #: Two windows of this many steps whose median step times agree within
@@ -341,7 +341,7 @@ def step_caps(run: RunConfig) -> tuple[int, int]:
     """(most warm-up steps, most measured steps) of a trial."""
     if not run.adaptive:
         return run.warmup_steps, run.measure_steps
-    warmup = run.max_warmup_steps if run.max_warmup_steps is not None else 3 * run.warmup_steps
+    warmup = run.max_warmup_steps if run.max_warmup_steps is not None else 2 * run.warmup_steps
     measure = (run.max_measure_steps if run.max_measure_steps is not None
                else 4 * run.measure_steps)
     return warmup, measure
