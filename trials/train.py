@@ -82,6 +82,10 @@ def metrics_path(cfg: TrialConfig, rank: int) -> Path:
     return path if rank == 0 else path.with_name(f"{path.stem}.rank{rank}{path.suffix}")
 
 
+#: Objects whose teardown waits for the process's exit (after the end event).
+KEEP_ALIVE: list = []
+
+
 def run(cfg: TrialConfig, metrics: MetricsLog, *, compile_cache: dict) -> tuple[Outcome, str]:
     """Train and classify how it ended. Every failure becomes an outcome."""
     from trials.runtime.context import set_up_context
@@ -93,8 +97,11 @@ def run(cfg: TrialConfig, metrics: MetricsLog, *, compile_cache: dict) -> tuple[
         set_up_context(cfg)
         check_supported(cfg)
         rank, world = init_parallel(cfg)
-        summary = Trainer(cfg, metrics, rank, world,
-                          applied={"compile_cache": compile_cache}).run()
+        trainer = Trainer(cfg, metrics, rank, world, applied={"compile_cache": compile_cache})
+        # Alive until the process exits: its dataset workers take seconds to shut down, time
+        # that must not sit between the last step and the end event.
+        KEEP_ALIVE.append(trainer)
+        summary = trainer.run()
     except Unsupported as exc:
         return Outcome.UNSUPPORTED, str(exc)
     except ConfigError as exc:

@@ -169,9 +169,9 @@ class Trainer:
         # Skip the batches a resumed run has consumed so the data order continues.
         iterator = self.dataset.skip(start_step * self.accumulation).create_tuple_iterator(
             num_epochs=-1, output_numpy=False)
-        # Kept past this method: dropping it shuts the dataset's worker processes down,
-        # 4.5 s with data.num_workers=2, before the summary and end events (the process
-        # exits right after them instead, BENCHMARKS.md "where a trial's time goes").
+        # Kept as long as the trainer (trials.train keeps that until the process exits):
+        # dropping it shuts the dataset's worker processes down, 4.5 s with
+        # data.num_workers=2, before the summary and end events.
         self.iterator = iterator
         for step in range(start_step, total):
             phase = self._phase(step - start_step)

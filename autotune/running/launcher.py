@@ -99,9 +99,10 @@ def kill_marked(marker: str) -> int:
     return len(pids)
 
 
-def stop(proc: TrialProcess) -> None:
-    """Kill the trial's process group and anything else carrying its marker; reap it."""
-    kill_group(proc.pgid, leader=proc.popen)
+def stop(proc: TrialProcess, grace_s: float = 2.0) -> None:
+    """Kill the trial's process group and anything else carrying its marker; reap it.
+    ``grace_s``: how long SIGTERM may take before SIGKILL."""
+    kill_group(proc.pgid, grace_s, leader=proc.popen)
     kill_marked(proc.marker)
     try:
         proc.popen.wait(timeout=5)

@@ -23,6 +23,9 @@ POLL_S = 0.2
 #: outcome is written, and msrun's ranks take ~5 s to leave the cluster (measured in
 #: bench/landscape_record.py's runs), time that is the trial's cost but not its data.
 EXIT_GRACE_S = 1.0
+#: SIGTERM-to-SIGKILL grace when nothing is left to save (the outcome is known, or the
+#: trial is slow): msrun's clean-up after SIGTERM took up to 4 s of a trial's time.
+QUICK_KILL_S = 0.3
 
 
 @dataclass
@@ -121,12 +124,13 @@ def _watch(proc: launcher.TrialProcess, metrics_path: Path, trial_dir: Path, rul
         stop = ((Outcome.SLOW, follow.slow) if follow.slow else
                 _clock_verdict(now, proc.started, last_progress, bool(follow.steps), rules))
         if stop is not None:
-            launcher.stop(proc)
+            # Nothing of a slow trial is kept: msrun's own SIGTERM clean-up is not waited for.
+            launcher.stop(proc, QUICK_KILL_S if stop[0] is Outcome.SLOW else 2.0)
             break
         if follow.end is not None:
             ended = ended or now
             if now - ended > EXIT_GRACE_S:  # the outcome is known: do not wait for teardown
-                launcher.stop(proc)
+                launcher.stop(proc, QUICK_KILL_S)
                 break
         if on_tick is not None:
             on_tick(current_phase(follow.steps, follow.start is not None))
