@@ -80,8 +80,23 @@ def processes_with_marker(marker: str) -> list[int]:
     return found
 
 
-def kill_marked(marker: str) -> int:
-    """Kill every process of a trial, found by its marker; how many there were."""
+def _signal_groups(groups: set[int], sig: int) -> set[int]:
+    """Send ``sig`` to each group; the groups that still exist."""
+    alive = set()
+    for pgid in groups:
+        try:
+            os.killpg(pgid, sig)
+            alive.add(pgid)
+        except (ProcessLookupError, PermissionError):
+            pass
+    return alive
+
+
+def kill_marked(marker: str, grace_s: float = 1.0) -> int:
+    """Kill every process of a trial, found by its marker; how many there were.
+
+    msrun starts each worker in a process group of its own: every group gets SIGTERM at
+    once, one shared grace period, then SIGKILL (one group after the other took 3 s)."""
     pids = processes_with_marker(marker)
     groups = set()
     for pid in pids:
@@ -89,8 +104,12 @@ def kill_marked(marker: str) -> int:
             groups.add(os.getpgid(pid))
         except ProcessLookupError:
             pass
-    for pgid in groups:
-        kill_group(pgid, grace_s=1.0)
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        groups = _signal_groups(groups, sig)
+        deadline = time.time() + grace_s
+        while groups and time.time() < deadline:
+            groups = _signal_groups(groups, 0)
+            time.sleep(0.05)
     for pid in processes_with_marker(marker):  # a process that left its group
         try:
             os.kill(pid, signal.SIGKILL)
@@ -103,7 +122,7 @@ def stop(proc: TrialProcess, grace_s: float = 2.0) -> None:
     """Kill the trial's process group and anything else carrying its marker; reap it.
     ``grace_s``: how long SIGTERM may take before SIGKILL."""
     kill_group(proc.pgid, grace_s, leader=proc.popen)
-    kill_marked(proc.marker)
+    kill_marked(proc.marker, grace_s)
     try:
         proc.popen.wait(timeout=5)
     except subprocess.TimeoutExpired:
