@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 
 from autotune.study.records import TrialRecord
@@ -41,7 +43,8 @@ def frame(records: list[TrialRecord], *, knobs: list[str] | None = None) -> pd.D
             "runs": r.n_runs if r.tokens_per_s is not None else None,
             # Filled by autotune.study.noise.annotate; "~" marks a gain within noise.
             GAIN_COLUMN: ("baseline" if r.role == BASELINE_ROLE and r.reused_from is None
-                          else r.vs_baseline.short() if r.vs_baseline is not None else None),
+                          else r.vs_baseline.short() if r.vs_baseline is not None
+                          else math.nan),
             "MFU %": None if r.mfu is None else 100 * r.mfu,
             "peak GiB": r.peak_memory_gib, "step s": r.step_time_s, "compile s": r.compile_s,
             "state": r.state, "reason": reason,
@@ -50,6 +53,9 @@ def frame(records: list[TrialRecord], *, knobs: list[str] | None = None) -> pd.D
     df = pd.DataFrame(rows)
     if df.empty:
         return df
+    # Whole numbers where measured, blank (NaN) elsewhere, not 1.00.
+    df["runs"] = pd.Series([math.nan if pd.isna(v) else int(v) for v in df["runs"]],
+                           dtype=object, index=df.index)
     df["_ok"] = df["tokens/s"].notna()
     df = df.sort_values(["_ok", "tokens/s", "trial"], ascending=[False, False, True])
     return df.drop(columns="_ok").reset_index(drop=True)
