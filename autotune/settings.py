@@ -44,8 +44,7 @@ class StopRules:
     slow_ratio: float = field(default=0.5, metadata=rule(ge=0, le=1))
     #: Before measured steps exist, prune only below this (warm-up can be much slower).
     slow_warmup_ratio: float = field(default=0.1, metadata=rule(ge=0, le=1))
-    #: Measured steps the slow rule needs before it may judge against slow_ratio (one
-    #: warm-up step may already be judged against slow_warmup_ratio).
+    #: Steps (measured, or else warm-up) the slow rule needs before it may judge.
     slow_min_steps: int = field(default=2, metadata=rule(ge=1))
 
 

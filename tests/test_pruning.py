@@ -54,7 +54,7 @@ def test_warm_up_steps_past_the_floor_are_judged_like_measured_ones():
     assert slow_verdict(steps, best=1000.0, rules=RULES) is None
 
 
-def test_one_warm_up_step_far_behind_is_enough_but_one_measured_step_is_not():
-    verdict = slow_verdict(stream([20.0], []), best=1000.0, rules=RULES)
-    assert verdict is not None and "after 1 warm-up steps" in verdict
-    assert slow_verdict(stream([5.0], []), best=1000.0, rules=RULES) is None  # only 5x behind
+def test_one_step_is_never_enough_even_far_behind():
+    # A tiny model's 20 ms step hiccups to 200 ms on a busy machine: one step proves nothing.
+    assert slow_verdict(stream([20.0], []), best=1000.0, rules=RULES) is None
+    assert slow_verdict(stream([20.0, 20.0], []), best=1000.0, rules=RULES) is not None

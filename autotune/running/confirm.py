@@ -93,7 +93,8 @@ def run_confirm(composed: DictConfig, console: Console) -> int:
             summary[r.number]["baseline"] = base.number
         stored[str(r.number)] = summary[r.number]
     study.set_user_attr(CONFIRM_STUDY_KEY, stored)
-    console.print(render(chosen, summary, runs, base), highlight=False)
+    console.print(render(chosen, summary, runs, base), highlight=False, soft_wrap=True,
+                  markup=False)
     return 0
 
 
@@ -111,7 +112,7 @@ def render(chosen: list[TrialRecord], summary: dict[int, dict],
             versus = "baseline"
         else:
             test = s.get("vs_baseline")
-            versus = (f"{100 * test['ratio']:+.1f} % ({100 * test['low']:+.1f}..."
+            versus = (f"{100 * test['ratio']:+.1f} % ({100 * test['low']:+.1f}.."
                       f"{100 * test['high']:+.1f}), p={test['p_value']:.3f}"
                       f"{'' if test['real'] else ' noise'}") if test else "too few rounds"
         lines.append(f"{r.number:>5}  {r.tokens_per_s:>12,.0f}  {s['median']:>10,.0f}  "
