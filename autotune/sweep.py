@@ -9,7 +9,6 @@ selection).
 from __future__ import annotations
 
 import logging
-import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -259,9 +258,8 @@ class Sweep:
                 if perf is not None:
                     perfs[number].append(perf)
         R.add_repeats(study, perfs, "race")
-        values = [result.summary.performance["tokens_per_s"],
-                  *(p["tokens_per_s"] for p in perfs[trial.number])]
-        return math.exp(sum(math.log(v) for v in values) / len(values))
+        return R.geometric_mean([result.summary.performance["tokens_per_s"],
+                                 *(p["tokens_per_s"] for p in perfs[trial.number])])
 
     def _repeat(self, params: dict, config: Path, out_dir: Path, *, marker: str) -> dict | None:
         """One more run of a launched configuration; its performance layer, or None."""

@@ -132,8 +132,12 @@ REPEAT_FIELDS = ("tokens_per_s", "tokens_per_step", "step_times_s", "step_time_m
 def pooled_tokens_per_s(record: TrialRecord) -> float:
     """The geometric mean of tokens/s over the trial's run and its repeats."""
     first = (record.scorecard.get("performance") or {}).get("tokens_per_s")
-    values = [v for v in [first, *(r.get("tokens_per_s") for r in record.repeats)]
-              if v and v > 0]
+    return geometric_mean([v for v in [first, *(r.get("tokens_per_s") for r in record.repeats)]
+                           if v and v > 0])
+
+
+def geometric_mean(values: list[float]) -> float:
+    """How runs of one configuration pool (speeds multiply: a log-scale mean)."""
     return math.exp(sum(math.log(v) for v in values) / len(values))
 
 

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from trials.contract.events import Phase, StepRecord
-from trials.contract.stats import relative_half_width, tokens_per_s_interval
+from trials.contract.stats import half_width_of, median_interval
 
 
 def _finite(values) -> list[float]:
@@ -36,13 +36,14 @@ def throughput(steps: list[StepRecord]) -> dict[str, float]:
         return {}
     tokens = float(np.median(_finite(s.tokens for s in measured)))
     median = float(np.median(times))
-    low, high = tokens_per_s_interval(times, tokens)
+    # One bootstrap of the median step time: tokens/s bounds swap (a slow step, few tokens/s).
+    slow, fast = median_interval(times)
     return {
         "tokens_per_s": tokens / median,
         # 95 % bootstrap interval of tokens/s within this run (not across runs).
-        "tokens_per_s_low": low,
-        "tokens_per_s_high": high,
-        "interval_half_width": relative_half_width(times),
+        "tokens_per_s_low": tokens / fast if fast > 0 else math.nan,
+        "tokens_per_s_high": tokens / slow if slow > 0 else math.nan,
+        "interval_half_width": half_width_of(slow, fast, median),
         "warmup_steps_used": sum(1 for s in steps if s.phase is Phase.WARMUP),
         # The samples the orchestrator's comparisons resample (stats.py, autotune/study/noise).
         "step_times_s": [round(float(t), 6) for t in times],

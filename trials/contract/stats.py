@@ -45,19 +45,14 @@ def median_interval(samples: Sequence[float], *, confidence: float = CONFIDENCE,
 def relative_half_width(samples: Sequence[float], *, confidence: float = CONFIDENCE) -> float:
     """Half the interval of the median over the median (0.02 = +-2 %); inf when unknown."""
     lo, hi = median_interval(samples, confidence=confidence)
-    centre = float(np.median(samples)) if len(samples) else math.nan
+    return half_width_of(lo, hi, float(np.median(samples)) if len(samples) else math.nan)
+
+
+def half_width_of(lo: float, hi: float, centre: float) -> float:
+    """(hi - lo) / 2 / centre, or inf when the interval or the centre is unknown."""
     if not (math.isfinite(lo) and math.isfinite(hi)) or not centre > 0:
         return math.inf
     return (hi - lo) / 2 / centre
-
-
-def tokens_per_s_interval(step_times: Sequence[float], tokens_per_step: float,
-                          *, confidence: float = CONFIDENCE) -> tuple[float, float]:
-    """The interval of tokens/s = tokens per step / median step time (bounds swap)."""
-    lo, hi = median_interval(step_times, confidence=confidence)
-    if not (lo > 0 and hi > 0):
-        return math.nan, math.nan
-    return tokens_per_step / hi, tokens_per_step / lo
 
 
 def steady(step_times: Sequence[float], *, window: int, tolerance: float) -> bool:
