@@ -8,6 +8,10 @@
     python -m autotune report                         # tables, plots, diagnosis
     python -m autotune confirm confirm.top_k=2        # re-measure the finalists
     python -m autotune export export.out=best_job     # the winner as a production job
+    python -m autotune profile profile.trial=3        # where a trial's step time goes
+    python -m autotune commbench commbench.ranks=2    # all-reduce bandwidth over msrun
+    python -m autotune soak                           # the winner run long, killed, resumed
+    python -m autotune tune                           # correctness, memory, throughput, stability
 
 Every command takes the same overrides and so finds the same study. Bad input
 ends with one line naming the fix and exit code 2.
@@ -27,7 +31,8 @@ from rich.console import Console
 from autotune.signals import Stopped, stop_on_signals
 from trials.contract.schema import ConfigError
 
-COMMANDS = ("sweep", "plan", "report", "confirm", "export")
+COMMANDS = ("sweep", "plan", "report", "confirm", "export", "profile", "commbench", "soak",
+            "tune")
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -107,6 +112,22 @@ def run_command(command: str, composed, overrides: list[str], console: Console) 
         from autotune.running.confirm import run_confirm
 
         return run_confirm(composed, console)
+    if command == "profile":
+        from autotune.profiling.command import run_profile
+
+        return run_profile(composed, console)
+    if command == "commbench":
+        from autotune.running.commbench import run_commbench
+
+        return run_commbench(composed, console)
+    if command == "soak":
+        from autotune.running.soak import run_soak
+
+        return run_soak(composed, console)
+    if command == "tune":
+        from autotune.stages.tune import run_tune
+
+        return run_tune(composed, overrides, console)
     from autotune.export.job import run_export
 
     return run_export(composed, console)

@@ -194,6 +194,79 @@ class PlanSettings:
 
 
 @dataclass
+class ProfileSettings:
+    """``python -m autotune profile``: one configuration under mindspore.profiler."""
+
+    #: Trial of the study to profile; null = the composed configuration (your overrides).
+    trial: int | None = field(default=None, metadata=rule(ge=0))
+    #: Profiled steps, after warm-up and measurement (the profiler costs time: 10-20).
+    steps: int = field(default=10, metadata=rule(ge=1, le=100))
+    #: Output directory; empty = <runs_dir>/<study>/profile/<trial-N or overrides>.
+    out: str = ""
+    #: The sweep profiles its winner at the end...
+    after_sweep: bool = True
+    #: ...when that is expected to cost under this share of the sweep's time.
+    max_sweep_share: float = field(default=0.1, metadata=rule(ge=0, le=1))
+
+
+@dataclass
+class CommbenchSettings:
+    """``python -m autotune commbench``: all-reduce bandwidth over msrun."""
+
+    #: Ranks (processes) on this node; at most the hardware profile's devices on an
+    #: accelerator, any number >= 2 on the CPU.
+    ranks: int = field(default=2, metadata=rule(ge=2, le=64))
+    #: Message sizes in KiB (float32 tensors).
+    sizes_kib: list = field(default_factory=lambda: [4, 64, 1024, 8192, 65536])
+    #: Timed all-reduces per size, after ``warmup`` untimed ones.
+    repeats: int = field(default=10, metadata=rule(ge=1, le=1000))
+    warmup: int = field(default=2, metadata=rule(ge=0, le=100))
+    #: Output directory; empty = <runs_dir>/commbench.
+    out: str = ""
+
+
+@dataclass
+class SoakSettings:
+    """``python -m autotune soak``: the chosen configuration run long, killed and resumed."""
+
+    #: Trial to soak; null = the one ``export`` would choose.
+    trial: int | None = field(default=None, metadata=rule(ge=0))
+    #: Optimizer steps; null = 10 x the trial's own steps (warm-up + measured).
+    steps: int | None = field(default=None, metadata=rule(ge=10))
+    #: Time budget in minutes instead of a step count; null = use steps.
+    minutes: float | None = field(default=None, metadata=rule(gt=0))
+    #: kill -9 the run once this fraction of its steps is done, then resume it from the
+    #: latest checkpoint; 0 = no kill.
+    kill_at: float = field(default=0.5, metadata=rule(ge=0, lt=1))
+    #: Checkpoint interval; null = steps / 10.
+    checkpoint_every: int | None = field(default=None, metadata=rule(ge=1))
+    #: The resumed loss curve must match the killed one's replayed steps within this
+    #: relative tolerance.
+    resume_tolerance: float = field(default=0.01, metadata=rule(gt=0, lt=1))
+    #: Host-memory growth (MiB per 100 steps) above which, with a slope separable from
+    #: noise, the run is said to leak.
+    leak_mib_per_100_steps: float = field(default=20.0, metadata=rule(gt=0))
+    #: Output directory; empty = <runs_dir>/<study>/soak.
+    out: str = ""
+
+
+@dataclass
+class TuneSettings:
+    """``python -m autotune tune``: the tuning order as stages, each stored on the study."""
+
+    #: Stages to run, in this order; a finished stage is skipped on resume.
+    stages: list = field(default_factory=lambda: ["correctness", "memory", "throughput",
+                                                  "stability"])
+    #: Correctness: steps of each precision's loss curve (same seed, same data).
+    correctness_steps: int = field(default=30, metadata=rule(ge=6, le=1000))
+    #: ...a reduced precision whose smoothed loss differs from fp32's by more than this
+    #: (relative) at any point of the curve's second half is ruled out.
+    loss_tolerance: float = field(default=0.05, metadata=rule(gt=0, lt=1))
+    #: Memory: a configuration fits when its predicted peak leaves this much headroom.
+    headroom: float = field(default=0.1, metadata=rule(ge=0, lt=1))
+
+
+@dataclass
 class SweepConfig(TrialConfig):
     sweep: SweepSettings = field(default_factory=SweepSettings)
     search: SearchConfig = field(default_factory=SearchConfig)
@@ -201,13 +274,18 @@ class SweepConfig(TrialConfig):
     confirm: ConfirmSettings = field(default_factory=ConfirmSettings)
     export: ExportSettings = field(default_factory=ExportSettings)
     plan: PlanSettings = field(default_factory=PlanSettings)
+    profile: ProfileSettings = field(default_factory=ProfileSettings)
+    commbench: CommbenchSettings = field(default_factory=CommbenchSettings)
+    soak: SoakSettings = field(default_factory=SoakSettings)
+    tune: TuneSettings = field(default_factory=TuneSettings)
 
 
 ConfigStore.instance().store(name="sweep_schema", node=SweepConfig)
 
 
 #: The sections of SweepConfig that are not the trial's, in the order they are checked.
-SETTINGS_KEYS = ("sweep", "search", "report", "confirm", "export", "plan")
+SETTINGS_KEYS = ("sweep", "search", "report", "confirm", "export", "plan", "profile",
+                 "commbench", "soak", "tune")
 
 
 def validate_settings(composed: DictConfig) -> SweepConfig:
@@ -242,7 +320,26 @@ def validate_settings(composed: DictConfig) -> SweepConfig:
         raise ConfigError("sweep.trial_command must be a list of non-empty strings "
                           "(argv), e.g. sweep.trial_command=[python,my_trial.py]")
     _check_plan(cfg.plan)
+    _check_lists(cfg)
     return cfg
+
+
+STAGES = ("correctness", "memory", "throughput", "stability")
+
+
+def _check_lists(cfg: SweepConfig) -> None:
+    sizes = cfg.commbench.sizes_kib
+    if not sizes or not all(isinstance(v, int | float) and 0 < v <= 4 * 1024 * 1024
+                            for v in sizes):
+        raise ConfigError(f"commbench.sizes_kib={sizes}: each size must be a number of KiB "
+                          "in (0, 4194304], and the list not empty")
+    stages = cfg.tune.stages
+    if not stages or any(s not in STAGES for s in stages) or len(set(stages)) != len(stages):
+        raise ConfigError(f"tune.stages={stages}: a non-empty list of distinct stages out of "
+                          f"{', '.join(STAGES)}")
+    if list(stages) != sorted(stages, key=STAGES.index):
+        raise ConfigError(f"tune.stages={stages}: stages run in the order "
+                          f"{', '.join(STAGES)}; list them in that order")
 
 
 def _check_plan(plan: PlanSettings) -> None:

@@ -52,15 +52,23 @@ class PeakMemory:
 
     def sample(self) -> float:
         own = _status_kib("self", "VmHWM")
-        pid = os.getpid()
-        workers = 0
-        pending = _children(pid)
-        while pending:
-            child = pending.pop()
-            workers += _status_kib(child, "VmRSS")
-            pending.extend(_children(child))
-        self.peak_gib = max(self.peak_gib, (own + workers) / (1024**2))
+        self.peak_gib = max(self.peak_gib, (own + _workers_kib()) / (1024**2))
         return self.peak_gib
+
+    @staticmethod
+    def current_gib() -> float:
+        """RSS now (this process and its dataset workers): a leak shows as a slope of it."""
+        return (_status_kib("self", "VmRSS") + _workers_kib()) / (1024**2)
+
+
+def _workers_kib() -> int:
+    workers = 0
+    pending = _children(os.getpid())
+    while pending:
+        child = pending.pop()
+        workers += _status_kib(child, "VmRSS")
+        pending.extend(_children(child))
+    return workers
 
 
 #: Texts MindSpore uses for allocation failures it raises as RuntimeError. Matched only

@@ -56,6 +56,7 @@ class Trainer:
         self.memory = PeakMemory()
         self.budget_gib = memory_budget_gib(cfg)
         self.steps: list[StepRecord] = []
+        self._leaked: list[np.ndarray] = []
         self._build()
 
     # -- build ----------------------------------------------------------------------------
@@ -178,11 +179,14 @@ class Trainer:
             limit = self._loss_limit()
             loss, norm, overflow, updated, scale, step_s, wait_s = self._one_step(iterator, limit)
             self.memory.sample()
+            if cfg.run.inject_leak_mib:  # fault injection (tests of the soak's leak detector)
+                self._leaked.append(np.ones(int(cfg.run.inject_leak_mib * 2**20) // 8))
             record = StepRecord(step=step, phase=phase, loss=loss, grad_norm=norm,
                                 step_s=step_s, data_wait_s=wait_s, tokens=self.tokens_per_step,
                                 peak_rss_gib=self.memory.peak_gib,
                                 clipped=bool(norm > cfg.train.clip_norm), overflow=overflow,
-                                updated=updated, loss_scale=scale)
+                                updated=updated, loss_scale=scale,
+                                rss_gib=self.memory.current_gib())
             self.steps.append(record)
             self.metrics.emit(record)
             self._guard(loss, limit)

@@ -91,12 +91,15 @@ class StepRecord:
     overflow: bool = False
     updated: bool = True
     loss_scale: float = 1.0
+    #: Host RSS after the step (not the peak): a leak shows as its slope over a long run.
+    rss_gib: float = 0.0
 
     @classmethod
     def from_json(cls, data: dict) -> StepRecord:
         d = _known_fields(cls, data)
         d["phase"] = Phase(d["phase"])
-        for key in ("loss", "grad_norm", "step_s", "data_wait_s", "peak_rss_gib", "loss_scale"):
+        for key in ("loss", "grad_norm", "step_s", "data_wait_s", "peak_rss_gib", "loss_scale",
+                    "rss_gib"):
             if key in d:
                 d[key] = _float(d[key])
         return cls(**d)

@@ -231,6 +231,14 @@ class RunConfig:
     #: Production mode: continue from the latest checkpoint in checkpoint_dir.
     resume: bool = True
     metrics_path: str = "metrics.jsonl"
+    #: After measuring (trial mode), run this many more steps under mindspore.profiler and
+    #: report where the time goes (trials/profiling.py); 0 = no profiling. The profiled
+    #: steps are kept out of every measured number.
+    profile_steps: int = field(default=0, metadata=rule(ge=0, le=100))
+    profile_dir: str = "profile"
+    #: Fault injection for testing the soak's leak detector: hold this many MiB more host
+    #: memory after every step. 0 = off; never set it in a real job.
+    inject_leak_mib: float = field(default=0.0, metadata=rule(ge=0, le=1024))
 
 
 @dataclass
