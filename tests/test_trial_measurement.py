@@ -29,7 +29,7 @@ def test_an_adaptive_trial_reports_its_interval_and_why_it_stopped(run_trial):
         assert perf["measure_stop"].startswith("step cap 24")
 
 
-def test_data_parallel_ranks_agree_on_when_warm_up_and_measuring_end(tmp_path):
+def test_data_parallel_ranks_agree_and_report_their_communication(tmp_path):
     import subprocess
 
     from tests.conftest import project_env
@@ -37,7 +37,8 @@ def test_data_parallel_ranks_agree_on_when_warm_up_and_measuring_end(tmp_path):
 
     argv = trial_argv(None, world_size=2, log_dir=tmp_path / "msrun_log", overrides=[
         "workload=gpt_tiny", "parallel.dp=2", "run.warmup_steps=1", "run.measure_steps=4",
-        "run.max_measure_steps=10", f"run.metrics_path={tmp_path / 'metrics.jsonl'}"])
+        "run.max_measure_steps=10", "run.profile_steps=3",
+        f"run.metrics_path={tmp_path / 'metrics.jsonl'}"])
     proc = subprocess.run(argv, cwd=tmp_path, env=project_env(), capture_output=True,
                           text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -46,6 +47,15 @@ def test_data_parallel_ranks_agree_on_when_warm_up_and_measuring_end(tmp_path):
     phases = [[e["phase"] for e in events if e["event"] == "step"] for events in ranks]
     assert phases[0] == phases[1] and phases[0].count("measure") >= 4
     assert all(events[-1]["outcome"] == "ok" for events in ranks)
+    # Every dp > 1 trial times its gradient all-reduce and each rank's step.
+    perf = next(e for e in ranks[0] if e["event"] == "summary")["performance"]
+    assert 0 < perf["comm_share"] < 1 and perf["comm_s"] > 0
+    assert perf["allreduce_bytes"] > 0 and len(perf["rank_step_s"]) == 2
+    assert perf["rank_spread"] >= 0
+    # ...and a profile of it sees the all-reduce as communication.
+    profile = next(e for e in ranks[0] if e["event"] == "profile")
+    assert profile["shares"]["communication"] > 0
+    assert "AllReduce" in [r["type"] for r in profile["top_ops"]]
 
 
 def test_the_compile_cache_is_reused_for_the_same_config_and_never_for_another(run_trial,

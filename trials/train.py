@@ -29,7 +29,7 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from trials.contract.compose import compose, load_resolved, one_line
-from trials.contract.events import EndRecord, SummaryRecord
+from trials.contract.events import EndRecord, ProfileRecord, SummaryRecord
 from trials.contract.metrics import MetricsLog
 from trials.contract.outcomes import Outcome
 from trials.contract.schema import (
@@ -116,6 +116,8 @@ def run(cfg: TrialConfig, metrics: MetricsLog, *, compile_cache: dict) -> tuple[
     except Exception as exc:  # noqa: BLE001 - anything else is a crash, with its traceback kept
         traceback.print_exc()
         return Outcome.CRASH, f"{type(exc).__name__}: {str(exc).strip()[:300]}"
+    if trainer.profile is not None:
+        metrics.emit(ProfileRecord(**trainer.profile))
     metrics.emit(SummaryRecord(**summary))
     return Outcome.OK, ""
 

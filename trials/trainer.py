@@ -39,6 +39,10 @@ from trials.workload import load_workload
 log = logging.getLogger(__name__)
 
 
+#: Timed runs of the gradient all-reduce alone (their median is reported).
+COMM_PROBES = 5
+
+
 class Diverged(RuntimeError):
     """Non-finite loss for too long, or a loss spike; raised before the update lands."""
 
@@ -57,6 +61,8 @@ class Trainer:
         self.budget_gib = memory_budget_gib(cfg)
         self.steps: list[StepRecord] = []
         self._leaked: list[np.ndarray] = []
+        self.communication: dict = {}
+        self.profile: dict | None = None
         self._build()
 
     # -- build ----------------------------------------------------------------------------
@@ -174,29 +180,91 @@ class Trainer:
         # dropping it shuts the dataset's worker processes down, 4.5 s with
         # data.num_workers=2, before the summary and end events.
         self.iterator = iterator
+        step = start_step - 1
         for step in range(start_step, total):
             phase = self._phase(step - start_step)
             limit = self._loss_limit()
-            loss, norm, overflow, updated, scale, step_s, wait_s = self._one_step(iterator, limit)
-            self.memory.sample()
-            if cfg.run.inject_leak_mib:  # fault injection (tests of the soak's leak detector)
-                self._leaked.append(np.ones(int(cfg.run.inject_leak_mib * 2**20) // 8))
-            record = StepRecord(step=step, phase=phase, loss=loss, grad_norm=norm,
-                                step_s=step_s, data_wait_s=wait_s, tokens=self.tokens_per_step,
-                                peak_rss_gib=self.memory.peak_gib,
-                                clipped=bool(norm > cfg.train.clip_norm), overflow=overflow,
-                                updated=updated, loss_scale=scale,
-                                rss_gib=self.memory.current_gib())
-            self.steps.append(record)
-            self.metrics.emit(record)
-            self._guard(loss, limit)
+            out = self._one_step(iterator, limit)
+            record = self._record(step, phase, out)
+            self._guard(record.loss, limit)
             if production:
                 self._log_progress(record)
                 if (step + 1) % cfg.run.checkpoint_every == 0 or step + 1 == total:
                     self._save(ckpt_dir, step + 1)
-            elif self.measurement.after_step(step_s):
+            elif self.measurement.after_step(record.step_s):
                 break
+        if not production:
+            self.communication = self._time_gradient_allreduce()
+            if cfg.run.profile_steps:
+                self.profile = self._profile(iterator, step + 1)
         return self._summary()
+
+    def _record(self, step: int, phase: Phase, out: tuple) -> StepRecord:
+        """The step's record, emitted and kept (after the memory samples it reports)."""
+        loss, norm, overflow, updated, scale, step_s, wait_s = out
+        self.memory.sample()
+        if self.cfg.run.inject_leak_mib:  # fault injection (tests of the soak's leak detector)
+            self._leaked.append(np.ones(int(self.cfg.run.inject_leak_mib * 2**20) // 8))
+        record = StepRecord(step=step, phase=phase, loss=loss, grad_norm=norm, step_s=step_s,
+                            data_wait_s=wait_s, tokens=self.tokens_per_step,
+                            peak_rss_gib=self.memory.peak_gib,
+                            clipped=bool(norm > self.cfg.train.clip_norm), overflow=overflow,
+                            updated=updated, loss_scale=scale,
+                            rss_gib=self.memory.current_gib())
+        self.steps.append(record)
+        self.metrics.emit(record)
+        return record
+
+    # -- where the time goes (after measuring: in no measured number) -----------------------
+    def _profile(self, iterator, first: int) -> dict:
+        """``run.profile_steps`` more steps under mindspore.profiler; the analysis."""
+        from trials.contract.breakdown import StepWindow
+        from trials.profiling import StepProfiler
+
+        cfg = self.cfg
+        out_dir = Path(cfg.run.profile_dir)
+        if self.rank:
+            out_dir = out_dir / f"rank{self.rank}"
+        profiler = StepProfiler(out_dir, cfg.run.profile_steps, self.rank,
+                                ms.get_context("device_target"))
+        with profiler:
+            for step in range(first, first + cfg.run.profile_steps):
+                limit = self._loss_limit()
+                started_us = time.time_ns() / 1e3
+                out = self._one_step(iterator, limit)
+                profiler.step_done(StepWindow(started_us, started_us + out[5] * 1e6,
+                                              out[6] * 1e6))
+                self._guard(self._record(step, Phase.PROFILE, out).loss, limit)
+        analysis = profiler.analyse()
+        measured = [s.step_s for s in self.steps if s.phase is Phase.MEASURE]
+        unprofiled = float(np.median(measured)) if measured else 0.0
+        return {**analysis, "unprofiled_step_s": unprofiled,
+                "overhead": analysis["step_s"] / unprofiled if unprofiled else 0.0}
+
+    def _time_gradient_allreduce(self) -> dict:
+        """dp > 1: the gradient all-reduce of one step, timed alone after measuring.
+
+        The same reducer (and so the same collective library and fusion) as the step's,
+        on gradient-shaped zeros: what the step pays for communication when none of it
+        overlaps compute (none does on the CPU). Every rank runs it (a collective).
+        """
+        reducer = getattr(self.step_fn, "grad_reducer", None) or getattr(
+            getattr(self.step_fn, "update", None), "grad_reducer", None)
+        if self.world == 1 or reducer is None or isinstance(reducer, nn.Identity):
+            return {}
+        params = self.step_fn.optimizer.parameters if hasattr(self.step_fn, "optimizer") \
+            else self.step_fn.update.optimizer.parameters
+        grads = tuple(ms.ops.zeros(p.shape, p.dtype) for p in params)
+        nbytes = sum(g.nbytes for g in grads)
+        reducer(grads)[0].asnumpy()  # compile, and the first use of the communicator
+        times = []
+        for _ in range(COMM_PROBES):
+            start = time.perf_counter()
+            reducer(grads)[0].asnumpy()
+            times.append(time.perf_counter() - start)
+        comm_s = float(np.median(times))
+        return {"comm_s": comm_s, "allreduce_bytes": int(nbytes),
+                "comm_algbw_gbs": nbytes / comm_s / 1e9 if comm_s else 0.0}
 
     # -- production -----------------------------------------------------------------------
     def _state_params(self) -> dict:
@@ -232,8 +300,26 @@ class Trainer:
                          budget_gib=self.budget_gib, spike_factor=self.cfg.guard.spike_factor)
         if self.cfg.run.mode is not RunMode.production:
             card["performance"].update(warmup_end=self.measurement.warmup_end,
-                                       measure_stop=self.measurement.stop_reason)
+                                       measure_stop=self.measurement.stop_reason,
+                                       **self._per_rank(card["performance"]))
         return card
+
+    def _per_rank(self, perf: dict) -> dict:
+        """dp > 1: every rank's median step time, their spread, and the communication
+        share of the step (from the all-reduce timed alone)."""
+        if self.world == 1:
+            return {}
+        measured = [s.step_s for s in self.steps if s.phase is Phase.MEASURE]
+        mine = float(np.median(measured)) if measured else float("nan")
+        ranks = gather_floats(mine, self.world)
+        mean = float(np.mean(ranks))
+        out = {"rank_step_s": ranks,
+               "rank_spread": (max(ranks) - min(ranks)) / mean if mean > 0 else 0.0}
+        if self.communication:
+            step_s = perf.get("step_time_median_s") or mine
+            out.update(self.communication, comm_share=self.communication["comm_s"] / step_s
+                       if step_s else 0.0)
+        return out
 
 
 def _first_dense_dtype(model: nn.Cell) -> str:

@@ -14,7 +14,14 @@ from pathlib import Path
 
 from autotune.running import launcher
 from autotune.settings import StopRules
-from trials.contract.events import EndRecord, Phase, StartRecord, StepRecord, SummaryRecord
+from trials.contract.events import (
+    EndRecord,
+    Phase,
+    ProfileRecord,
+    StartRecord,
+    StepRecord,
+    SummaryRecord,
+)
 from trials.contract.metrics import MetricsReader
 from trials.contract.outcomes import Outcome
 
@@ -40,6 +47,8 @@ class TrialResult:
     exit_code: int | None = None
     wall_s: float = 0.0
     log_tail: str = ""
+    #: run.profile_steps > 0: where the profiled steps' time went.
+    profile: ProfileRecord | None = None
 
 
 #: Called after each new step with the steps so far; returns a reason to stop as slow, or None.
@@ -90,6 +99,7 @@ class _Follower:
         self.start: StartRecord | None = None
         self.steps: list[StepRecord] = []
         self.summary: SummaryRecord | None = None
+        self.profile: ProfileRecord | None = None
         self.end: EndRecord | None = None
         self.slow: str | None = None
 
@@ -106,6 +116,8 @@ class _Follower:
                     self.slow = self.on_step(self.steps)
             elif isinstance(record, SummaryRecord):
                 self.summary = record
+            elif isinstance(record, ProfileRecord):
+                self.profile = record
             elif isinstance(record, EndRecord):
                 self.end = record
         return progressed
@@ -142,7 +154,7 @@ def _watch(proc: launcher.TrialProcess, metrics_path: Path, trial_dir: Path, rul
     reason, detail = _classify(stop, follow, exit_code)
     result = TrialResult(reason=reason, detail=detail, summary=follow.summary,
                          steps=follow.steps, start=follow.start, exit_code=exit_code,
-                         wall_s=time.time() - proc.started)
+                         wall_s=time.time() - proc.started, profile=follow.profile)
     if reason not in (Outcome.OK, Outcome.SLOW):
         result.log_tail = log_tail(trial_dir)
     return result

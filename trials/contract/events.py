@@ -27,6 +27,7 @@ class Event(str, enum.Enum):
     START = "start"  # world size, what MindSpore applied, budgets
     STEP = "step"  # one optimizer step: loss, grad norm, timings, tokens
     CHECKPOINT = "checkpoint"  # production mode: a checkpoint was written
+    PROFILE = "profile"  # run.profile_steps: where the profiled steps' time went
     SUMMARY = "summary"  # the four-layer scorecard
     END = "end"  # outcome and reason; always the last line
 
@@ -38,6 +39,7 @@ class Phase(str, enum.Enum):
     WARMUP = "warmup"
     MEASURE = "measure"
     TRAIN = "train"  # production mode
+    PROFILE = "profile"  # after measuring, under the profiler: in no measured number
 
 
 def _float(value: Any) -> float:
@@ -117,6 +119,33 @@ class CheckpointRecord:
 
 
 @dataclass(frozen=True)
+class ProfileRecord:
+    """Where the profiled steps' time went (trials/profiling.py, trials/contract/breakdown.py).
+
+    ``seconds``/``shares`` split the mean profiled step into CATEGORIES; ``overhead`` is the
+    profiled step time over the unprofiled measured median of the same run.
+    """
+
+    kind: ClassVar[Event] = Event.PROFILE
+    steps: int = 0
+    step_s: float = 0.0
+    unprofiled_step_s: float = 0.0
+    overhead: float = 0.0
+    seconds: dict = field(default_factory=dict)
+    shares: dict = field(default_factory=dict)
+    communication: dict = field(default_factory=dict)
+    top_ops: list = field(default_factory=list)
+    memory: dict = field(default_factory=dict)
+    ops_seen: int = 0
+    trace: str = ""
+    raw_dir: str = ""
+
+    @classmethod
+    def from_json(cls, data: dict) -> ProfileRecord:
+        return cls(**_known_fields(cls, data))
+
+
+@dataclass(frozen=True)
 class SummaryRecord:
     """The four-layer scorecard (:func:`trials.contract.scorecard.scorecard`)."""
 
@@ -148,10 +177,11 @@ class EndRecord:
         return cls(outcome=Outcome.parse(data.get("outcome")), reason=str(data.get("reason", "")))
 
 
-Record = StartRecord | StepRecord | CheckpointRecord | SummaryRecord | EndRecord
+Record = (StartRecord | StepRecord | CheckpointRecord | ProfileRecord | SummaryRecord
+          | EndRecord)
 
 _BY_KIND: dict[str, type] = {c.kind.value: c for c in (StartRecord, StepRecord, CheckpointRecord,
-                                                      SummaryRecord, EndRecord)}
+                                                      ProfileRecord, SummaryRecord, EndRecord)}
 
 
 def record_to_json(record: Record) -> dict[str, Any]:

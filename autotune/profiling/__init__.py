@@ -1,0 +1,1 @@
+"""Where the time goes: ``python -m autotune profile``, its diagnosis rules and its figure."""

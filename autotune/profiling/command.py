@@ -1,0 +1,175 @@
+"""``python -m autotune profile``: one configuration under mindspore.profiler.
+
+    python -m autotune profile profile.trial=3           # a trial of the study
+    python -m autotune profile workload=gpt_tiny precision=fp16   # the composed config
+
+The trial program measures as usual, then profiles ``profile.steps`` more steps
+(trials/profiling.py), so the profiler's cost is in no measured number. This
+prints and writes, into ``profile.out`` (default <runs_dir>/<study>/profile/<name>):
+the step split, the top 10 operators, the memory curve, the diagnosis
+(autotune/profiling/rules.py), ``profile.png``, ``profile.json``, the Chrome trace
+``trace.json`` and the profiler's raw output ``raw/`` (MindStudio Insight). A
+profile of a study's trial is stored on the study (``autotune.profile``), where the
+report shows it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import optuna
+from omegaconf import DictConfig, OmegaConf
+from rich.console import Console
+from rich.table import Table
+
+from autotune.profiling import rules
+from autotune.profiling.figure import where_the_time_goes
+from autotune.report.diagnosis import Finding
+from autotune.running import launcher, monitor
+from autotune.settings import ProfileSettings, SweepSettings
+from autotune.study import storage as S
+from autotune.study.records import TrialRecord, load_records
+from trials.contract.compose import load_resolved
+from trials.contract.launch import trial_argv
+from trials.contract.outcomes import Outcome
+from trials.contract.schema import ConfigError, TrialConfig, runnable_problem, to_trial_config
+
+#: Study attribute holding profiles, keyed by trial number (as a string).
+PROFILE_STUDY_KEY = "autotune.profile"
+
+
+def run_profile(composed: DictConfig, console: Console) -> int:
+    settings: SweepSettings = OmegaConf.to_object(composed.sweep)
+    options: ProfileSettings = OmegaConf.to_object(composed.profile)
+    study, record = None, None
+    if options.trial is not None:
+        study = S.load_existing(settings)
+        record = _trial(load_records(study), options.trial)
+        cfg = to_trial_config(load_resolved(Path(record.trial_dir) / "config.yaml", []))
+        name = f"trial-{record.number:04d}"
+    else:
+        cfg = to_trial_config(composed)
+        name = "composed"
+    problem = runnable_problem(cfg)
+    if problem:
+        raise ConfigError(problem)
+    out = Path(options.out) if options.out else S.study_dir(settings) / "profile" / name
+    result = profile_config(cfg, out, settings, options.steps, console=console)
+    if result is None:
+        return 1
+    if study is not None:
+        store(study, record.number, result)
+    show(result, console)
+    return 0
+
+
+def _trial(records: list[TrialRecord], number: int) -> TrialRecord:
+    found = next((r for r in records if r.number == number), None)
+    if found is None or not found.ok or not found.trial_dir:
+        ok = ", ".join(str(r.number) for r in records if r.ok and r.trial_dir) or "none"
+        raise ConfigError(f"profile.trial={number} is not a completed trial of this study "
+                          f"(completed: {ok}); choose one of them")
+    return found
+
+
+def profile_config(cfg: TrialConfig, out: Path, settings: SweepSettings, steps: int, *,
+                   console: Console | None = None, trial: int | None = None) -> dict | None:
+    """Run ``cfg`` with ``steps`` profiled steps in ``out``; the stored result, or None
+    (with the reason printed) when the run failed."""
+    out.mkdir(parents=True, exist_ok=True)
+    config = out / "config.yaml"
+    config.write_text(OmegaConf.to_yaml(OmegaConf.structured(cfg)))
+    argv = trial_argv(config, world_size=cfg.parallel.devices,
+                      trial_command=launcher.trial_command(settings.simulate,
+                                                           settings.trial_command),
+                      log_dir=out / "msrun_log",
+                      overrides=[f"run.profile_steps={steps}", "run.profile_dir=.",
+                                 "run.metrics_path=metrics.jsonl"])
+    if console is not None:
+        console.print(f"profiling {steps} steps after warm-up and measurement in {out} ...",
+                      markup=False, soft_wrap=True)
+    proc = launcher.start(argv, out, marker=f"profile/{time.time_ns()}")
+    run = monitor.watch(proc, out / "metrics.jsonl", out, settings.stop)
+    if run.reason is not Outcome.OK or run.profile is None:
+        if console is not None:
+            why = run.detail or ("no profile event" if run.reason is Outcome.OK else "")
+            console.print(f"profile failed: {run.reason.value}: {why}\n{run.log_tail}",
+                          markup=False, soft_wrap=True)
+        return None
+    profile = asdict(run.profile)
+    perf = run.summary.performance if run.summary else {}
+    evidence = rules.from_profile(profile, perf, trial=trial, dp=cfg.parallel.dp)
+    findings = rules.diagnose(evidence)
+    label = "this configuration" if trial is None else f"trial {trial}"
+    where_the_time_goes(profile, out / "profile.png",
+                        title=f"Where the time goes: {label}, {profile['steps']} profiled steps")
+    result = {"trial": trial, "dir": str(out), "wall_s": run.wall_s, "profile": profile,
+              "performance": {k: v for k, v in perf.items() if k != "step_times_s"},
+              "findings": [asdict(f) for f in findings],
+              "figure": str(out / "profile.png")}
+    (out / "profile.json").write_text(json.dumps(result, indent=1, default=str) + "\n")
+    return result
+
+
+def store(study: optuna.Study, trial: int, result: dict) -> None:
+    """Keep the profile on the study (the memory curve and op list trimmed for size)."""
+    kept = json.loads(json.dumps(result, default=str))
+    kept["trial"] = trial
+    profiles = dict(study.user_attrs.get(PROFILE_STUDY_KEY) or {})
+    profiles[str(trial)] = kept
+    study.set_user_attr(PROFILE_STUDY_KEY, profiles)
+
+
+def stored_profiles(study: optuna.Study) -> dict[int, dict]:
+    return {int(k): v for k, v in (study.user_attrs.get(PROFILE_STUDY_KEY) or {}).items()}
+
+
+def findings_of(result: dict) -> list[Finding]:
+    return [Finding(f["rule"], tuple(f["trials"]), f["sentence"], f.get("numbers", {}))
+            for f in result.get("findings", [])]
+
+
+def show(result: dict, console: Console) -> None:
+    """The step split and the top operators as tables, then the findings and the files."""
+    p = result["profile"]
+    console.print(f"Where the time goes: {p['steps']} profiled steps, {1e3 * p['step_s']:.2f} "
+                  f"ms a step (profiler overhead {100 * (p['overhead'] - 1):+.1f} % against "
+                  f"the unprofiled {1e3 * p['unprofiled_step_s']:.2f} ms)", markup=False,
+                  soft_wrap=True)
+    split = Table()
+    split.add_column("part")
+    split.add_column("ms/step", justify="right")
+    split.add_column("share", justify="right")
+    for cat, share in p["shares"].items():
+        split.add_row(cat, f"{1e3 * p['seconds'][cat]:.2f}", f"{100 * share:.1f} %")
+    console.print(split)
+    ops = Table(title="Top operators by time", title_justify="left")
+    for col in ("op", "part", "calls/step", "ms/step", "share"):
+        ops.add_column(col, justify="left" if col in ("op", "part") else "right")
+    for r in p["top_ops"]:
+        ops.add_row(r["type"], r["category"], f"{r['calls_per_step']:.0f}",
+                    f"{r['ms_per_step']:.3f}", f"{100 * r['share']:.1f} %")
+    console.print(ops)
+    m = p.get("memory") or {}
+    if m.get("peak_mib") is not None:
+        console.print(f"memory ({m['source']}): peak {m['peak_mib']:,.1f} MiB, mean "
+                      f"{m['mean_mib']:,.1f} MiB, peak/mean {m['peak_over_mean']:.2f}",
+                      markup=False)
+    c = p.get("communication") or {}
+    perf = result.get("performance") or {}
+    if perf.get("comm_s") is not None:
+        console.print(f"gradient all-reduce: {1e3 * perf['comm_s']:.2f} ms a step "
+                      f"({100 * perf['comm_share']:.1f} % of the step, "
+                      f"{perf['allreduce_bytes'] / 2**20:.2f} MiB at "
+                      f"{perf['comm_algbw_gbs']:.2f} GB/s); in the profile "
+                      f"{1e3 * c.get('exposed_s', 0):.2f} ms exposed, "
+                      f"{1e3 * c.get('overlapped_s', 0):.2f} ms overlapped", markup=False)
+    for f in findings_of(result) or [Finding("none", (), "No rule fired: nothing stands out.")]:
+        console.print(f"- {f.rule}: {f.sentence}", markup=False, soft_wrap=True)
+    out = Path(result["dir"])
+    console.print(f"files: {out / 'profile.png'}, {out / 'trace.json'} (Perfetto, "
+                  f"chrome://tracing), {out / 'raw'} (MindStudio Insight)", markup=False,
+                  soft_wrap=True)

@@ -1,0 +1,168 @@
+"""Diagnosis rules over where a step's time goes, each quoting its numbers.
+
+The evidence comes from a profile (trials/profiling.py) and, for the rules that do
+not need one, from any trial's scorecard: every dp > 1 trial reports its gradient
+all-reduce's share of the step and each rank's step time.
+
+| rule | fires when | advice |
+|---|---|---|
+| communication | communication > 20 % of the step | accumulation, overlap, micro-batch, dp |
+| data_wait | data wait > 10 % of the step or > 10 ms | workers, multiprocessing, MindRecord |
+| dominant_op | one op type > 40 % of the step | named |
+| memory_peaks | memory-curve peak > 3 x its mean | memory level, recompute |
+| slow_rank | (max - min) / mean of per-rank step time > 5 %, dp > 1 | a slow rank |
+
+Thresholds: communication from the method's four-layer evaluation ("over 20-30 % of
+step time means the parallel strategy is wrong"); data wait (10 ms a step) and slow
+rank ((max-min)/mean > 5 %) from msprof-analyze's advisor on Ascend
+(https://gitee.com/ascend/mstt/tree/master/profiler/msprof_analyze/advisor);
+one op over 40 % from this project's issue 10. The memory factor is ours: a step's
+allocator curve rises through the forward and falls through the backward, so peaks
+of about 2x the mean are the normal sawtooth (measured 2.9x for gpt_tiny on CPU, see
+BENCHMARKS.md); 3x and more says transient buffers, not weights, set the peak.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from autotune.report.diagnosis import Finding
+
+COMM_SHARE_HIGH = 0.20
+DATA_WAIT_SHARE_HIGH = 0.10
+DATA_WAIT_S_HIGH = 0.010
+DOMINANT_OP_SHARE = 0.40
+MEMORY_PEAK_FACTOR = 3.0
+RANK_SPREAD_HIGH = 0.05
+
+
+@dataclass
+class Evidence:
+    """What the rules look at; None where it was not measured."""
+
+    trial: int | None = None
+    step_s: float | None = None
+    shares: dict = field(default_factory=dict)  # category -> share of the step
+    seconds: dict = field(default_factory=dict)  # category -> seconds per step
+    comm_share: float | None = None
+    comm_source: str = ""
+    top_ops: list = field(default_factory=list)
+    memory: dict = field(default_factory=dict)  # peak_mib, mean_mib, peak_over_mean, source
+    rank_step_s: list = field(default_factory=list)
+    dp: int = 1
+
+    @property
+    def who(self) -> tuple[int, ...]:
+        return () if self.trial is None else (self.trial,)
+
+    @property
+    def subject(self) -> str:
+        return "This configuration" if self.trial is None else f"Trial #{self.trial}"
+
+
+def from_profile(profile: dict, performance: dict | None = None, *, trial: int | None = None,
+                 dp: int = 1) -> Evidence:
+    """Evidence from a profile event (as stored) and, optionally, the run's performance."""
+    perf = performance or {}
+    shares = profile.get("shares") or {}
+    comm = shares.get("communication")
+    source = "profiled (exposed)"
+    if perf.get("comm_share") is not None and (comm is None or comm == 0):
+        comm, source = perf["comm_share"], "all-reduce timed alone"
+    return Evidence(trial=trial, step_s=profile.get("step_s"), shares=shares,
+                    seconds=profile.get("seconds") or {}, comm_share=comm, comm_source=source,
+                    top_ops=profile.get("top_ops") or [], memory=profile.get("memory") or {},
+                    rank_step_s=perf.get("rank_step_s") or [], dp=dp)
+
+
+def from_performance(performance: dict, *, trial: int | None = None, dp: int = 1) -> Evidence:
+    """Evidence from a trial's scorecard alone (no profile): data wait, communication and
+    rank spread."""
+    step_s = performance.get("step_time_median_s")
+    wait = performance.get("data_wait_share")
+    return Evidence(trial=trial, step_s=step_s,
+                    shares={} if wait is None else {"data_wait": wait},
+                    seconds={} if wait is None or step_s is None else {"data_wait": wait * step_s},
+                    comm_share=performance.get("comm_share"),
+                    comm_source="all-reduce timed alone",
+                    rank_step_s=performance.get("rank_step_s") or [], dp=dp)
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f} %"
+
+
+def communication(e: Evidence) -> Finding | None:
+    if e.comm_share is None or e.comm_share <= COMM_SHARE_HIGH:
+        return None
+    return Finding("communication", e.who, (
+        f"{e.subject} spends {_pct(e.comm_share)} of its step in gradient communication "
+        f"({e.comm_source}; above {_pct(COMM_SHARE_HIGH)}): the parallel strategy costs more "
+        "than it buys. Accumulate gradients over more micro-batches, overlap communication "
+        "with the backward pass, use a larger micro-batch, or fewer data-parallel ranks."),
+        {"comm_share": e.comm_share})
+
+
+def data_wait(e: Evidence) -> Finding | None:
+    share = e.shares.get("data_wait")
+    wait_s = e.seconds.get("data_wait")
+    if share is None and wait_s is None:
+        return None
+    if (share or 0) <= DATA_WAIT_SHARE_HIGH and (wait_s or 0) <= DATA_WAIT_S_HIGH:
+        return None
+    ms = "" if wait_s is None else f", {1e3 * wait_s:.1f} ms a step"
+    return Finding("data_wait", e.who, (
+        f"{e.subject} waits for input data {_pct(share or 0)} of its step{ms} (limits: "
+        f"{_pct(DATA_WAIT_SHARE_HIGH)} or {1e3 * DATA_WAIT_S_HIGH:.0f} ms): add dataset workers "
+        "(data.num_workers), turn on data.multiprocessing, or convert the data to MindRecord "
+        "(data=mindrecord)."), {"data_wait_share": share or 0.0, "data_wait_s": wait_s or 0.0})
+
+
+def dominant_op(e: Evidence) -> Finding | None:
+    if not e.top_ops or e.top_ops[0]["share"] <= DOMINANT_OP_SHARE:
+        return None
+    top = e.top_ops[0]
+    return Finding("dominant_op", e.who, (
+        f"{e.subject}: one operator type, {top['type']} ({top['category']}), takes "
+        f"{_pct(top['share'])} of the step ({top['ms_per_step']:.2f} ms in "
+        f"{top['calls_per_step']:.0f} calls; above {_pct(DOMINANT_OP_SHARE)}); its slowest "
+        f"call is {top['example']}. Speed that operator up (shape, dtype, fusion) before "
+        "tuning anything else."), {"op_share": top["share"]})
+
+
+def memory_peaks(e: Evidence) -> Finding | None:
+    factor = e.memory.get("peak_over_mean")
+    if not factor or factor <= MEMORY_PEAK_FACTOR:
+        return None
+    return Finding("memory_peaks", e.who, (
+        f"{e.subject}: the memory curve ({e.memory.get('source', 'memory')}) peaks at "
+        f"{e.memory['peak_mib']:,.1f} MiB, {factor:.1f}x its mean of "
+        f"{e.memory['mean_mib']:,.1f} MiB (above {MEMORY_PEAK_FACTOR:g}x): transient buffers, "
+        "not the model, set the peak. Try a higher runtime.memory_optimize_level or "
+        "train.recompute=true."), {"peak_over_mean": factor})
+
+
+def slow_rank(e: Evidence) -> Finding | None:
+    ranks = e.rank_step_s
+    if e.dp <= 1 or len(ranks) < 2:
+        return None
+    mean = sum(ranks) / len(ranks)
+    spread = (max(ranks) - min(ranks)) / mean if mean > 0 else 0.0
+    if spread <= RANK_SPREAD_HIGH:
+        return None
+    slowest = max(range(len(ranks)), key=ranks.__getitem__)
+    return Finding("slow_rank", e.who, (
+        f"{e.subject}: per-rank step times differ by {_pct(spread)} ((max - min) / mean, "
+        f"above {_pct(RANK_SPREAD_HIGH)}); rank {slowest} is slowest at "
+        f"{1e3 * ranks[slowest]:.1f} ms against a mean of {1e3 * mean:.1f} ms. Look for a slow "
+        "rank: a busy device or core, a slower link, or uneven data shards."),
+        {"rank_spread": spread})
+
+
+RULES: tuple[Callable[[Evidence], Finding | None], ...] = (
+    communication, data_wait, dominant_op, memory_peaks, slow_rank)
+
+
+def diagnose(evidence: Evidence) -> list[Finding]:
+    return [f for rule in RULES if (f := rule(evidence)) is not None]

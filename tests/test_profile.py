@@ -1,0 +1,151 @@
+"""Where the time goes: the step split, the diagnosis rules, and a real profile."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from autotune.profiling import rules
+from trials.contract.breakdown import (
+    CATEGORIES,
+    OpEvent,
+    StepWindow,
+    category,
+    downsample,
+    split_steps,
+    top_ops,
+)
+
+
+def op(name: str, start: float, dur: float) -> OpEvent:
+    return OpEvent(name, name.rsplit("/", 1)[-1].split("-op")[0], start, dur)
+
+
+def test_scope_names_map_to_the_parts_of_a_step():
+    assert category(op("Default/scaled-ScaledLoss/model-GPT/MatMul-op1", 0, 1)) == "forward"
+    assert category(op("Gradients/Default/scaled-ScaledLoss/Grad_MatMul/MatMul-op2", 0, 1)) \
+        == "backward"
+    assert category(op("Expand/_SoftmaxBackward/Mul-op3", 0, 1)) == "backward"
+    assert category(op("Default/optimizer-AdamWeightDecay/AdamWeightDecay-op0", 0, 1)) \
+        == "optimizer"
+    assert category(op("Default/ReduceSum-op10", 0, 1)) == "optimizer"  # the update tail
+    assert category(op("Default/grad_reducer-DistributedGradReducer/AllReduce-op0", 0, 1)) \
+        == "communication"
+    assert category(op("Default/model-GPT/BroadcastTo-op0", 0, 1)) == "forward"  # not a collective
+
+
+def test_the_split_partitions_the_step_and_separates_overlapped_communication():
+    # Two 100 us steps, 10 us of data wait each. Step 1: forward 20, backward 30 with an
+    # all-reduce of 20 that half overlaps it, optimizer 10.
+    windows = [StepWindow(0, 100, 10), StepWindow(100, 200, 10)]
+    ops = []
+    for base in (0, 100):
+        ops += [op("Default/loss/MatMul-op0", base + 10, 20),
+                op("Gradients/Default/MatMul-op1", base + 30, 30),
+                op("Default/reducer/AllReduce-op0", base + 50, 20),
+                op("Default/optimizer-Adam/Adam-op0", base + 70, 10)]
+    split = split_steps(ops, windows)
+    assert sum(split["shares"].values()) == pytest.approx(1.0)
+    s = {k: v * 1e6 for k, v in split["seconds"].items()}  # microseconds per step
+    assert s["forward"] == pytest.approx(20) and s["backward"] == pytest.approx(30)
+    assert s["optimizer"] == pytest.approx(10) and s["data_wait"] == pytest.approx(10)
+    assert s["communication"] == pytest.approx(10)  # only the exposed half
+    assert split["communication"]["overlapped_s"] * 1e6 == pytest.approx(10)
+    assert s["idle"] == pytest.approx(100 - 10 - 20 - 30 - 10 - 10)
+
+
+def test_op_time_beyond_the_step_is_scaled_so_the_parts_still_add_up():
+    windows = [StepWindow(0, 50, 0)]
+    ops = [op("Default/a/MatMul-op0", 0, 40), op("Gradients/Default/MatMul-op1", 40, 40)]
+    split = split_steps(ops, windows)
+    assert split["seconds"]["idle"] == 0
+    assert sum(split["seconds"].values()) * 1e6 == pytest.approx(50)
+
+
+def test_top_ops_rank_op_types_by_time_per_step():
+    windows = [StepWindow(0, 100, 0)]
+    ops = [op("Default/a/MatMul-op0", 0, 30), op("Default/a/MatMul-op1", 30, 30),
+           op("Default/a/GeLU-op0", 60, 10)]
+    top = top_ops(ops, windows)
+    assert [r["type"] for r in top] == ["MatMul", "GeLU"]
+    assert top[0]["share"] == pytest.approx(0.6) and top[0]["calls_per_step"] == 2
+
+
+def test_downsampling_keeps_the_peaks():
+    t = list(range(10_000))
+    v = [1.0] * 10_000
+    v[5_003] = 9.0
+    _, dv = downsample(t, v, 100)
+    assert len(dv) == 100 and max(dv) == 9.0
+
+
+# -- the rules: each fires on its condition and stays quiet without it ---------------------
+def evidence(**kw) -> rules.Evidence:
+    return rules.Evidence(trial=7, step_s=0.1, **kw)
+
+
+@pytest.mark.parametrize("rule, firing, quiet, quoted", [
+    (rules.communication, {"comm_share": 0.31}, {"comm_share": 0.12}, "31.0 %"),
+    (rules.data_wait, {"shares": {"data_wait": 0.15}, "seconds": {"data_wait": 0.004}},
+     {"shares": {"data_wait": 0.05}, "seconds": {"data_wait": 0.004}}, "15.0 %"),
+    (rules.data_wait, {"shares": {"data_wait": 0.05}, "seconds": {"data_wait": 0.025}},
+     {"shares": {"data_wait": 0.05}, "seconds": {"data_wait": 0.009}}, "25.0 ms"),
+    (rules.dominant_op,
+     {"top_ops": [{"type": "MatMul", "category": "forward", "share": 0.55,
+                   "ms_per_step": 55.0, "calls_per_step": 4, "example": "Default/x/MatMul-op1"}]},
+     {"top_ops": [{"type": "MatMul", "category": "forward", "share": 0.35,
+                   "ms_per_step": 35.0, "calls_per_step": 4, "example": "Default/x/MatMul-op1"}]},
+     "MatMul"),
+    (rules.memory_peaks,
+     {"memory": {"peak_mib": 900.0, "mean_mib": 200.0, "peak_over_mean": 4.5, "source": "x"}},
+     {"memory": {"peak_mib": 400.0, "mean_mib": 200.0, "peak_over_mean": 2.0, "source": "x"}},
+     "4.5x"),
+    (rules.slow_rank, {"rank_step_s": [0.100, 0.112], "dp": 2},
+     {"rank_step_s": [0.100, 0.102], "dp": 2}, "rank 1"),
+])
+def test_each_rule_fires_on_its_condition_only_and_quotes_its_numbers(rule, firing, quiet,
+                                                                      quoted):
+    found = rule(evidence(**firing))
+    assert found is not None and quoted in found.sentence and found.trials == (7,)
+    assert rule(evidence(**quiet)) is None
+
+
+def test_the_slow_rank_rule_needs_more_than_one_rank():
+    assert rules.slow_rank(evidence(rank_step_s=[0.1, 0.2], dp=1)) is None
+
+
+# -- real MindSpore ------------------------------------------------------------------------
+def test_profile_a_tiny_config_lists_top_ops_splits_the_step_and_writes_a_trace(
+        tmp_path, monkeypatch, capsys):
+    from autotune.cli import main
+    from tests.conftest import project_env
+
+    monkeypatch.setenv("AUTOTUNE_CACHE", project_env()["AUTOTUNE_CACHE"])
+    out = tmp_path / "prof"
+    code = main(["profile", "workload=gpt_tiny", "profile.steps=5", f"profile.out={out}",
+                 f"sweep.runs_dir={tmp_path / 'runs'}", "run.warmup_steps=1",
+                 "run.measure_steps=3", "run.adaptive=false"])
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+    result = json.loads((out / "profile.json").read_text())
+    p = result["profile"]
+    assert set(p["shares"]) == set(CATEGORIES)
+    assert sum(p["shares"].values()) == pytest.approx(1.0, abs=0.05)
+    types = [r["type"] for r in p["top_ops"]]
+    assert 1 <= len(types) <= 10 and "MatMul" in types
+    assert {r["category"] for r in p["top_ops"]} >= {"forward", "backward"}
+    assert p["memory"]["peak_mib"] > 0 and p["overhead"] > 0
+    trace = json.loads((out / "trace.json").read_text())
+    assert any(e.get("cat") == "step" for e in trace["traceEvents"])
+    assert (out / "profile.png").stat().st_size > 0 and any((out / "raw").iterdir())
+    assert "Top operators" in printed and "MatMul" in printed
+
+
+def test_profile_of_a_trial_that_is_not_in_the_study_is_bad_input(tmp_path, capsys):
+    from autotune.cli import main
+
+    code = main(["profile", "profile.trial=3", f"sweep.runs_dir={tmp_path}"])
+    assert code == 2
+    assert "run the sweep" in capsys.readouterr().err or not any(tmp_path.iterdir())
+    assert not (tmp_path / "default" / "profile").exists()

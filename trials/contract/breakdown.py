@@ -1,0 +1,207 @@
+"""Where a step's time goes, from profiler op events and the trial's own step clock.
+
+Pure Python (no MindSpore), so that both the trial program, which parses the
+profiler's output, and the tests can use it. A step is split into:
+
+* ``forward``, ``backward``, ``optimizer``: compute ops, by their scope name.
+  MindSpore puts a graph's gradient ops under ``Gradients/`` (and the ops its bprop
+  expanders make under ``Expand/``), an optimizer's under its cell's scope
+  (``Default/optimizer-AdamWeightDecay/...``) and the forward under the loss cell's
+  (``Default/scaled-ScaledLoss/...``). Ops of the step cell itself
+  (``Default/ReduceSum-op3``: no cell scope) are its update tail, unscale, global
+  norm and clipping (trials/step.py), and count as optimizer;
+* ``communication``: collectives (all-reduce and friends), split into *exposed*
+  (nothing else ran meanwhile) and *overlapped* (hidden behind compute);
+* ``data_wait``: the trial's own clock, from asking the dataset for the batch to
+  getting it;
+* ``idle``: the rest of the step, host-side work between ops (Python, launch,
+  synchronisation) where no op ran.
+
+The parts partition the measured step time, so the shares add up to 1.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+CATEGORIES = ("forward", "backward", "optimizer", "communication", "data_wait", "idle")
+COMPUTE = ("forward", "backward", "optimizer")
+
+#: Op types that are collectives (MindSpore names on CPU/mccl, GPU/NCCL and Ascend/HCCL).
+COLLECTIVES = frozenset({"AllReduce", "AllGather", "ReduceScatter", "Broadcast", "AllToAll",
+                         "AlltoAll", "AlltoAllV", "Send", "Receive", "Recv", "Barrier",
+                         "NeighborExchange", "CollectiveScatter", "CollectiveGather"})
+#: ...and prefixes of backend-specific collective kernels (HcomAllReduce, NcclAllGather, hcom_*).
+COLLECTIVE_PREFIXES = ("Hcom", "hcom_", "Nccl", "nccl", "Mccl")
+#: Scope fragments of optimizer work: the optimizer cell, and our update tail's gradient
+#: unscale/clip/norm and loss-scale adjustment (trials/step.py ``_Update``).
+OPTIMIZER_SCOPES = ("/opt-", "/optimizer-", "optimizer", "Adam", "Lamb", "Momentum", "SGD",
+                    "clip_by", "/scaler-", "LossScale")
+
+
+@dataclass(frozen=True)
+class OpEvent:
+    """One op execution: full scope name, op type, start and duration in microseconds."""
+
+    name: str
+    type: str
+    start_us: float
+    dur_us: float
+
+    @property
+    def end_us(self) -> float:
+        return self.start_us + self.dur_us
+
+
+@dataclass(frozen=True)
+class StepWindow:
+    """One profiled step on the trial's clock (microseconds since the epoch, as the
+    profiler's timestamps)."""
+
+    start_us: float
+    end_us: float
+    data_wait_us: float
+
+    @property
+    def dur_us(self) -> float:
+        return self.end_us - self.start_us
+
+
+def op_type_of(name: str) -> str:
+    """``Default/opt-AdamWeightDecay/AdamWeightDecay-op3`` -> ``AdamWeightDecay``."""
+    leaf = name.rsplit("/", 1)[-1]
+    return leaf.split("-op", 1)[0] if "-op" in leaf else leaf
+
+
+def category(op: OpEvent) -> str:
+    if op.type in COLLECTIVES or op.type.startswith(COLLECTIVE_PREFIXES):
+        return "communication"
+    if op.name.startswith(("Gradients/", "Expand/")) or "/Gradients/" in op.name \
+            or "Grad_" in op.name:
+        return "backward"
+    if any(scope in op.name for scope in OPTIMIZER_SCOPES):
+        return "optimizer"
+    if op.name.count("/") == 1 and op.name.startswith("Default/"):
+        return "optimizer"  # the step cell's own ops: its update tail (see the docstring)
+    return "forward"
+
+
+def _union(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    merged: list[list[float]] = []
+    for start, end in sorted(intervals):
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    return [(a, b) for a, b in merged]
+
+
+def _overlap(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> float:
+    """Total length of the intersection of two unions of intervals."""
+    i = j = 0
+    total = 0.0
+    while i < len(a) and j < len(b):
+        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        total += max(0.0, hi - lo)
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return total
+
+
+def _length(intervals: list[tuple[float, float]]) -> float:
+    return sum(b - a for a, b in intervals)
+
+
+def in_window(op: OpEvent, w: StepWindow) -> bool:
+    return w.start_us <= op.start_us < w.end_us
+
+
+def split_steps(ops: list[OpEvent], windows: list[StepWindow]) -> dict:
+    """The mean step split over ``windows``: seconds per step and shares of the step.
+
+    Busy time per category is the union of its ops' intervals (ops on parallel streams
+    are not counted twice); communication that ran while compute ran is *overlapped*
+    and is not part of the step's critical path, so the split counts only its exposed
+    part. When op times exceed the step's compute time (clock skew between the
+    profiler and the trial), compute is scaled down so the parts still partition it.
+    """
+    if not windows:
+        raise ValueError("no profiled step")
+    totals = defaultdict(float)
+    exposed_comm = overlapped_comm = comm_total = 0.0
+    for w in windows:
+        inside = [op for op in ops if in_window(op, w)]
+        by_cat = {c: _union([(op.start_us, min(op.end_us, w.end_us)) for op in inside
+                             if category(op) == c]) for c in ("communication", *COMPUTE)}
+        compute_union = _union([iv for c in COMPUTE for iv in by_cat[c]])
+        comm = by_cat["communication"]
+        hidden = _overlap(comm, compute_union)
+        comm_total += _length(comm)
+        overlapped_comm += hidden
+        exposed_comm += _length(comm) - hidden
+        busy = {c: _length(by_cat[c]) for c in COMPUTE}
+        busy["communication"] = _length(comm) - hidden
+        room = max(0.0, w.dur_us - w.data_wait_us)
+        used = sum(busy.values())
+        scale = min(1.0, room / used) if used > 0 else 1.0
+        for c, v in busy.items():
+            totals[c] += v * scale
+        totals["data_wait"] += min(w.data_wait_us, w.dur_us)
+        totals["idle"] += max(0.0, room - used * scale)
+    n = len(windows)
+    step_s = sum(w.dur_us for w in windows) / n / 1e6
+    seconds = {c: totals[c] / n / 1e6 for c in CATEGORIES}
+    whole = sum(seconds.values())
+    shares = {c: (seconds[c] / whole if whole > 0 else 0.0) for c in CATEGORIES}
+    return {"step_s": step_s, "seconds": seconds, "shares": shares,
+            "communication": {"total_s": comm_total / n / 1e6,
+                              "exposed_s": exposed_comm / n / 1e6,
+                              "overlapped_s": overlapped_comm / n / 1e6}}
+
+
+def top_ops(ops: list[OpEvent], windows: list[StepWindow], k: int = 10) -> list[dict]:
+    """The ``k`` op types with the most time per step: calls, ms per step, share of the
+    step, the category and the slowest instance's scope name."""
+    n = len(windows)
+    step_us = sum(w.dur_us for w in windows) / n if n else 0.0
+    by_type: dict[str, list[OpEvent]] = defaultdict(list)
+    for op in ops:
+        if any(in_window(op, w) for w in windows):
+            by_type[op.type].append(op)
+    rows = []
+    for op_type, events in by_type.items():
+        total = sum(e.dur_us for e in events)
+        slowest = max(events, key=lambda e: e.dur_us)
+        rows.append({"type": op_type, "category": category(slowest),
+                     "calls_per_step": len(events) / n, "ms_per_step": total / n / 1e3,
+                     "share": total / n / step_us if step_us else 0.0,
+                     "example": slowest.name})
+    rows.sort(key=lambda r: r["ms_per_step"], reverse=True)
+    return rows[:k]
+
+
+def memory_stats(mib: list[float]) -> dict:
+    """Peak, mean and minimum of a memory curve (MiB), and peak over mean."""
+    if not mib:
+        return {}
+    mean = sum(mib) / len(mib)
+    peak = max(mib)
+    return {"peak_mib": peak, "mean_mib": mean, "min_mib": min(mib),
+            "peak_over_mean": peak / mean if mean > 0 else 0.0, "samples": len(mib)}
+
+
+def downsample(t: list[float], v: list[float], n: int = 400) -> tuple[list[float], list[float]]:
+    """At most ``n`` points of a curve, keeping each bucket's maximum (peaks survive)."""
+    if len(t) <= n:
+        return list(t), list(v)
+    size = len(t) / n
+    out_t, out_v = [], []
+    for i in range(n):
+        lo, hi = int(i * size), max(int((i + 1) * size), int(i * size) + 1)
+        j = max(range(lo, min(hi, len(v))), key=v.__getitem__)
+        out_t.append(t[j])
+        out_v.append(v[j])
+    return out_t, out_v
