@@ -20,6 +20,7 @@ from rich.console import Console
 
 from autotune.plan import learning
 from autotune.plan.costmodel import CostModel
+from autotune.profiling.winner import profile_winner
 from autotune.progress import SweepProgress
 from autotune.report import leaderboard
 from autotune.running import launcher, monitor, preflight, pruning
@@ -72,6 +73,7 @@ class Sweep:
     def __init__(self, composed: DictConfig, overrides: list[str], console: Console) -> None:
         self.settings: SweepSettings = OmegaConf.to_object(composed.sweep)
         self.search = OmegaConf.to_object(composed.search)
+        self.profile_options = OmegaConf.to_object(composed.profile)
         self.console = console
         S.check_study_name(self.settings.study)
         self.space = SearchSpace.from_config(self.search, composed, overrides)
@@ -142,6 +144,9 @@ class Sweep:
                            f"(name {self.settings.study}); runs: {self.dir}", highlight=False,
                            soft_wrap=True)
         failed = message.startswith("stopped:")
+        if not failed and not self.trial_command:
+            profile_winner(study, records, selection.best(records, self.budget_gib),
+                           self.settings, self.profile_options, self.console)
         return SweepOutcome(1 if failed else 0, message, study)
 
     def _loop(self, study: optuna.Study, progress: SweepProgress) -> str:

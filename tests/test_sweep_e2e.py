@@ -19,6 +19,8 @@ def test_real_sweep_with_data_parallel_trial(harness):
                                "run.warmup_steps=1", "run.measure_steps=4",
                                # No slow-pruning: every trial must finish and be measured.
                                "sweep.stop.slow_ratio=0", "sweep.stop.slow_warmup_ratio=0",
+                               # Profile the winner however small the sweep.
+                               "profile.max_sweep_share=1", "profile.steps=3",
                                fake=False)]
     proc = subprocess.run(argv, cwd=ROOT, env=project_env(), capture_output=True, text=True,
                           timeout=400)
@@ -37,8 +39,21 @@ def test_real_sweep_with_data_parallel_trial(harness):
     # The dp=2 trial ran through msrun: two ranks, both measured.
     assert dp2.user_attrs["reason"] == "ok", dp2.user_attrs
     assert len(dp2.user_attrs["scorecard"]["resources"]["peak_rss_gib_per_rank"]) == 2
+    assert 0 < dp2.user_attrs["scorecard"]["performance"]["comm_share"] < 1
     from pathlib import Path
 
     assert (Path(dp2.user_attrs["trial_dir"]) / "msrun_log").is_dir()
     # The leaderboard at the end names the study and its knobs.
     assert "tokens/s" in proc.stdout and "split" in proc.stdout and "study: sqlite" in proc.stdout
+    # The winner was profiled at the end, and the report shows where its time goes.
+    profiles = study.user_attrs["autotune.profile"]
+    assert len(profiles) == 1 and "profiling the winner" in proc.stdout
+    (winner, stored), = profiles.items()
+    assert stored["profile"]["steps"] == 3 and stored["share_of_sweep"] > 0
+    report = subprocess.run([sys.executable, "-m", "autotune", "report",
+                             *harness.overrides(space, fake=False)], cwd=ROOT, env=project_env(),
+                            capture_output=True, text=True, timeout=120)
+    assert report.returncode == 0, report.stderr[-2000:]
+    index = (harness.runs / "s" / "report" / "index.md").read_text()
+    assert "## Where the time goes" in index and f"Trial #{winner}" in index
+    assert (harness.runs / "s" / "report" / "where_the_time_goes.png").stat().st_size > 0

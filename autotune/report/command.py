@@ -6,8 +6,8 @@
 
 Writes into ``report.out`` (default ``<runs_dir>/<study>/report``): experiments.csv,
 experiments.md, ablation.md, failures.md, diagnosis.md, prediction.md, history.png,
-memory_vs_throughput.png, importance.png, knob_effects.png, prediction.png, index.md and
-index.html.
+memory_vs_throughput.png, importance.png, knob_effects.png, prediction.png,
+where_the_time_goes.png (when the study has a profile), index.md and index.html.
 It only reads the study; it never changes it.
 """
 
@@ -19,7 +19,8 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 
-from autotune.report import diagnosis, index, plots, prediction, tables
+from autotune.profiling.command import stored_profiles
+from autotune.report import diagnosis, index, plots, prediction, tables, where_time_goes
 from autotune.report.diagnosis import Finding, diagnose
 from autotune.settings import SweepSettings
 from autotune.study.noise import annotate
@@ -58,8 +59,12 @@ def ran_with(records: list[TrialRecord], composed: DictConfig) -> TrialConfig:
 
 
 def write_report(records: list[TrialRecord], out: Path, *, summary: index.Summary,
-                 budget_gib: float | None, config: dict[str, Any]) -> list[Finding]:
-    """Write every report file into ``out`` (created); returns the diagnosis findings."""
+                 budget_gib: float | None, config: dict[str, Any],
+                 profiles: dict[int, dict] | None = None) -> list[Finding]:
+    """Write every report file into ``out`` (created); returns the diagnosis findings.
+
+    ``profiles``: the study's stored profiles (autotune/profiling), by trial number.
+    """
     out.mkdir(parents=True, exist_ok=True)
     table = tables.experiments(records)
     table.to_csv(out / "experiments.csv", index=False)
@@ -69,14 +74,17 @@ def write_report(records: list[TrialRecord], out: Path, *, summary: index.Summar
     (out / "ablation.md").write_text(tables.ablation_markdown(records))
     (out / "failures.md").write_text(tables.failures_markdown(records))
     findings = diagnose(records, budget_gib=budget_gib, config=config)
+    time_goes = where_time_goes.section(records, profiles or {}, summary.best, out)
+    findings += time_goes.findings
     (out / "diagnosis.md").write_text(diagnosis.to_markdown(findings))
     plots.history(records, out / "history.png", budget_gib=budget_gib)
     plots.memory_vs_throughput(records, out / "memory_vs_throughput.png", budget_gib=budget_gib)
     plots.importance(records, out / "importance.png")
     plots.knob_effects(records, out / "knob_effects.png")
     prediction.write(records, out)
-    (out / "index.md").write_text(index.render_markdown(summary, records, findings))
-    (out / "index.html").write_text(index.render_html(summary, records, findings, out))
+    (out / "index.md").write_text(index.render_markdown(summary, records, findings, time_goes))
+    (out / "index.html").write_text(index.render_html(summary, records, findings, out,
+                                                      time_goes))
     return findings
 
 
@@ -96,7 +104,7 @@ def run_report(composed: DictConfig, console: Console) -> int:
                               n_objectives=len(study.directions), budget_gib=budget)
     try:
         write_report(records, out, summary=summary, budget_gib=budget,
-                     config=config_values(cfg, stop))
+                     config=config_values(cfg, stop), profiles=stored_profiles(study))
     except OSError as exc:
         raise ConfigError(f"cannot write the report to {out} ({exc.strerror or exc}): "
                           "choose a writable report.out=PATH") from exc

@@ -14,9 +14,11 @@ from pathlib import Path
 
 import pandas as pd
 
+from autotune.report import where_time_goes
 from autotune.report.diagnosis import Finding
 from autotune.report.leaderboard import frame, params_label
 from autotune.report.tables import markdown_table, reason_counts
+from autotune.report.where_time_goes import TimeSection
 from autotune.study.records import TrialRecord
 from autotune.study.selection import best, pareto_front
 
@@ -99,12 +101,14 @@ def _top(records: list[TrialRecord], n: int = 5) -> pd.DataFrame:
 
 
 def render_markdown(summary: Summary, records: list[TrialRecord],
-                    findings: list[Finding]) -> str:
+                    findings: list[Finding], time_goes: TimeSection | None = None) -> str:
     text = [f"# Tuning report: {summary.study}", "",
             f"Generated {dt.datetime.now().isoformat(timespec='seconds')}.", ""]
     text += [f"- {line}" for line in summary.lines()] + [""]
     text += ["## Diagnosis", ""] + [f"- {f.sentence}" for f in findings] + [""]
     text += ["## Top trials", "", markdown_table(_top(records))]
+    if time_goes is not None:
+        text += where_time_goes.markdown(time_goes)
     text += ["## Tables", ""] + [f"- [{title}]({name}): {what}" for name, title, what in TABLES]
     text += ["", "The same page with the figures embedded: [index.html](index.html).", ""]
     for name, title in FIGURES:
@@ -113,7 +117,7 @@ def render_markdown(summary: Summary, records: list[TrialRecord],
 
 
 def render_html(summary: Summary, records: list[TrialRecord], findings: list[Finding],
-                out: Path) -> str:
+                out: Path, time_goes: TimeSection | None = None) -> str:
     """The same page with every figure embedded as a data URL."""
     e = html.escape
     parts = [f"<!doctype html><meta charset='utf-8'><title>Tuning report: {e(summary.study)}"
@@ -125,10 +129,15 @@ def render_html(summary: Summary, records: list[TrialRecord], findings: list[Fin
     parts += ["</ul><h2>Diagnosis</h2><ul>"] + [f"<li>{e(f.sentence)}</li>" for f in findings]
     parts += ["</ul><h2>Top trials</h2>", _top(records).to_html(index=False, na_rep="-",
                                                                 float_format="{:,.2f}".format)]
+    if time_goes is not None:
+        parts += where_time_goes.html_lines(time_goes, _data_url(out / time_goes.figure)
+                                            if time_goes.figure else None)
     parts += ["<h2>Tables</h2><ul>"] + [f"<li><a href='{name}'>{e(title)}</a>: {e(what)}</li>"
                                         for name, title, what in TABLES] + ["</ul>"]
     for name, title in FIGURES:
-        data = base64.b64encode((out / name).read_bytes()).decode()
-        parts.append(f"<h2>{e(title)}</h2><img alt='{e(title)}' "
-                     f"src='data:image/png;base64,{data}'>")
+        parts.append(f"<h2>{e(title)}</h2><img alt='{e(title)}' src='{_data_url(out / name)}'>")
     return "\n".join(parts) + "\n"
+
+
+def _data_url(path: Path) -> str:
+    return f"data:image/png;base64,{base64.b64encode(path.read_bytes()).decode()}"

@@ -163,22 +163,22 @@ def split_steps(ops: list[OpEvent], windows: list[StepWindow]) -> dict:
 
 
 def top_ops(ops: list[OpEvent], windows: list[StepWindow], k: int = 10) -> list[dict]:
-    """The ``k`` op types with the most time per step: calls, ms per step, share of the
-    step, the category and the slowest instance's scope name."""
+    """The ``k`` op types with the most time per step, each part of the step apart (a
+    MatMul of the forward and one of the backward are two rows): calls, ms per step,
+    share of the step and the slowest call's scope name."""
     n = len(windows)
     step_us = sum(w.dur_us for w in windows) / n if n else 0.0
-    by_type: dict[str, list[OpEvent]] = defaultdict(list)
+    groups: dict[tuple[str, str], list[OpEvent]] = defaultdict(list)
     for op in ops:
         if any(in_window(op, w) for w in windows):
-            by_type[op.type].append(op)
+            groups[op.type, category(op)].append(op)
     rows = []
-    for op_type, events in by_type.items():
+    for (op_type, part), events in groups.items():
         total = sum(e.dur_us for e in events)
-        slowest = max(events, key=lambda e: e.dur_us)
-        rows.append({"type": op_type, "category": category(slowest),
+        rows.append({"type": op_type, "category": part,
                      "calls_per_step": len(events) / n, "ms_per_step": total / n / 1e3,
                      "share": total / n / step_us if step_us else 0.0,
-                     "example": slowest.name})
+                     "example": max(events, key=lambda e: e.dur_us).name})
     rows.sort(key=lambda r: r["ms_per_step"], reverse=True)
     return rows[:k]
 

@@ -1,0 +1,70 @@
+"""The sweep's last act: profile the winner, when that is cheap against the sweep.
+
+A profile re-runs the winner's configuration with ``profile.steps`` profiled steps
+after its measurement: about one trial's wall time plus the profiled steps. It runs
+by default when that estimate is under ``profile.max_sweep_share`` (10 %) of the
+time the study's launched trials took; otherwise the sweep says how to run it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import optuna
+from rich.console import Console
+
+from autotune.profiling.command import profile_config, store, stored_profiles
+from autotune.settings import ProfileSettings, SweepSettings
+from autotune.study import storage as S
+from autotune.study.records import TrialRecord
+from trials.contract.compose import load_resolved
+from trials.contract.schema import to_trial_config
+
+#: Seconds the profiler adds on top of the profiled steps: start-up and parsing (measured
+#: about 1-3 s on this CPU, BENCHMARKS.md "profiler overhead").
+PROFILER_FIXED_S = 3.0
+
+
+def estimated_cost_s(winner: TrialRecord, steps: int) -> float:
+    step_s = winner.step_time_s or 0.0
+    return (winner.wall_s or 0.0) + steps * step_s * 1.5 + PROFILER_FIXED_S
+
+
+def sweep_time_s(records: list[TrialRecord]) -> float:
+    """Wall time of every launched trial of the study (its own runs, not reuses)."""
+    return sum(r.wall_s or 0.0 for r in records if r.launched and r.reused_from is None)
+
+
+def profile_winner(study: optuna.Study, records: list[TrialRecord], winner: TrialRecord | None,
+                   settings: SweepSettings, options: ProfileSettings,
+                   console: Console) -> dict | None:
+    if winner is None or not winner.trial_dir or not options.after_sweep:
+        return None
+    if winner.number in stored_profiles(study):
+        return None  # profiled by an earlier run of this sweep
+    cost, spent = estimated_cost_s(winner, options.steps), sweep_time_s(records)
+    how = f"python -m autotune profile profile.trial={winner.number}"
+    if spent <= 0 or cost > options.max_sweep_share * spent:
+        console.print(f"not profiling the winner, trial {winner.number}: about {cost:.0f} s, "
+                      f"over {100 * options.max_sweep_share:.0f} % of the sweep's {spent:.0f} s; "
+                      f"run {how}", markup=False, soft_wrap=True)
+        return None
+    console.print(f"profiling the winner, trial {winner.number} (about {cost:.0f} s, "
+                  f"{100 * cost / spent:.0f} % of the sweep's {spent:.0f} s)", markup=False,
+                  soft_wrap=True)
+    cfg = to_trial_config(load_resolved(Path(winner.trial_dir) / "config.yaml", []))
+    out = S.study_dir(settings) / "profile" / f"trial-{winner.number:04d}"
+    result = profile_config(cfg, out, settings, options.steps, trial=winner.number)
+    if result is None:
+        console.print(f"profiling trial {winner.number} failed; see {out}", markup=False)
+        return None
+    result["sweep_s"] = spent
+    result["share_of_sweep"] = result["wall_s"] / spent
+    store(study, winner.number, result)
+    shares = result["profile"]["shares"]
+    parts = ", ".join(f"{k} {100 * v:.0f} %" for k, v in shares.items() if v >= 0.005)
+    console.print(f"where trial {winner.number}'s step goes: {parts}; "
+                  f"{len(result['findings'])} finding(s); the profile took "
+                  f"{result['wall_s']:.0f} s ({100 * result['share_of_sweep']:.1f} % of the "
+                  f"sweep); {out / 'profile.png'}", markup=False, soft_wrap=True)
+    return result

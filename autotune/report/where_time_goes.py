@@ -1,0 +1,98 @@
+"""The report's "Where the time goes" section: the winner's profile, or what stands in.
+
+Reads the profiles stored on the study (``python -m autotune profile``, or the
+sweep's profile of its winner). Without one, the best trial's scorecard still says
+its data wait, and for dp > 1 its all-reduce share and per-rank step times; the
+same rules (autotune/profiling/rules.py) judge them.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from autotune.profiling import rules
+from autotune.profiling.figure import where_the_time_goes
+from autotune.report.diagnosis import Finding
+from autotune.study.records import TrialRecord
+
+FIGURE = "where_the_time_goes.png"
+
+
+@dataclass
+class TimeSection:
+    lines: list[str] = field(default_factory=list)  # markdown
+    figure: str | None = None  # file name next to index.md
+    findings: list[Finding] = field(default_factory=list)
+
+
+def _chosen(profiles: dict[int, dict], best: TrialRecord | None) -> dict | None:
+    if best is not None and best.number in profiles:
+        return profiles[best.number]
+    return profiles[max(profiles)] if profiles else None
+
+
+def section(records: list[TrialRecord], profiles: dict[int, dict], best: TrialRecord | None,
+            out: Path) -> TimeSection:
+    chosen = _chosen(profiles, best)
+    if chosen is None:
+        return _without_profile(best)
+    p, trial = chosen["profile"], chosen["trial"]
+    where_the_time_goes(p, out / FIGURE, title=f"Where the time goes: trial {trial}, "
+                                               f"{p['steps']} profiled steps")
+    lines = [f"Trial #{trial}, {p['steps']} steps profiled after its measured steps: "
+             f"{1e3 * p['step_s']:.2f} ms a step under the profiler, "
+             f"{1e3 * p['unprofiled_step_s']:.2f} ms without it "
+             f"(overhead {100 * (p['overhead'] - 1):+.1f} %).", "",
+             "| part | ms/step | share |", "|---|---:|---:|"]
+    lines += [f"| {cat} | {1e3 * p['seconds'][cat]:.2f} | {100 * share:.1f} % |"
+              for cat, share in p["shares"].items()]
+    lines += ["", "| top operator | part | calls/step | ms/step | share |",
+              "|---|---|---:|---:|---:|"]
+    lines += [f"| {r['type']} | {r['category']} | {r['calls_per_step']:.0f} | "
+              f"{r['ms_per_step']:.3f} | {100 * r['share']:.1f} % |" for r in p["top_ops"]]
+    m = p.get("memory") or {}
+    if m.get("peak_mib") is not None:
+        lines += ["", f"Memory ({m['source']}): peak {m['peak_mib']:,.1f} MiB, mean "
+                      f"{m['mean_mib']:,.1f} MiB (peak/mean {m['peak_over_mean']:.2f})."]
+    lines += ["", f"Files: `{chosen['dir']}` (trace.json opens in Perfetto or "
+                  "chrome://tracing; raw/ in MindStudio Insight)."]
+    findings = [Finding(f["rule"], tuple(f["trials"]), f["sentence"], f.get("numbers", {}))
+                for f in chosen.get("findings", [])]
+    return TimeSection(lines=lines, figure=FIGURE, findings=findings)
+
+
+def _without_profile(best: TrialRecord | None) -> TimeSection:
+    if best is None:
+        return TimeSection(lines=["No completed trial to say where its time goes."])
+    perf = best.scorecard.get("performance") or {}
+    evidence = rules.from_performance(perf, trial=best.number,
+                                      dp=len(perf.get("rank_step_s") or []) or 1)
+    lines = [f"No profile of trial #{best.number} yet: run `python -m autotune profile "
+             f"profile.trial={best.number}` for the step split, the top operators and the "
+             "memory curve."]
+    if perf.get("data_wait_share") is not None:
+        lines.append(f"From its measured steps: data wait {100 * perf['data_wait_share']:.1f} % "
+                     "of the step.")
+    if perf.get("comm_share") is not None:
+        lines.append(f"Gradient all-reduce (timed alone): {1e3 * perf['comm_s']:.2f} ms, "
+                     f"{100 * perf['comm_share']:.1f} % of the step; per-rank step spread "
+                     f"{100 * perf.get('rank_spread', 0):.1f} %.")
+    return TimeSection(lines=lines, findings=rules.diagnose(evidence))
+
+
+def markdown(s: TimeSection) -> list[str]:
+    out = ["## Where the time goes", "", *s.lines, ""]
+    if s.figure:
+        out += [f"[![Where the time goes]({s.figure})]({s.figure})", ""]
+    return out
+
+
+def html_lines(s: TimeSection, image_src: str | None) -> list[str]:
+    """The section as HTML; the markdown tables are shown preformatted."""
+    out = ["<h2>Where the time goes</h2>",
+           f"<pre>{html.escape(chr(10).join(s.lines))}</pre>"]
+    if image_src:
+        out.append(f"<img alt='Where the time goes' src='{image_src}'>")
+    return out
