@@ -16,7 +16,6 @@ report shows it.
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import asdict
 from pathlib import Path
 
@@ -28,12 +27,11 @@ from rich.table import Table
 from autotune.profiling import rules
 from autotune.profiling.figure import where_the_time_goes
 from autotune.report.diagnosis import Finding
-from autotune.running import launcher, monitor
+from autotune.running.repeat import run_once
 from autotune.settings import ProfileSettings, SweepSettings
 from autotune.study import storage as S
 from autotune.study.records import TrialRecord, load_records
 from trials.contract.compose import load_resolved
-from trials.contract.launch import trial_argv
 from trials.contract.outcomes import Outcome
 from trials.contract.schema import ConfigError, TrialConfig, runnable_problem, to_trial_config
 
@@ -82,17 +80,14 @@ def profile_config(cfg: TrialConfig, out: Path, settings: SweepSettings, steps: 
     out.mkdir(parents=True, exist_ok=True)
     config = out / "config.yaml"
     config.write_text(OmegaConf.to_yaml(OmegaConf.structured(cfg)))
-    argv = trial_argv(config, world_size=cfg.parallel.devices,
-                      trial_command=launcher.trial_command(settings.simulate,
-                                                           settings.trial_command),
-                      log_dir=out / "msrun_log",
-                      overrides=[f"run.profile_steps={steps}", "run.profile_dir=.",
-                                 "run.metrics_path=metrics.jsonl"])
     if console is not None:
         console.print(f"profiling {steps} steps after warm-up and measurement in {out} ...",
                       markup=False, soft_wrap=True)
-    proc = launcher.start(argv, out, marker=f"profile/{time.time_ns()}")
-    run = monitor.watch(proc, out / "metrics.jsonl", out, settings.stop)
+    # No compile cache: a graph loaded from it has lost its scope names
+    # (Default/MatMul-op3), which is what tells forward from backward and optimizer.
+    run = run_once(config, out, settings, marker="profile",
+                   overrides=(f"run.profile_steps={steps}", "run.profile_dir=.",
+                              "run.metrics_path=metrics.jsonl", "run.compile_cache=false"))
     if run.reason is not Outcome.OK or run.profile is None:
         if console is not None:
             why = run.detail or ("no profile event" if run.reason is Outcome.OK else "")

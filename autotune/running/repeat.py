@@ -18,18 +18,25 @@ from trials.contract.outcomes import Outcome
 from trials.contract.schema import to_trial_config
 
 
-def rerun(config: Path, out_dir: Path, settings: SweepSettings, *, marker: str) -> dict | None:
-    """Run ``config`` once more in ``out_dir``; its performance layer (with the wall time as
-    ``wall_s``), or None if it did not finish ok."""
+def run_once(config: Path, out_dir: Path, settings: SweepSettings, *, marker: str,
+             overrides: tuple[str, ...] = ()) -> monitor.TrialResult:
+    """Run the resolved ``config`` (plus ``overrides``) once in ``out_dir``, as the sweep
+    launches a trial, and follow it to its end."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    cfg = to_trial_config(load_resolved(config, []))
+    cfg = to_trial_config(load_resolved(config, list(overrides)))
     argv = trial_argv(config, world_size=cfg.parallel.devices,
                       trial_command=launcher.trial_command(settings.simulate,
                                                            settings.trial_command),
-                      log_dir=out_dir / "msrun_log")
+                      log_dir=out_dir / "msrun_log", overrides=overrides)
     proc = launcher.start(argv, out_dir, marker=f"{marker}/{time.time_ns()}")
     # The config's own metrics path, relative to the run directory (as in the sweep).
-    result = monitor.watch(proc, out_dir / cfg.run.metrics_path, out_dir, settings.stop)
+    return monitor.watch(proc, out_dir / cfg.run.metrics_path, out_dir, settings.stop)
+
+
+def rerun(config: Path, out_dir: Path, settings: SweepSettings, *, marker: str) -> dict | None:
+    """Run ``config`` once more in ``out_dir``; its performance layer (with the wall time as
+    ``wall_s``), or None if it did not finish ok."""
+    result = run_once(config, out_dir, settings, marker=marker)
     if result.reason is not Outcome.OK or result.summary is None:
         return None
     return {**result.summary.performance, "wall_s": result.wall_s}
