@@ -77,7 +77,9 @@ def main(argv: list[str] | None = None) -> int:
             from autotune.settings import SweepConfig, validate_settings
             from trials.contract.compose import compose
 
-            composed = compose("sweep", args.overrides, with_choices=args.command == "sweep",
+            # The commands that search compose the space's config-group choices too.
+            composed = compose("sweep", args.overrides,
+                               with_choices=args.command in ("sweep", "tune"),
                                schema=SweepConfig)
             validate_settings(composed)
             if args.print_config:

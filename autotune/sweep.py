@@ -29,6 +29,7 @@ from autotune.search import feasibility, proposals
 from autotune.search.space import SearchSpace
 from autotune.settings import Objective, SweepSettings
 from autotune.signals import Stopped
+from autotune.stages import store as stages
 from autotune.study import budget, noise, reaping, scoring, selection
 from autotune.study import records as R
 from autotune.study import storage as S
@@ -95,6 +96,8 @@ class Sweep:
         self._configs: dict = {}  # trial number -> its resolved config, read once
         self.multi = self.settings.objective is Objective.pareto
         self.dir = S.study_dir(self.settings)
+        #: Knob values an earlier tuning stage ruled out (``tune``: correctness).
+        self.ruled_out: dict = {}
 
     def fingerprint_parts(self) -> dict:
         b = OmegaConf.structured(self.base)
@@ -109,7 +112,8 @@ class Sweep:
                                 "simulated": self.settings.simulate}}
 
     # -- outline --------------------------------------------------------------------------
-    def run(self) -> SweepOutcome:
+    def open_study(self) -> optuna.Study:
+        """The study of this space, workload and hardware: created, or loaded to resume."""
         S.check_runs_dir(self.settings)
         storage = S.open_storage(self.settings, create=True)
         study = S.load_or_create(self.settings, storage, self.fingerprint_parts(),
@@ -117,6 +121,11 @@ class Sweep:
         # What the report's diagnosis quotes: the stop rules the trials really ran under.
         study.set_user_attr(S.STOP_RULES, OmegaConf.to_container(
             OmegaConf.structured(self.settings.stop)))
+        return study
+
+    def run(self) -> SweepOutcome:
+        study = self.open_study()
+        self.ruled_out = stages.ruled_out(study)
         reaped = self._reap(study)
         if reaped:
             self.console.print(f"reaped {len(reaped)} trial(s) left RUNNING by a stopped "
@@ -185,6 +194,7 @@ class Sweep:
                                   budget_gib=self.budget_gib, outcome=Outcome.BUDGET)
             return Settled(launched=False)
         cfg, problem = feasibility.structural_problem(self.space, params)
+        problem = problem or stages.ruling(self.ruled_out, params)
         if problem:
             return self._reject(study, trial, label, problem, progress)
         trial.set_user_attr(R.MICRO_BATCH_SIZE, micro_batch_size(cfg))

@@ -20,9 +20,10 @@ from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 
 from autotune.profiling.command import stored_profiles
-from autotune.report import diagnosis, index, plots, prediction, tables, where_time_goes
+from autotune.report import diagnosis, index, plots, prediction, stages, tables, where_time_goes
 from autotune.report.diagnosis import Finding, diagnose
 from autotune.settings import SweepSettings
+from autotune.stages import store as stage_store
 from autotune.study.noise import annotate
 from autotune.study.records import TrialRecord, load_records
 from autotune.study.selection import baseline
@@ -60,10 +61,12 @@ def ran_with(records: list[TrialRecord], composed: DictConfig) -> TrialConfig:
 
 def write_report(records: list[TrialRecord], out: Path, *, summary: index.Summary,
                  budget_gib: float | None, config: dict[str, Any],
-                 profiles: dict[int, dict] | None = None) -> list[Finding]:
+                 profiles: dict[int, dict] | None = None,
+                 stage_results: dict[str, dict] | None = None) -> list[Finding]:
     """Write every report file into ``out`` (created); returns the diagnosis findings.
 
-    ``profiles``: the study's stored profiles (autotune/profiling), by trial number.
+    ``profiles``: the study's stored profiles (autotune/profiling), by trial number;
+    ``stage_results``: what each stage of ``tune`` found (autotune/stages).
     """
     out.mkdir(parents=True, exist_ok=True)
     table = tables.experiments(records)
@@ -82,9 +85,11 @@ def write_report(records: list[TrialRecord], out: Path, *, summary: index.Summar
     plots.importance(records, out / "importance.png")
     plots.knob_effects(records, out / "knob_effects.png")
     prediction.write(records, out)
-    (out / "index.md").write_text(index.render_markdown(summary, records, findings, time_goes))
+    extra = stages.markdown(stage_results or {})
+    (out / "index.md").write_text(index.render_markdown(summary, records, findings, time_goes,
+                                                        extra))
     (out / "index.html").write_text(index.render_html(summary, records, findings, out,
-                                                      time_goes))
+                                                      time_goes, extra))
     return findings
 
 
@@ -104,7 +109,8 @@ def run_report(composed: DictConfig, console: Console) -> int:
                               n_objectives=len(study.directions), budget_gib=budget)
     try:
         write_report(records, out, summary=summary, budget_gib=budget,
-                     config=config_values(cfg, stop), profiles=stored_profiles(study))
+                     config=config_values(cfg, stop), profiles=stored_profiles(study),
+                     stage_results=stage_store.results(study))
     except OSError as exc:
         raise ConfigError(f"cannot write the report to {out} ({exc.strerror or exc}): "
                           "choose a writable report.out=PATH") from exc

@@ -101,7 +101,9 @@ def _top(records: list[TrialRecord], n: int = 5) -> pd.DataFrame:
 
 
 def render_markdown(summary: Summary, records: list[TrialRecord],
-                    findings: list[Finding], time_goes: TimeSection | None = None) -> str:
+                    findings: list[Finding], time_goes: TimeSection | None = None,
+                    extra: list[str] = ()) -> str:
+    """``extra``: more markdown sections (tuning stages, stability) after the top trials."""
     text = [f"# Tuning report: {summary.study}", "",
             f"Generated {dt.datetime.now().isoformat(timespec='seconds')}.", ""]
     text += [f"- {line}" for line in summary.lines()] + [""]
@@ -109,6 +111,7 @@ def render_markdown(summary: Summary, records: list[TrialRecord],
     text += ["## Top trials", "", markdown_table(_top(records))]
     if time_goes is not None:
         text += where_time_goes.markdown(time_goes)
+    text += list(extra)
     text += ["## Tables", ""] + [f"- [{title}]({name}): {what}" for name, title, what in TABLES]
     text += ["", "The same page with the figures embedded: [index.html](index.html).", ""]
     for name, title in FIGURES:
@@ -117,7 +120,8 @@ def render_markdown(summary: Summary, records: list[TrialRecord],
 
 
 def render_html(summary: Summary, records: list[TrialRecord], findings: list[Finding],
-                out: Path, time_goes: TimeSection | None = None) -> str:
+                out: Path, time_goes: TimeSection | None = None,
+                extra: list[str] = ()) -> str:
     """The same page with every figure embedded as a data URL."""
     e = html.escape
     parts = [f"<!doctype html><meta charset='utf-8'><title>Tuning report: {e(summary.study)}"
@@ -132,6 +136,8 @@ def render_html(summary: Summary, records: list[TrialRecord], findings: list[Fin
     if time_goes is not None:
         parts += where_time_goes.html_lines(time_goes, _data_url(out / time_goes.figure)
                                             if time_goes.figure else None)
+    if extra:
+        parts.append(f"<pre>{e(chr(10).join(extra))}</pre>")
     parts += ["<h2>Tables</h2><ul>"] + [f"<li><a href='{name}'>{e(title)}</a>: {e(what)}</li>"
                                         for name, title, what in TABLES] + ["</ul>"]
     for name, title in FIGURES:

@@ -1,0 +1,1 @@
+"""The tuning order as stages: correctness, memory, throughput, stability (``tune``)."""

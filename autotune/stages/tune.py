@@ -1,0 +1,83 @@
+"""``python -m autotune tune``: tune in the method's order, one stage at a time.
+
+    correctness -> memory -> throughput -> stability
+
+1. correctness (autotune/stages/correctness.py): the baseline learns; reduced
+   precisions follow its loss curve, or are ruled out for the sweep;
+2. memory (autotune/stages/memory.py): which configurations fit, with headroom;
+3. throughput: the sweep (``python -m autotune sweep``), which skips what stage 1
+   ruled out;
+4. stability: ``python -m autotune soak`` of the configuration export would choose.
+
+Each stage's result is stored on the study (``autotune.stages``) and shown by the
+report. Running the same command again resumes: finished stages are skipped, the
+sweep resumes where it stopped. ``tune.stages`` picks a subset.
+"""
+
+from __future__ import annotations
+
+from omegaconf import DictConfig, OmegaConf
+from rich.console import Console
+
+from autotune.settings import TuneSettings
+from autotune.stages import store
+from autotune.stages.correctness import run_correctness
+from autotune.stages.memory import run_memory
+from autotune.study import budget
+
+
+def run_tune(composed: DictConfig, overrides: list[str], console: Console) -> int:
+    from autotune.sweep import Sweep
+
+    options: TuneSettings = OmegaConf.to_object(composed.tune)
+    sweep = Sweep(composed, overrides, console)  # validates everything before anything runs
+    study = sweep.open_study()
+    stored = store.results(study)
+    for i, stage in enumerate(options.stages, 1):
+        head = f"stage {i}/{len(options.stages)}: {stage}"
+        if stage != "throughput" and (stored.get(stage) or {}).get("done"):
+            console.print(f"{head}: done earlier", markup=False)
+            _lines(console, stored[stage])
+            continue
+        console.print(f"{head} ...", markup=False)
+        if stage == "correctness":
+            result = run_correctness(sweep, options, console)
+        elif stage == "memory":
+            result = run_memory(sweep, options)
+        elif stage == "throughput":
+            result = _throughput(sweep, study, console)
+        else:
+            result = _stability(composed, study, console)
+        store.save(study, stage, result)
+        _lines(console, result)
+        if result.get("failed"):
+            console.print(f"tune stopped at the {stage} stage; fix what it says, then run the "
+                          "same command again", markup=False)
+            return 1
+    console.print(f"all stages done; see python -m autotune report sweep.study="
+                  f"{sweep.settings.study}", markup=False)
+    return 0
+
+
+def _lines(console: Console, result: dict) -> None:
+    for line in result.get("lines", []):
+        console.print(f"  {line}", markup=False, soft_wrap=True)
+
+
+def _throughput(sweep, study, console: Console) -> dict:
+    launched = budget.count_launches(study)
+    if launched >= sweep.settings.n_trials:
+        return {"done": True, "lines": [f"the sweep's budget is spent: {launched} launched"]}
+    outcome = sweep.run()
+    return {"done": outcome.exit_code == 0, "failed": outcome.exit_code != 0,
+            "lines": [outcome.message.splitlines()[0]]}
+
+
+def _stability(composed: DictConfig, study, console: Console) -> dict:
+    from autotune.running.soak import run_soak
+
+    code = run_soak(composed, console)
+    soak = study.user_attrs.get("autotune.soak") or {}
+    lines = soak.get("verdicts") or soak.get("lines") or [f"soak ended with exit code {code}"]
+    return {"done": code == 0, "failed": code != 0, "trial": soak.get("trial"),
+            "lines": list(lines)}

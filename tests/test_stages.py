@@ -1,0 +1,66 @@
+"""The tuning order as stages: correctness rules out a disagreeing precision, the sweep
+respects it, each stage is stored on the study, and a second run resumes."""
+
+from __future__ import annotations
+
+import math
+
+from autotune.stages.correctness import agreement, learns
+from autotune.stages.store import ruling
+
+
+def test_a_finite_falling_loss_learns_and_a_flat_or_nan_one_does_not():
+    assert learns([5.0, 4.5, 4.0, 3.6, 3.3, 3.1, 3.0, 2.9])[0]
+    flat, why = learns([5.0, 5.01, 4.99, 5.0, 5.02, 5.0, 5.01, 5.0])
+    assert not flat and "not falling" in why
+    nan, why = learns([5.0, 4.0, math.nan, 3.0])
+    assert not nan and "1 of 4" in why
+
+
+def test_curves_agree_within_tolerance_and_disagree_beyond_it():
+    ref = [5.0 - 0.1 * i for i in range(20)]
+    close = [v * 1.01 for v in ref]
+    far = [v * 1.2 for v in ref]
+    assert agreement(ref, close, 0.05)["agree"]
+    check = agreement(ref, far, 0.05)
+    assert not check["agree"] and check["max_rel_diff"] > 0.15
+    assert not agreement(ref, [*ref[:10], math.inf, *ref[11:]], 0.05)["agree"]
+
+
+def test_a_ruled_out_value_is_refused_with_its_reason():
+    ruled = {"precision": {"fp16": "its loss differs by 62 %"}}
+    assert "62 %" in ruling(ruled, {"precision": "fp16", "train.micro_batches": 1})
+    assert ruling(ruled, {"precision": "fp32", "train.micro_batches": 1}) is None
+
+
+def test_tune_rules_out_a_precision_forced_to_disagree_then_sweeps_without_it(harness):
+    from autotune.cli import main
+
+    space = harness.space("prec", {"precision": ["fp32", "fp16"],
+                                   "train.micro_batches": [1, 2]})
+    # An absurd loss scale: every fp16 step overflows and is skipped, so its loss stays
+    # flat while fp32's falls.
+    args = ["tune", *harness.overrides(space, "tune.stages=[correctness,memory,throughput]",
+                                       "tune.correctness_steps=12", "precision.init_scale=1e30",
+                                       "sweep.n_trials=2", "run.warmup_steps=1",
+                                       "run.measure_steps=3", "run.adaptive=false",
+                                       fake=False)]
+    assert main(args) == 0
+    printed = harness.capsys.readouterr().out
+    assert "precision fp16: RULED OUT" in printed
+    study = harness.study()
+    stages = study.user_attrs["autotune.stages"]
+    assert set(stages) == {"correctness", "memory", "throughput"}
+    correctness = stages["correctness"]
+    assert correctness["baseline"]["learns"] and "fp16" in correctness["ruled_out"]["precision"]
+    assert correctness["precisions"]["fp16"]["max_rel_diff"] > 0.05
+    assert stages["memory"]["fit"] == 4
+    launched = [t for t in study.trials if t.user_attrs.get("launched")]
+    assert launched and all(t.params["precision"] == "fp32" for t in launched)
+    refused = [t for t in study.trials if t.params["precision"] == "fp16"]
+    assert all("correctness stage" in t.user_attrs["detail"] for t in refused)
+    # The same command again resumes: the finished stages are not run again.
+    assert main(args) == 0
+    again = harness.capsys.readouterr().out
+    assert "stage 1/3: correctness: done earlier" in again
+    assert "correctness: baseline" not in again
