@@ -117,6 +117,8 @@ class TrialRun:
     load: dict[str, float] = field(default_factory=dict)
     #: Epoch seconds at launch (metrics lines carry epoch times).
     started_at: float = 0.0
+    #: The profile event, where run.profile_steps > 0.
+    profile: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -139,6 +141,21 @@ class TrialRun:
             raise RuntimeError(f"trial {' '.join(self.overrides)} failed: rc={self.rc} "
                                f"outcome={self.outcome} reason={self.reason}\n{self.stderr_tail}")
         return self
+
+
+def read_events(path: Path, kind: str) -> list[dict]:
+    """Every event of one kind in a metrics.jsonl."""
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if record.get("event") == kind:
+            out.append(record)
+    return out
 
 
 def read_metrics(path: Path) -> tuple[dict, list[dict], dict]:
@@ -189,7 +206,8 @@ def run_trial(overrides: Sequence[str], *, timeout_s: float = 300.0, quiet_wait_
     summary, steps, end = read_metrics(metrics)
     run = TrialRun(overrides=list(overrides), rc=rc, wall_s=wall, outcome=end.get("outcome"),
                    reason=end.get("reason"), summary=summary, steps=steps,
-                   stderr_tail=err[-2000:], load={**load, **before}, started_at=started_at)
+                   stderr_tail=err[-2000:], load={**load, **before}, started_at=started_at,
+                   profile=next(iter(read_events(metrics, "profile")), {}))
     if run.ok or not keep_dir_on_failure:
         shutil.rmtree(workdir, ignore_errors=True)
     else:
