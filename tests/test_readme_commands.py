@@ -37,7 +37,8 @@ COMMANDS = readme_commands()
 
 def test_the_readme_shows_every_command():
     verbs = {c.split("python -m autotune", 1)[1].split()[0] for c in COMMANDS}
-    assert verbs == {"sweep", "plan", "report", "confirm", "export"}, COMMANDS
+    assert verbs == {"sweep", "plan", "report", "confirm", "export", "profile", "commbench",
+                     "soak", "tune"}, COMMANDS
 
 
 @pytest.mark.parametrize("line", COMMANDS)
@@ -65,5 +66,6 @@ def test_help_lists_the_commands():
     proc = subprocess.run([sys.executable, "-m", "autotune", "--help"], cwd=ROOT,
                           env=project_env(), capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0
-    for verb in ("sweep", "plan", "report", "confirm", "export"):
+    for verb in ("sweep", "plan", "report", "confirm", "export", "profile", "commbench", "soak",
+                 "tune"):
         assert verb in proc.stdout
