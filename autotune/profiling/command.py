@@ -103,10 +103,28 @@ def profile_config(cfg: TrialConfig, out: Path, settings: SweepSettings, steps: 
                         title=f"Where the time goes: {label}, {profile['steps']} profiled steps")
     result = {"trial": trial, "dir": str(out), "wall_s": run.wall_s, "profile": profile,
               "performance": {k: v for k, v in perf.items() if k != "step_times_s"},
+              "interconnect": interconnect(perf, cfg, Path(settings.runs_dir)),
               "findings": [asdict(f) for f in findings],
               "figure": str(out / "profile.png")}
     (out / "profile.json").write_text(json.dumps(result, indent=1, default=str) + "\n")
     return result
+
+
+def interconnect(perf: dict, cfg: TrialConfig, runs_dir: Path) -> dict | None:
+    """The trial's gradient all-reduce against what commbench measured at that message size
+    on this hardware profile (bus bandwidth, as nccl-tests defines it), where both exist."""
+    from autotune.running.commbench import bandwidth_at, load_commbench
+
+    nbytes, comm_s = perf.get("allreduce_bytes"), perf.get("comm_s")
+    bench = load_commbench(runs_dir, cfg.hardware.name)
+    if not nbytes or not comm_s or bench is None:
+        return None
+    ranks = max(2, cfg.parallel.dp)
+    trial_bus = nbytes / comm_s / 1e9 * 2 * (ranks - 1) / ranks
+    bench_bus = bandwidth_at(bench, nbytes)
+    return {"trial_busbw_gbs": trial_bus, "commbench_busbw_gbs": bench_bus,
+            "fraction": trial_bus / bench_bus if bench_bus else None,
+            "commbench_ranks": bench.get("ranks"), "commbench_date": bench.get("date")}
 
 
 def store(study: optuna.Study, trial: int, result: dict) -> None:
@@ -152,7 +170,7 @@ def show(result: dict, console: Console) -> None:
     if m.get("peak_mib") is not None:
         console.print(f"memory ({m['source']}): peak {m['peak_mib']:,.1f} MiB, mean "
                       f"{m['mean_mib']:,.1f} MiB, peak/mean {m['peak_over_mean']:.2f}",
-                      markup=False)
+                      markup=False, soft_wrap=True)
     c = p.get("communication") or {}
     perf = result.get("performance") or {}
     if perf.get("comm_s") is not None:
@@ -161,7 +179,17 @@ def show(result: dict, console: Console) -> None:
                       f"{perf['allreduce_bytes'] / 2**20:.2f} MiB at "
                       f"{perf['comm_algbw_gbs']:.2f} GB/s); in the profile "
                       f"{1e3 * c.get('exposed_s', 0):.2f} ms exposed, "
-                      f"{1e3 * c.get('overlapped_s', 0):.2f} ms overlapped", markup=False)
+                      f"{1e3 * c.get('overlapped_s', 0):.2f} ms overlapped", markup=False,
+                      soft_wrap=True)
+        link = result.get("interconnect")
+        if link and link.get("fraction") is not None:
+            console.print(f"  bus bandwidth {link['trial_busbw_gbs']:.3f} GB/s = "
+                          f"{100 * link['fraction']:.0f} % of what commbench measured at this "
+                          f"size ({link['commbench_busbw_gbs']:.3f} GB/s)", markup=False,
+                          soft_wrap=True)
+        else:
+            console.print("  (run python -m autotune commbench to judge it against what the "
+                          "interconnect can do)", markup=False, soft_wrap=True)
     for f in findings_of(result) or [Finding("none", (), "No rule fired: nothing stands out.")]:
         console.print(f"- {f.rule}: {f.sentence}", markup=False, soft_wrap=True)
     out = Path(result["dir"])

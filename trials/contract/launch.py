@@ -48,12 +48,22 @@ def trial_argv(config: str | Path | None, *, world_size: int, python: str = sys.
         return [*trial_command, *program, *overrides]
     if world_size == 1:
         return [python, "-m", "trials.train", *program, *overrides]
+    return [*msrun_argv(TRIAL_SCRIPT, world_size, log_dir=log_dir, master_port=master_port,
+                        master_addr=master_addr), *program, *overrides]
+
+
+def msrun_argv(script: str | Path, world_size: int, *, log_dir: str | Path | None = None,
+               master_port: int | str | None = None, master_addr: str = "127.0.0.1"
+               ) -> list[str]:
+    """``msrun`` running ``script`` on ``world_size`` ranks of this node (the program's own
+    arguments go after it); the one place of msrun's flags. ``master_port`` None: a free
+    port; ``--join=True``: msrun waits for its workers and exits with their status."""
     port = free_port() if master_port is None else master_port
     argv = ["msrun", f"--worker_num={world_size}", f"--local_worker_num={world_size}",
             f"--master_addr={master_addr}", f"--master_port={port}", "--join=True"]
     if log_dir is not None:
         argv.append(f"--log_dir={log_dir}")
-    return [*argv, str(TRIAL_SCRIPT), *program, *overrides]
+    return [*argv, str(script)]
 
 
 def trial_env(base: Mapping[str, str], *, marker: str | None = None,
