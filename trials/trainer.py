@@ -248,12 +248,13 @@ class Trainer:
         on gradient-shaped zeros: what the step pays for communication when none of it
         overlaps compute (none does on the CPU). Every rank runs it (a collective).
         """
-        reducer = getattr(self.step_fn, "grad_reducer", None) or getattr(
-            getattr(self.step_fn, "update", None), "grad_reducer", None)
-        if self.world == 1 or reducer is None or isinstance(reducer, nn.Identity):
+        # The cell that holds the reducer and the optimizer: the step, or its update half.
+        tail = self.step_fn.update if isinstance(self.step_fn, AccumulatingTrainStep) \
+            else self.step_fn
+        reducer = tail.grad_reducer
+        if self.world == 1 or isinstance(reducer, nn.Identity):
             return {}
-        params = self.step_fn.optimizer.parameters if hasattr(self.step_fn, "optimizer") \
-            else self.step_fn.update.optimizer.parameters
+        params = tail.optimizer.parameters
         grads = tuple(ms.ops.zeros(p.shape, p.dtype) for p in params)
         nbytes = sum(g.nbytes for g in grads)
         reducer(grads)[0].asnumpy()  # compile, and the first use of the communicator
