@@ -66,7 +66,8 @@ def run_export(composed: DictConfig, console: Console) -> int:
                                       default=str) + "\n",
         "CHANGES.md": describe_changes(chosen, baseline, job, records)
         + headroom_note(headroom, chosen.simulated),
-        "README.md": EXPORT_README.format(trial=chosen.number, study=settings.study),
+        "README.md": EXPORT_README.format(trial=chosen.number, study=settings.study)
+        + stability_note(study, chosen.number),
     }
     write_atomically(out, files, overwrite=options.overwrite)
     console.print(f"exported trial {chosen.number} ({why}) to {out}\n"
@@ -86,6 +87,18 @@ def predicted_headroom(job: TrialConfig) -> dict | None:
             "headroom_gib": budget - prediction.peak_gib,
             "uncertainty": prediction.constants.memory_uncertainty,
             "constants": prediction.constants.source, "breakdown_gib": prediction.memory.gib()}
+
+
+def stability_note(study: optuna.Study, trial: int) -> str:
+    """The soak of this trial (``python -m autotune soak``), or how to run one."""
+    from autotune.running.soak import soak_section
+
+    section = soak_section(study, trial)
+    if section:
+        return "\n" + section
+    return ("\n## Soak\n\nNot soaked yet: `python -m autotune soak soak.trial="
+            f"{trial}` runs it 10x a trial's steps, kills it with SIGKILL part-way, resumes it "
+            "and reports leaks, drift, spikes and whether the resume continued the loss.\n")
 
 
 def headroom_note(headroom: dict | None, simulated: bool) -> str:

@@ -62,11 +62,13 @@ def ran_with(records: list[TrialRecord], composed: DictConfig) -> TrialConfig:
 def write_report(records: list[TrialRecord], out: Path, *, summary: index.Summary,
                  budget_gib: float | None, config: dict[str, Any],
                  profiles: dict[int, dict] | None = None,
-                 stage_results: dict[str, dict] | None = None) -> list[Finding]:
+                 stage_results: dict[str, dict] | None = None,
+                 soak: str = "") -> list[Finding]:
     """Write every report file into ``out`` (created); returns the diagnosis findings.
 
     ``profiles``: the study's stored profiles (autotune/profiling), by trial number;
-    ``stage_results``: what each stage of ``tune`` found (autotune/stages).
+    ``stage_results``: what each stage of ``tune`` found (autotune/stages); ``soak``: the
+    markdown of the study's soak (autotune/running/soak.py), if any.
     """
     out.mkdir(parents=True, exist_ok=True)
     table = tables.experiments(records)
@@ -85,12 +87,19 @@ def write_report(records: list[TrialRecord], out: Path, *, summary: index.Summar
     plots.importance(records, out / "importance.png")
     plots.knob_effects(records, out / "knob_effects.png")
     prediction.write(records, out)
-    extra = stages.markdown(stage_results or {})
+    extra = stages.markdown(stage_results or {}) + soak.splitlines()
     (out / "index.md").write_text(index.render_markdown(summary, records, findings, time_goes,
                                                         extra))
     (out / "index.html").write_text(index.render_html(summary, records, findings, out,
                                                       time_goes, extra))
     return findings
+
+
+def soak_markdown(study) -> str:
+    from autotune.running.soak import SOAK_KEY, soak_section
+
+    soaked = (study.user_attrs.get(SOAK_KEY) or {}).get("trial")
+    return "" if soaked is None else soak_section(study, soaked)
 
 
 def run_report(composed: DictConfig, console: Console) -> int:
@@ -110,7 +119,7 @@ def run_report(composed: DictConfig, console: Console) -> int:
     try:
         write_report(records, out, summary=summary, budget_gib=budget,
                      config=config_values(cfg, stop), profiles=stored_profiles(study),
-                     stage_results=stage_store.results(study))
+                     stage_results=stage_store.results(study), soak=soak_markdown(study))
     except OSError as exc:
         raise ConfigError(f"cannot write the report to {out} ({exc.strerror or exc}): "
                           "choose a writable report.out=PATH") from exc

@@ -1,0 +1,266 @@
+"""``python -m autotune soak``: the stability analysis on synthetic steps, the soak's pure
+pieces, and one real soak (MindSpore on the CPU) with an injected leak, a kill -9 and a
+resume."""
+
+from __future__ import annotations
+
+import json
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from autotune.running import soak
+from autotune.study import stability
+from autotune.study.stability import analyse, resume_check
+from tests.test_export_confirm import STUDY, autotune
+from trials.contract.events import Phase, StepRecord
+from trials.contract.schema import ConfigError
+
+MIB = 1 / 1024  # GiB
+
+
+def steps(n: int, *, start: int = 0, loss=None, rss=None, step_s=None, seed: int = 0,
+          **flags) -> list[StepRecord]:
+    """Synthetic production steps: ``loss``/``rss``/``step_s`` are functions of the step
+    (rss in GiB); ``flags``: step -> dict of overflow/updated/clipped."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(start, start + n):
+        out.append(StepRecord(
+            step=i, phase=Phase.COMPILE if i == start else Phase.TRAIN,
+            loss=loss(i) if loss else 3.0 + 0.05 * rng.standard_normal(),
+            grad_norm=1.0, step_s=step_s(i) if step_s else 0.03 * (1 + 0.02 * rng.random()),
+            data_wait_s=0.0, tokens=256, peak_rss_gib=1.0,
+            rss_gib=rss(i) if rss else 0.5 + 0.2 * MIB * rng.standard_normal(),
+            **flags.get(str(i), {})))
+    return out
+
+
+def judge(records, **kw):
+    return analyse(records, spike_factor=stability.SPIKE_FACTOR,
+                   leak_mib_per_100_steps=20.0, tokens_per_step=None, **kw)
+
+
+# -- memory -----------------------------------------------------------------------------------
+def test_an_injected_leak_is_detected_with_its_slope():
+    rng = np.random.default_rng(1)
+    noise = rng.standard_normal(300) * 0.5 * MIB
+    r = judge(steps(300, rss=lambda i: 0.5 + 2 * MIB * i + noise[i]))
+    m = r["memory"]
+    assert m["leak"] and r["flags"]["leak"]
+    assert m["slope_low"] <= 200 <= m["slope_high"] and m["slope_low"] > 150
+    assert any(v.startswith("host memory: LEAK: +200") for v in r["verdicts"])
+
+
+def test_flat_rss_with_noise_and_warmup_growth_is_no_leak():
+    rng = np.random.default_rng(2)
+    noise = rng.standard_normal(300) * 1.0 * MIB
+    # The dataset and allocator warm up over the first 20 steps (+60 MiB), then RSS is flat.
+    r = judge(steps(300, rss=lambda i: 0.5 + min(i, 20) * 3 * MIB + noise[i]))
+    m = r["memory"]
+    assert m["judged"] and not m["leak"]
+    assert abs(m["slope_mib_per_100_steps"]) < 5 and m["slope_low"] < 20
+    assert any(v.startswith("host memory: no leak") for v in r["verdicts"])
+
+
+def test_memory_is_fitted_within_each_process_across_a_restart():
+    # Each process leaks 2 MiB/step from its own, reset, baseline: the sawtooth across the
+    # restart must not hide the slope.
+    first = steps(120, rss=lambda i: 0.5 + 2 * MIB * i)
+    second = steps(120, start=100, rss=lambda i: 0.5 + 2 * MIB * (i - 100))
+    stitched = [s for s in first if s.step < 100] + second
+    pooled = judge(stitched, restarts=[100])["memory"]
+    assert pooled["processes"] == 2 and pooled["leak"]
+    assert pooled["slope_mib_per_100_steps"] == pytest.approx(200, rel=0.01)
+
+
+def test_blocked_theil_sen_is_scipys_for_one_block():
+    rng = np.random.default_rng(3)
+    x = np.arange(60, dtype=float)
+    y = 0.7 * x + rng.standard_normal(60).round(1)  # rounded: ties, as RSS in KiB has
+    ours = stability.blocked_theil_sen([(x, y)])
+    ref = stats.theilslopes(y, x, alpha=0.95)
+    assert (ours.slope, ours.low, ours.high) == pytest.approx(
+        (ref.slope, ref.low_slope, ref.high_slope))
+
+
+# -- loss -------------------------------------------------------------------------------------
+def test_loss_spikes_are_counted_where_they_happen():
+    base = steps(200, loss=lambda i: 5 * math.exp(-i / 30) + 2.5 + 0.05 * math.sin(i))
+    spiked = [s if s.step not in (60, 150) else StepRecord(**{**s.__dict__, "loss": 3 * s.loss})
+              for s in base]
+    r = judge(spiked)
+    assert r["loss"]["spikes"] == 2 and r["loss"]["spike_steps"] == [60, 150]
+    assert r["flags"]["spikes"]
+
+
+def test_a_fast_falling_loss_has_no_spikes():
+    r = judge(steps(200, loss=lambda i: 8 * math.exp(-i / 10) + 2.0 + 0.03 * math.cos(i)))
+    assert r["loss"]["spikes"] == 0 and not r["flags"]["spikes"]
+    assert r["verdicts"][0].startswith("loss spikes: 0 in 200 steps")
+
+
+def test_overflow_skip_and_nonfinite_rates():
+    flags = {str(i): {"overflow": True, "updated": False} for i in (10, 11, 12, 13)}
+    records = steps(100, **flags)
+    records[50] = StepRecord(**{**records[50].__dict__, "loss": math.nan})
+    r = judge(records)
+    assert r["rates"]["overflow"] == pytest.approx(0.04)
+    assert r["rates"]["skipped_updates"] == pytest.approx(0.04)
+    assert r["loss"]["nonfinite"] == 1 and r["flags"]["nonfinite"]
+    clean = judge(steps(100))
+    assert clean["rates"]["overflow"] == 0 and clean["rates"]["skipped_updates"] == 0
+
+
+# -- throughput -------------------------------------------------------------------------------
+def test_tokens_per_s_drift_is_detected():
+    rng = np.random.default_rng(4)
+    noise = 1 + 0.02 * rng.standard_normal(300)
+    # step time grows 25 % over the run: tokens/s falls by a fifth
+    r = judge(steps(300, step_s=lambda i: 0.03 * (1 + 0.25 * i / 300) * noise[i]))
+    t = r["throughput"]
+    assert t["drifting"] and r["flags"]["drift"]
+    assert t["drift_high"] < 0 and t["decile_change_pct"] < -10
+    assert any(v.startswith("tokens/s DRIFTS") for v in r["verdicts"])
+
+
+def test_steady_tokens_per_s_is_no_drift():
+    rng = np.random.default_rng(5)
+    noise = 1 + 0.05 * rng.standard_normal(300)
+    r = judge(steps(300, step_s=lambda i: 0.03 * noise[i]))
+    t = r["throughput"]
+    assert t["judged"] and not t["drifting"]
+    assert t["drift_low"] < 0 < t["drift_high"] or abs(t["decile_change_pct"]) < 5
+
+
+# -- kill and resume --------------------------------------------------------------------------
+def _curve(i: int) -> float:
+    return 4 * math.exp(-i / 40) + 2.5 + 0.05 * math.sin(3 * i)
+
+
+def test_resume_that_replays_identically_continues():
+    killed = steps(56, loss=_curve)          # killed after step 55, checkpoint at 50
+    resumed = steps(50, start=50, loss=_curve)
+    r = resume_check(killed, resumed, 0.01)
+    assert r["resume_step"] == 50 and r["compared"] == 6 and r["compared_steps"][0] == 50
+    assert r["identical"] and r["max_rel_diff"] == 0 and r["matched"] and r["continued"]
+    assert r["within_trend"] is True
+    assert "bit-identical" in r["verdict"]
+
+
+def test_resume_that_diverges_from_the_killed_run_is_flagged():
+    killed = steps(56, loss=_curve)
+    resumed = steps(50, start=50, loss=lambda i: _curve(i) * 1.05)
+    r = resume_check(killed, resumed, 0.01)
+    assert r["compared"] == 6 and r["max_rel_diff"] == pytest.approx(0.05 / 1.05, rel=1e-6)
+    assert not r["matched"] and not r["continued"]
+    assert "DID NOT continue" in r["verdict"]
+
+
+def test_resume_without_replayed_steps_falls_back_to_the_trend():
+    killed = steps(50, loss=_curve)
+    on_trend = resume_check(killed, steps(20, start=50, loss=_curve), 0.01)
+    assert on_trend["compared"] == 0 and on_trend["continued"]
+    jumped = resume_check(killed, steps(20, start=50, loss=lambda i: _curve(i) + 2.0), 0.01)
+    assert jumped["within_trend"] is False and not jumped["continued"]
+
+
+# -- the soak's own pieces --------------------------------------------------------------------
+def test_the_kill_lands_half_way_between_checkpoints():
+    assert soak.planned_kill(40, 10, 20, 5) == 25
+    assert soak.planned_kill(380, 38, 190, 19) == 209
+    assert soak.planned_kill(40, 4, 20, 2) == 22
+    assert soak.planned_kill(40, 40, 20, 20) is None  # no checkpoint before the end
+    plan = SimpleNamespace(kill_from=20, steps=40, checkpoint_every=10, replay=5)
+    assert not soak.should_kill(20, 20, plan)  # just past a checkpoint: nothing to replay
+    assert soak.should_kill(26, 20, plan)
+    assert not soak.should_kill(26, None, plan)  # no checkpoint seen yet
+
+
+def test_stitch_keeps_each_launch_up_to_where_the_next_resumed():
+    first = soak.Attempt(index=0, steps=steps(26), killed=True)
+    second = soak.Attempt(index=1, start_step=20, steps=steps(20, start=20))
+    stitched, restarts = soak.stitch([first, second])
+    assert [s.step for s in stitched] == list(range(40)) and restarts == [20]
+    assert stitched[25] is second.steps[5]
+
+
+def test_pick_trial_names_the_fix():
+    study = SimpleNamespace(study_name="s")
+    failed = SimpleNamespace(number=0, ok=False, reason_text="crash", reused_from=None)
+    options = SimpleNamespace(trial=None)
+    with pytest.raises(ConfigError, match="run the sweep first"):
+        soak.pick_trial(study, [failed], None, options)
+    done = SimpleNamespace(number=1, ok=True, reason_text="ok", reused_from=None)
+    with pytest.raises(ConfigError, match=r"soak.trial=0: trial 0 ended crash.*soak.trial=1"):
+        soak.pick_trial(study, [failed, done], None, SimpleNamespace(trial=0))
+    with pytest.raises(ConfigError, match=r"soak.trial=9: no such trial"):
+        soak.pick_trial(study, [failed, done], None, SimpleNamespace(trial=9))
+
+
+# -- one real soak ----------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def soaked(tmp_path_factory):
+    """A one-trial real study, then a 40-step soak with a 2 MiB/step injected leak."""
+    base = tmp_path_factory.mktemp("soak")
+    common = [*STUDY, f"sweep.runs_dir={base / 'runs'}", "sweep.progress=false"]
+    proc = autotune("sweep", *common, "sweep.n_trials=1")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    out = base / "soak"
+    proc = autotune("soak", *common, f"soak.out={out}", "soak.steps=40",
+                    "soak.checkpoint_every=10", "run.inject_leak_mib=2")
+    return base, common, out, proc
+
+
+def test_real_soak_detects_the_leak_kills_and_resumes(soaked):
+    base, _, out, proc = soaked
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "kill -9 after step" in proc.stdout and "resumed at step 20" in proc.stdout
+    result = json.loads((out / "soak.json").read_text())
+    assert result["trial"] == 0 and result["steps"] == 40 and result["finished"]
+    assert result["overrides"][-1] == "run.inject_leak_mib=2"
+    memory = result["analysis"]["memory"]
+    assert result["leak"] and memory["leak"] and memory["slope_mib_per_100_steps"] > 100
+    # Killed 5 steps past the checkpoint at step 20; the resumed run replays those steps.
+    assert result["kill"]["after_step"] >= 24 and result["kill"]["checkpoint_step"] == 20
+    resume = result["resume"]
+    assert resume["resume_step"] == 20 and resume["compared"] >= 1
+    assert resume["max_rel_diff"] <= resume["tolerance"] and resume["continued"]
+    assert result["steps_trained"] == 40
+    assert [a["killed"] for a in result["attempts"]] == [True, False]
+    assert (out / "soak.png").stat().st_size > 10_000
+    import optuna
+
+    study = optuna.load_study(study_name="real",
+                              storage=f"sqlite:///{base / 'runs' / 'real' / 'study.db'}")
+    stored = study.user_attrs["autotune.soak"]
+    assert stored["trial"] == 0 and stored["plot"] == str(out / "soak.png")
+    assert stored["verdicts"] == result["verdicts"]
+    section = soak.soak_section(study, 0)
+    assert section.startswith("## Soak") and "**leak**" in section
+    assert soak.soak_section(study, 1) == ""
+
+
+def test_soak_of_a_missing_trial_is_a_config_error_that_writes_nothing(soaked, tmp_path):
+    _, common, _, _ = soaked
+    out = tmp_path / "never"
+    proc = autotune("soak", *common, f"soak.out={out}", "soak.trial=7")
+    assert proc.returncode == 2
+    assert "soak.trial=7: no such trial" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and not out.exists()
+
+
+def test_the_soak_reaches_the_report_and_the_exported_jobs_readme(soaked):
+    base, common, _, _ = soaked
+    proc = autotune("report", *common)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    index = (base / "runs" / "real" / "report" / "index.md").read_text()
+    assert "## Soak" in index and "**leak**" in index
+    job = base / "job"
+    proc = autotune("export", *common, f"export.out={job}")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    readme = (job / "README.md").read_text()
+    assert "## Soak" in readme and "**leak**" in readme and "kill -9 after step" in readme
