@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from autotune.running import soak
+from autotune.running import soak, soak_attempts, soak_plan
 from autotune.study import stability
 from autotune.study.stability import analyse, resume_check
 from tests.test_export_confirm import STUDY, autotune
@@ -170,20 +170,20 @@ def test_resume_without_replayed_steps_falls_back_to_the_trend():
 
 # -- the soak's own pieces --------------------------------------------------------------------
 def test_the_kill_lands_half_way_between_checkpoints():
-    assert soak.planned_kill(40, 10, 20, 5) == 25
-    assert soak.planned_kill(380, 38, 190, 19) == 209
-    assert soak.planned_kill(40, 4, 20, 2) == 22
-    assert soak.planned_kill(40, 40, 20, 20) is None  # no checkpoint before the end
+    assert soak_plan.planned_kill(40, 10, 20, 5) == 25
+    assert soak_plan.planned_kill(380, 38, 190, 19) == 209
+    assert soak_plan.planned_kill(40, 4, 20, 2) == 22
+    assert soak_plan.planned_kill(40, 40, 20, 20) is None  # no checkpoint before the end
     plan = SimpleNamespace(kill_from=20, steps=40, checkpoint_every=10, replay=5)
-    assert not soak.should_kill(20, 20, plan)  # just past a checkpoint: nothing to replay
-    assert soak.should_kill(26, 20, plan)
-    assert not soak.should_kill(26, None, plan)  # no checkpoint seen yet
+    assert not soak_attempts.should_kill(20, 20, plan)  # just past a checkpoint: nothing to replay
+    assert soak_attempts.should_kill(26, 20, plan)
+    assert not soak_attempts.should_kill(26, None, plan)  # no checkpoint seen yet
 
 
 def test_stitch_keeps_each_launch_up_to_where_the_next_resumed():
-    first = soak.Attempt(index=0, steps=steps(26), killed=True)
-    second = soak.Attempt(index=1, start_step=20, steps=steps(20, start=20))
-    stitched, restarts = soak.stitch([first, second])
+    first = soak_attempts.Attempt(index=0, steps=steps(26), killed=True)
+    second = soak_attempts.Attempt(index=1, start_step=20, steps=steps(20, start=20))
+    stitched, restarts = soak_attempts.stitch([first, second])
     assert [s.step for s in stitched] == list(range(40)) and restarts == [20]
     assert stitched[25] is second.steps[5]
 
@@ -193,12 +193,12 @@ def test_pick_trial_names_the_fix():
     failed = SimpleNamespace(number=0, ok=False, reason_text="crash", reused_from=None)
     options = SimpleNamespace(trial=None)
     with pytest.raises(ConfigError, match="run the sweep first"):
-        soak.pick_trial(study, [failed], None, options)
+        soak_plan.pick_trial(study, [failed], None, options)
     done = SimpleNamespace(number=1, ok=True, reason_text="ok", reused_from=None)
     with pytest.raises(ConfigError, match=r"soak.trial=0: trial 0 ended crash.*soak.trial=1"):
-        soak.pick_trial(study, [failed, done], None, SimpleNamespace(trial=0))
+        soak_plan.pick_trial(study, [failed, done], None, SimpleNamespace(trial=0))
     with pytest.raises(ConfigError, match=r"soak.trial=9: no such trial"):
-        soak.pick_trial(study, [failed, done], None, SimpleNamespace(trial=9))
+        soak_plan.pick_trial(study, [failed, done], None, SimpleNamespace(trial=9))
 
 
 # -- one real soak ----------------------------------------------------------------------------

@@ -1,0 +1,167 @@
+"""Which trial a soak runs, for how many steps, where it kills and writes."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import optuna
+from omegaconf import DictConfig, OmegaConf
+
+from autotune.export.choose import choose_trial
+from autotune.settings import SoakSettings, SweepSettings
+from autotune.study import storage as S
+from autotune.study.records import TrialRecord
+from trials.contract.schema import ConfigError, TrialConfig, to_trial_config
+
+#: What <out> may hold from an earlier soak (anything else: refuse to write there).
+OWN_FILES = {"run", "soak.json", "soak.png"}
+
+# -- which trial, how long ------------------------------------------------------------------
+def pick_trial(study: optuna.Study, records: list[TrialRecord], composed: DictConfig,
+               options: SoakSettings) -> tuple[TrialRecord, str]:
+    """The trial to soak and why; ConfigError (nothing written yet) when there is none."""
+    done = [r for r in records if r.ok]
+    if not done:
+        raise ConfigError(f"study {study.study_name!r} has no complete trial to soak: run the "
+                          "sweep first")
+    if options.trial is None:
+        record, why = choose_trial(study, records, OmegaConf.to_object(composed.export),
+                                   prior_cv=to_trial_config(composed).hardware.cost.run_to_run_cv)
+    else:
+        by_number = {r.number: r for r in records}
+        record = by_number.get(options.trial)
+        if record is None:
+            raise ConfigError(f"soak.trial={options.trial}: no such trial in study "
+                              f"{study.study_name!r} (0..{len(records) - 1}); pick a completed "
+                              f"one, e.g. soak.trial={done[0].number}")
+        if record.reused_from is not None:
+            record = by_number.get(record.reused_from, record)
+        if not record.ok:
+            raise ConfigError(f"soak.trial={options.trial}: trial {record.number} ended "
+                              f"{record.reason_text}, it has no measured run to soak; pick a "
+                              f"completed one, e.g. soak.trial={done[0].number}")
+        why = f"trial {options.trial} as requested"
+    if record.simulated:
+        raise ConfigError(f"trial {record.number} was simulated (sweep.simulate): a soak needs "
+                          "a configuration this machine runs; pick another soak.trial=N")
+    if not record.trial_dir or not (Path(record.trial_dir) / "config.yaml").exists():
+        raise ConfigError(f"trial {record.number} has no config.yaml in its run directory "
+                          f"({record.trial_dir}): pick another soak.trial=N")
+    return record, why
+
+
+def trial_steps(record: TrialRecord, cfg: TrialConfig) -> int:
+    """Steps the trial itself ran: compile + warm-up + measured (its configured counts
+    when its scorecard lacks them)."""
+    perf = record.scorecard.get("performance") or {}
+    warm, measured = perf.get("warmup_steps_used"), perf.get("measured_steps")
+    if isinstance(warm, int) and isinstance(measured, int) and measured > 0:
+        return 1 + warm + measured
+    return 1 + cfg.run.warmup_steps + cfg.run.measure_steps
+
+
+def launch_overhead_s(record: TrialRecord, own_steps: int) -> float:
+    """Seconds a launch costs besides its steps (imports, build, compile), from the trial."""
+    step_s = record.step_time_s or 0.0
+    if record.wall_s:
+        return max(0.0, record.wall_s - (own_steps - 1) * step_s)
+    return record.compile_s or 0.0
+
+
+@dataclass
+class SoakPlan:
+    """Everything decided before launch, printed and stored with the result."""
+
+    trial: int
+    why: str
+    config: Path
+    steps: int
+    steps_from: str
+    checkpoint_every: int
+    kill_at: float
+    #: Kill once this many steps are done...
+    kill_from: int | None
+    #: ...and at least this many after the latest checkpoint (what the resume replays).
+    replay: int
+    #: The first step count that meets both (the planned kill).
+    planned_kill: int | None
+    overrides: list[str]
+    step_s: float | None
+    world_size: int
+    trial_command: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {"trial": self.trial, "chosen_because": self.why, "config": str(self.config),
+                "steps": self.steps, "steps_from": self.steps_from,
+                "checkpoint_every": self.checkpoint_every, "kill_at": self.kill_at,
+                "planned_kill_after_step": (self.planned_kill - 1 if self.planned_kill
+                                            else None),
+                "overrides": self.overrides,
+                "trial_step_s": self.step_s, "world_size": self.world_size}
+
+
+def planned_kill(steps: int, every: int, kill_from: int, replay: int) -> int | None:
+    """The first step count >= kill_from with a checkpoint behind it and ``replay`` steps
+    past that checkpoint (checkpoints fall on multiples of ``every``); None if none < steps."""
+    for n in range(max(kill_from, every + replay), steps):
+        if n % every >= replay:
+            return n
+    return None
+
+
+def plan_soak(record: TrialRecord, why: str, cfg: TrialConfig, options: SoakSettings, *,
+              run_dir: Path, leak_mib: float, trial_command: list[str]) -> SoakPlan:
+    own = trial_steps(record, cfg)
+    if options.minutes is not None:
+        if not record.step_time_s:
+            raise ConfigError(f"trial {record.number} has no measured step time to turn "
+                              "soak.minutes into steps: give soak.steps=N instead")
+        launches = 2 if options.kill_at > 0 else 1
+        budget_s = options.minutes * 60 - launches * launch_overhead_s(record, own)
+        steps = max(10, int(budget_s / record.step_time_s))
+        steps_from = (f"soak.minutes={options.minutes:g}: {launches} launch(es) of "
+                      f"~{launch_overhead_s(record, own):.0f} s + steps of "
+                      f"{record.step_time_s:.3g} s (trial {record.number}'s median)")
+    elif options.steps is not None:
+        steps, steps_from = options.steps, f"soak.steps={options.steps}"
+    else:
+        steps, steps_from = 10 * own, f"10 x trial {record.number}'s {own} steps"
+    every = options.checkpoint_every or max(1, steps // 10)
+    kill_from = replay = 0
+    kill = None
+    if options.kill_at > 0:
+        kill_from, replay = math.ceil(options.kill_at * steps), every // 2
+        kill = planned_kill(steps, every, kill_from, replay)
+        if kill is None:
+            raise ConfigError(f"no checkpoint to resume from before the end of {steps} steps "
+                              f"(checkpoint every {every}, kill at {options.kill_at:g}): lower "
+                              "soak.checkpoint_every or soak.kill_at, or soak.kill_at=0 for "
+                              "no kill")
+    overrides = ["run.mode=production", f"run.steps={steps}", f"run.checkpoint_every={every}",
+                 f"run.checkpoint_dir={run_dir / 'checkpoints'}", "run.resume=true",
+                 f"run.metrics_path={run_dir / 'metrics.jsonl'}"]
+    if leak_mib:
+        overrides.append(f"run.inject_leak_mib={leak_mib:g}")
+    return SoakPlan(trial=record.number, why=why, config=Path(record.trial_dir) / "config.yaml",
+                    steps=steps, steps_from=steps_from, checkpoint_every=every,
+                    kill_at=options.kill_at, kill_from=kill_from if kill else None,
+                    replay=replay, planned_kill=kill, overrides=overrides,
+                    step_s=record.step_time_s, world_size=cfg.parallel.devices,
+                    trial_command=trial_command)
+
+
+def output_dir(settings: SweepSettings, options: SoakSettings) -> Path:
+    """<out>; ConfigError when it holds anything but an earlier soak's files."""
+    out = Path(options.out).resolve() if options.out else S.study_dir(settings) / "soak"
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"soak.out={out} is a file: choose a directory")
+    if out.is_dir():
+        foreign = sorted(p.name for p in out.iterdir() if p.name not in OWN_FILES)
+        if foreign:
+            raise ConfigError(f"soak.out={out} holds other files ({', '.join(foreign[:3])}): "
+                              "choose an empty or new soak.out=DIR")
+    return out
+
+

@@ -1,0 +1,200 @@
+"""A soak's result: summarised, printed, plotted, and as the exported job's README section."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import optuna
+
+from autotune.running.soak_attempts import Attempt, kill_and_resume, stitch
+from autotune.running.soak_plan import SoakPlan
+from autotune.settings import SoakSettings
+from autotune.study import stability
+
+SOAK_KEY = "autotune.soak"
+
+# -- the result -----------------------------------------------------------------------------
+def _clean(value):
+    """JSON-safe (the study attribute and soak.json): non-finite floats become None."""
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, np.generic):
+        return _clean(value.item())
+    return value
+
+
+def summarise(plan: SoakPlan, attempts: list[Attempt], failed: str | None,
+              options: SoakSettings, wall_s: float, out: Path) -> dict:
+    steps, restarts = stitch(attempts)
+    tokens = next((s.tokens for s in steps if s.tokens), None)
+    analysis = stability.analyse(steps, spike_factor=stability.SPIKE_FACTOR,
+                                 leak_mib_per_100_steps=options.leak_mib_per_100_steps,
+                                 tokens_per_step=tokens, restarts=restarts)
+    resume = kill_and_resume(attempts, options.resume_tolerance)
+    finished = failed is None
+    verdicts = []
+    if plan.planned_kill is not None and resume is None:
+        verdicts.append("kill: the run ended before the kill point; nothing was resumed")
+    if resume is not None:
+        verdicts.append(resume["verdict"])
+    verdicts.extend(analysis["verdicts"])
+    verdicts.append(f"finished: {len(steps)} of {plan.steps} steps in {len(attempts)} "
+                    f"launch(es), {wall_s:.1f} s" if finished else f"FAILED: {failed}")
+    replayed = sum(len(a.steps) for a in attempts) - len(steps)
+    return _clean({
+        **plan.to_dict(), "out": str(out), "plot": str(out / "soak.png"),
+        "metrics": str(out / "run" / "metrics.jsonl"),
+        "finished": finished, "failure": failed, "exit_code": 0 if finished else 1,
+        "wall_s": round(wall_s, 2), "steps_trained": len(steps), "steps_replayed": replayed,
+        "kill": ({"after_step": resume["kill_done"] - 1, "checkpoint_step":
+                  resume["kill_checkpoint"], "after_s": resume["killed_after_s"]}
+                 if resume else None),
+        "resume": resume, "analysis": {k: v for k, v in analysis.items() if k != "verdicts"},
+        "attempts": [a.to_dict() for a in attempts],
+        "leak": analysis["flags"]["leak"], "drift": analysis["flags"]["drift"],
+        "spikes": analysis["loss"]["spikes"],
+        "resume_ok": resume["continued"] if resume else None,
+        "verdicts": verdicts})
+
+
+def _fmt(value, spec: str, none: str = "-") -> str:
+    return none if value is None else format(value, spec)
+
+
+def render(r: dict) -> str:
+    """The result table and the verdict lines."""
+    a = r["analysis"]
+    t, m, rates = a["throughput"], a["memory"], a["rates"]
+    resume = r["resume"]
+    rows = [
+        ("trial", f"{r['trial']} ({r['chosen_because']})"),
+        ("steps", f"{r['steps_trained']} of {r['steps']} trained"
+                  + (f", {r['steps_replayed']} replayed after the kill" if resume else "")
+                  + f"; {len(r['attempts'])} launch(es), {r['wall_s']:.1f} s"),
+        ("loss first -> last", f"{_fmt(a['loss']['first'], '.4f')} -> "
+                               f"{_fmt(a['loss']['last'], '.4f')}"),
+        ("loss spikes", f"{a['loss']['spikes']} (> {a['loss']['spike_factor']:g} x running "
+                        f"median); non-finite {a['loss']['nonfinite']}"),
+        ("overflow / skipped", f"{100 * rates['overflow']:.1f} % / "
+                               f"{100 * rates['skipped_updates']:.1f} %"),
+        ("tokens/s median", _fmt(t.get("median_tokens_per_s"), ",.0f")),
+        ("tokens/s drift", (f"{t['drift_pct_per_100_steps']:+.2f} %/100 steps (95 % CI "
+                            f"{t['drift_low']:+.2f}..{t['drift_high']:+.2f})")
+         if t.get("judged") else "not judged"),
+        ("RSS first -> last", f"{_fmt(m['rss_first_gib'], '.3f')} -> "
+                              f"{_fmt(m['rss_last_gib'], '.3f')} GiB"),
+        ("RSS growth", (f"{m['slope_mib_per_100_steps']:+.1f} MiB/100 steps (95 % CI "
+                        f"{m['slope_low']:+.1f}..{m['slope_high']:+.1f})")
+         if m.get("judged") else "not judged"),
+        ("kill -9 / resume", (f"after step {r['kill']['after_step']}, resumed from "
+                              f"{resume['resume_step']}: {resume['compared']} replayed, max "
+                              f"rel diff {_fmt(resume['max_rel_diff'], '.3g')}")
+         if resume else "none"),
+    ]
+    width = max(len(k) for k, _ in rows)
+    lines = ["", f"{'soak':<{width}}  result", *(f"{k:<{width}}  {v}" for k, v in rows), ""]
+    lines += [f"- {v}" for v in r["verdicts"]]
+    return "\n".join(lines)
+
+
+def plot(attempts: list[Attempt], r: dict, path: Path) -> Path:
+    """Loss, tokens/s and RSS against the step, one colour per launch, kill and resume
+    marked, the memory fit drawn."""
+    from matplotlib.figure import Figure
+
+    from autotune.report.plots import DPI, placeholder
+
+    title = f"Soak of trial {r['trial']}"
+    if not any(a.steps for a in attempts):
+        return placeholder(path, title, "The run made no step.")
+    fig = Figure(figsize=(9, 8.5))
+    ax_loss, ax_tps, ax_rss = fig.subplots(3, 1, sharex=True)
+    colours = ["tab:blue", "tab:orange", "tab:purple", "tab:brown"]
+    for a in attempts:
+        if not a.steps:
+            continue
+        label = ("killed run" if a.killed else "resumed run" if a.index else "run")
+        c = colours[a.index % len(colours)]
+        xs = [s.step for s in a.steps]
+        ax_loss.plot(xs, [s.loss for s in a.steps], color=c, lw=1, label=label)
+        train = [s for s in a.steps if s.phase.value != "compile" and s.step_s > 0]
+        ax_tps.plot([s.step for s in train], [s.tokens / s.step_s for s in train], color=c,
+                    lw=0.8, label=label)
+        ax_rss.plot(xs, [s.rss_gib * 1024 for s in a.steps], color=c, lw=1, label=label)
+        m = r["analysis"]["memory"]
+        fit = stability.steady(a.steps)
+        if m.get("judged") and fit:
+            slope = m["slope_mib_per_100_steps"] / 100
+            x = np.array([s.step for s in fit], float)
+            y = np.array([s.rss_gib * 1024 for s in fit], float)
+            intercept = float(np.median(y - slope * x))
+            ax_rss.plot(x, intercept + slope * x, color="k", ls="--", lw=0.8)
+    spikes = set(r["analysis"]["loss"]["spike_steps"])
+    pts = [(s.step, s.loss) for a in attempts for s in a.steps if s.step in spikes]
+    if pts:
+        ax_loss.scatter(*zip(*pts), marker="x", color="tab:red", zorder=3, label="spike")
+    if r["kill"]:
+        for ax in (ax_loss, ax_tps, ax_rss):
+            ax.axvline(r["kill"]["after_step"], color="tab:red", ls="--", lw=1,
+                       label="kill -9" if ax is ax_loss else None)
+            ax.axvline(r["resume"]["resume_step"], color="tab:green", ls=":", lw=1,
+                       label="resumed from checkpoint" if ax is ax_loss else None)
+    m = r["analysis"]["memory"]
+    leak = (f"{m['slope_mib_per_100_steps']:+.1f} MiB/100 steps"
+            f"{' LEAK' if m['leak'] else ''}") if m.get("judged") else "not judged"
+    ax_loss.set(title=title, ylabel="loss")
+    ax_tps.set(ylabel="tokens/s")
+    ax_rss.set(ylabel="host RSS (MiB)", xlabel="step", title=f"memory growth: {leak}")
+    for ax in (ax_loss, ax_tps, ax_rss):
+        ax.grid(alpha=0.3)
+    ax_loss.legend(fontsize=8)
+    fig.savefig(path, dpi=DPI, bbox_inches="tight")
+    return path
+
+
+# -- for the exported job's README ----------------------------------------------------------
+def soak_section(study: optuna.Study, trial_number: int) -> str:
+    """Markdown on the study's soak of ``trial_number``; "" when it was not soaked."""
+    r = study.user_attrs.get(SOAK_KEY) or {}
+    if r.get("trial") != trial_number or not r.get("analysis"):
+        return ""
+    a = r["analysis"]
+    t, m, rates, resume = a["throughput"], a["memory"], a["rates"], r.get("resume")
+    lines = ["## Soak", "",
+             f"`python -m autotune soak` ran this configuration for {r['steps_trained']} of "
+             f"{r['steps']} steps ({r['steps_from']}), checkpointing every "
+             f"{r['checkpoint_every']}: {'finished' if r['finished'] else 'FAILED: '}"
+             f"{r.get('failure') or ''} in {r['wall_s']:.0f} s.", ""]
+    if resume:
+        lines.append(f"- kill -9 after step {r['kill']['after_step']}, resumed from the "
+                     f"checkpoint at step {resume['resume_step']}: "
+                     + ("loss continued" if resume["continued"] else "loss DID NOT continue")
+                     + f" ({resume['compared']} replayed steps, max relative difference "
+                       f"{_fmt(resume['max_rel_diff'], '.3g')}, tolerance "
+                       f"{resume['tolerance']:g}).")
+    else:
+        lines.append("- not killed and resumed.")
+    if m.get("judged"):
+        lines.append(f"- Host memory: {m['slope_mib_per_100_steps']:+.1f} MiB per 100 steps "
+                     f"(95 % CI {m['slope_low']:+.1f}..{m['slope_high']:+.1f}): "
+                     + ("**leak**" if m["leak"] else "no leak")
+                     + f" (threshold {m['threshold_mib_per_100_steps']:g}).")
+    if t.get("judged"):
+        lines.append(f"- tokens/s: median {t['median_tokens_per_s']:,.0f}, drift "
+                     f"{t['drift_pct_per_100_steps']:+.2f} % per 100 steps (95 % CI "
+                     f"{t['drift_low']:+.2f}..{t['drift_high']:+.2f}), first to last decile "
+                     f"{t['decile_change_pct']:+.1f} %"
+                     + (": **drifts**." if t["drifting"] else ": steady."))
+    lines.append(f"- Loss spikes: {a['loss']['spikes']} (loss > {a['loss']['spike_factor']:g}"
+                 f" x the running median); non-finite losses: {a['loss']['nonfinite']}; "
+                 f"overflow {100 * rates['overflow']:.1f} %, skipped updates "
+                 f"{100 * rates['skipped_updates']:.1f} %.")
+    lines += ["", f"Plot: `{r['plot']}`", ""]
+    return "\n".join(lines)
+
