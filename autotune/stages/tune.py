@@ -49,7 +49,8 @@ def run_tune(composed: DictConfig, overrides: list[str], console: Console) -> in
         else:
             result = _stability(composed, study, console)
         store.save(study, stage, result)
-        _lines(console, result)
+        if stage != "stability":  # the soak has printed its own verdicts
+            _lines(console, result)
         if result.get("failed"):
             console.print(f"tune stopped at the {stage} stage; fix what it says, then run the "
                           "same command again", markup=False)
