@@ -40,6 +40,9 @@ def profile_winner(study: optuna.Study, records: list[TrialRecord], winner: Tria
                    console: Console) -> dict | None:
     if winner is None or not winner.trial_dir or not options.after_sweep:
         return None
+    config = Path(winner.trial_dir) / "config.yaml"
+    if not config.is_file():  # a trial that left no resolved config: nothing to re-run
+        return None
     if winner.number in stored_profiles(study):
         return None  # profiled by an earlier run of this sweep
     cost, spent = estimated_cost_s(winner, options.steps), sweep_time_s(records)
@@ -52,7 +55,7 @@ def profile_winner(study: optuna.Study, records: list[TrialRecord], winner: Tria
     console.print(f"profiling the winner, trial {winner.number} (about {cost:.0f} s, "
                   f"{100 * cost / spent:.0f} % of the sweep's {spent:.0f} s)", markup=False,
                   soft_wrap=True)
-    cfg = to_trial_config(load_resolved(Path(winner.trial_dir) / "config.yaml", []))
+    cfg = to_trial_config(load_resolved(config, []))
     out = S.study_dir(settings) / "profile" / f"trial-{winner.number:04d}"
     result = profile_config(cfg, out, settings, options.steps, trial=winner.number)
     if result is None:
