@@ -34,6 +34,9 @@ bench: setup
 	$(PY) -m bench.trial_time_split
 	$(PY) -m bench.false_gains
 	$(PY) -m bench.search_efficiency --jobs 2
+	$(PY) -m bench.profiler_overhead
+	$(PY) -m bench.profile_share
+	$(PY) -m autotune commbench
 
 clean:
 	rm -rf runs .pytest_cache
