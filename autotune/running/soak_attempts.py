@@ -36,6 +36,7 @@ POLL_S = 0.01
 #: Seconds a run may take to exit after its end event before it is stopped.
 EXIT_GRACE_S = 2.0
 
+
 # -- one launch -----------------------------------------------------------------------------
 @dataclass
 class Attempt:

@@ -18,6 +18,7 @@ from trials.contract.schema import ConfigError, TrialConfig, to_trial_config
 #: What <out> may hold from an earlier soak (anything else: refuse to write there).
 OWN_FILES = {"run", "soak.json", "soak.png"}
 
+
 # -- which trial, how long ------------------------------------------------------------------
 def pick_trial(study: optuna.Study, records: list[TrialRecord], composed: DictConfig,
                options: SoakSettings) -> tuple[TrialRecord, str]:

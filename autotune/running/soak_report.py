@@ -13,7 +13,9 @@ from autotune.running.soak_plan import SoakPlan
 from autotune.settings import SoakSettings
 from autotune.study import stability
 
+#: Study attribute with the latest soak's result (tune's stability stage reads it too).
 SOAK_KEY = "autotune.soak"
+
 
 # -- the result -----------------------------------------------------------------------------
 def _clean(value):
