@@ -8,6 +8,7 @@ time the study's launched trials took; otherwise the sweep says how to run it.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import optuna
@@ -63,6 +64,7 @@ def profile_winner(study: optuna.Study, records: list[TrialRecord], winner: Tria
         return None
     result["sweep_s"] = spent
     result["share_of_sweep"] = result["wall_s"] / spent
+    (out / "profile.json").write_text(json.dumps(result, indent=1, default=str) + "\n")
     store(study, winner.number, result)
     shares = result["profile"]["shares"]
     parts = ", ".join(f"{k} {100 * v:.0f} %" for k, v in shares.items() if v >= 0.005)
