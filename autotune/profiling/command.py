@@ -35,6 +35,11 @@ from trials.contract.compose import load_resolved
 from trials.contract.outcomes import Outcome
 from trials.contract.schema import ConfigError, TrialConfig, runnable_problem, to_trial_config
 
+#: How a profile run differs from the trial. No compile cache: a graph loaded from it has
+#: lost its scope names (Default/MatMul-op3), which tell forward from backward and
+#: optimizer. Fixed warm-up and measured steps (the floors): the unprofiled steps are only
+#: the reference for the profiler's overhead, and adaptive measuring could run 4x longer.
+PROFILE_RUN = ("run.compile_cache=false", "run.adaptive=false")
 #: Study attribute holding profiles, keyed by trial number (as a string).
 PROFILE_STUDY_KEY = "autotune.profile"
 
@@ -83,11 +88,8 @@ def profile_config(cfg: TrialConfig, out: Path, settings: SweepSettings, steps: 
     if console is not None:
         console.print(f"profiling {steps} steps after warm-up and measurement in {out} ...",
                       markup=False, soft_wrap=True)
-    # No compile cache: a graph loaded from it has lost its scope names
-    # (Default/MatMul-op3), which is what tells forward from backward and optimizer.
-    run = run_once(config, out, settings, marker="profile",
-                   overrides=(f"run.profile_steps={steps}", "run.profile_dir=.",
-                              "run.metrics_path=metrics.jsonl", "run.compile_cache=false"))
+    run = run_once(config, out, settings, marker="profile", overrides=PROFILE_RUN + (
+        f"run.profile_steps={steps}", "run.profile_dir=.", "run.metrics_path=metrics.jsonl"))
     if run.reason is not Outcome.OK or run.profile is None:
         if console is not None:
             why = run.detail or ("no profile event" if run.reason is Outcome.OK else "")

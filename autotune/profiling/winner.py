@@ -19,16 +19,23 @@ from autotune.settings import ProfileSettings, SweepSettings
 from autotune.study import storage as S
 from autotune.study.records import TrialRecord
 from trials.contract.compose import load_resolved
-from trials.contract.schema import to_trial_config
+from trials.contract.schema import TrialConfig, to_trial_config
 
 #: Seconds the profiler adds on top of the profiled steps: start-up and parsing (measured
 #: about 1-3 s on this CPU, BENCHMARKS.md "profiler overhead").
 PROFILER_FIXED_S = 3.0
 
 
-def estimated_cost_s(winner: TrialRecord, steps: int) -> float:
+def estimated_cost_s(winner: TrialRecord, cfg: TrialConfig, steps: int) -> float:
+    """The winner's launch overhead (its wall time less its steps), then the profile run's
+    steps: compile, the warm-up and measuring floors, and the profiled steps at 1.5x
+    (the profiler's overhead, BENCHMARKS.md), plus the profiler's fixed cost."""
     step_s = winner.step_time_s or 0.0
-    return (winner.wall_s or 0.0) + steps * step_s * 1.5 + PROFILER_FIXED_S
+    perf = winner.scorecard.get("performance") or {}
+    own = 1 + (perf.get("warmup_steps_used") or 0) + (perf.get("measured_steps") or 0)
+    overhead = max(0.0, (winner.wall_s or 0.0) - own * step_s)
+    fixed = 1 + cfg.run.warmup_steps + cfg.run.measure_steps
+    return overhead + (fixed + 1.5 * steps) * step_s + PROFILER_FIXED_S
 
 
 def sweep_time_s(records: list[TrialRecord]) -> float:
@@ -46,7 +53,8 @@ def profile_winner(study: optuna.Study, records: list[TrialRecord], winner: Tria
         return None
     if winner.number in stored_profiles(study):
         return None  # profiled by an earlier run of this sweep
-    cost, spent = estimated_cost_s(winner, options.steps), sweep_time_s(records)
+    cfg = to_trial_config(load_resolved(config, []))
+    cost, spent = estimated_cost_s(winner, cfg, options.steps), sweep_time_s(records)
     how = f"python -m autotune profile profile.trial={winner.number}"
     if spent <= 0 or cost > options.max_sweep_share * spent:
         console.print(f"not profiling the winner, trial {winner.number}: about {cost:.0f} s, "
@@ -56,7 +64,6 @@ def profile_winner(study: optuna.Study, records: list[TrialRecord], winner: Tria
     console.print(f"profiling the winner, trial {winner.number} (about {cost:.0f} s, "
                   f"{100 * cost / spent:.0f} % of the sweep's {spent:.0f} s)", markup=False,
                   soft_wrap=True)
-    cfg = to_trial_config(load_resolved(config, []))
     out = S.study_dir(settings) / "profile" / f"trial-{winner.number:04d}"
     result = profile_config(cfg, out, settings, options.steps, trial=winner.number)
     if result is None:
