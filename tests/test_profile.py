@@ -73,6 +73,17 @@ def test_top_ops_rank_op_types_by_time_per_step():
     assert top[0]["share"] == pytest.approx(0.6) and top[0]["calls_per_step"] == 2
 
 
+def test_the_memory_mean_is_over_time_not_over_samples():
+    from trials.contract.breakdown import memory_stats
+
+    # 100 MiB held for 9 s, then a burst of ten samples near 0 within the last second.
+    t = [0.0] + [9.0 + 0.1 * i for i in range(11)]
+    v = [100.0] + [0.0] * 10 + [100.0]
+    stats = memory_stats(v, t)
+    assert stats["mean_mib"] == pytest.approx(90.0)
+    assert memory_stats(v)["mean_mib"] == pytest.approx(200 / 12)  # without times: per sample
+
+
 def test_downsampling_keeps_the_peaks():
     t = list(range(10_000))
     v = [1.0] * 10_000

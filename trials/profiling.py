@@ -106,8 +106,8 @@ class StepProfiler:
         return {"steps": len(self.windows), **split,
                 "top_ops": B.top_ops(ops, self.windows),
                 "memory": {"source": source, "t_s": t_s, "mib": mib,
-                           **B.memory_stats([v for _, v in curve]),
-                           "rss": B.memory_stats([v for _, v in rss])},
+                           **B.memory_stats([v for _, v in curve], [t for t, _ in curve]),
+                           "rss": B.memory_stats([v for _, v in rss], [t for t, _ in rss])},
                 "ops_seen": len(ops), "trace": str(trace), "raw_dir": str(self.raw_dir)}
 
 

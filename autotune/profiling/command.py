@@ -173,6 +173,10 @@ def show(result: dict, console: Console) -> None:
         console.print(f"memory ({m['source']}): peak {m['peak_mib']:,.1f} MiB, mean "
                       f"{m['mean_mib']:,.1f} MiB, peak/mean {m['peak_over_mean']:.2f}",
                       markup=False, soft_wrap=True)
+        rss = m.get("rss") or {}
+        if rss.get("peak_mib") and m["source"] != "host RSS":
+            console.print(f"host RSS (sampled every 2 ms): peak {rss['peak_mib']:,.1f} MiB, "
+                          f"mean {rss['mean_mib']:,.1f} MiB", markup=False, soft_wrap=True)
     c = p.get("communication") or {}
     perf = result.get("performance") or {}
     if perf.get("comm_s") is not None:

@@ -14,7 +14,7 @@ COLOURS = {"forward": "tab:blue", "backward": "tab:orange", "optimizer": "tab:gr
 
 
 def where_the_time_goes(profile: dict, path: Path, *, title: str) -> Path:
-    fig = Figure(figsize=(12, 3.6))
+    fig = Figure(figsize=(13, 4.2), layout="constrained")
     split, ops, mem = fig.subplots(1, 3, gridspec_kw={"width_ratios": [1, 2, 2]})
     step_ms = 1e3 * profile["step_s"]
     left = 0.0
@@ -27,7 +27,7 @@ def where_the_time_goes(profile: dict, path: Path, *, title: str) -> Path:
     split.set_title(f"step {step_ms:.1f} ms")
     split.legend(fontsize=7, loc="upper right", bbox_to_anchor=(1.0, -0.02))
     top = profile.get("top_ops") or []
-    names = [f"{r['type']} ({r['category'][:4]})" for r in top][::-1]
+    names = [f"{r['type']} ({r['category']})" for r in top][::-1]
     ops.barh(names, [100 * r["share"] for r in top][::-1],
              color=[COLOURS.get(r["category"], "tab:gray") for r in top][::-1])
     ops.set_xlabel("% of the step")

@@ -95,11 +95,23 @@ def write_report(records: list[TrialRecord], out: Path, *, summary: index.Summar
     return findings
 
 
-def soak_markdown(study) -> str:
+def soak_markdown(study, out: Path) -> str:
+    """The study's soak as a section, its figure copied next to the report."""
+    import shutil
+
     from autotune.running.soak import SOAK_KEY, soak_section
 
-    soaked = (study.user_attrs.get(SOAK_KEY) or {}).get("trial")
-    return "" if soaked is None else soak_section(study, soaked)
+    soak = study.user_attrs.get(SOAK_KEY) or {}
+    if soak.get("trial") is None:
+        return ""
+    plot = Path(soak.get("plot") or "")
+    if plot.is_file():
+        out.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(plot, out / SOAK_FIGURE)
+    return soak_section(study, soak["trial"], plot=SOAK_FIGURE if plot.is_file() else None)
+
+
+SOAK_FIGURE = "soak.png"
 
 
 def run_report(composed: DictConfig, console: Console) -> int:
@@ -119,7 +131,7 @@ def run_report(composed: DictConfig, console: Console) -> int:
     try:
         write_report(records, out, summary=summary, budget_gib=budget,
                      config=config_values(cfg, stop), profiles=stored_profiles(study),
-                     stage_results=stage_store.results(study), soak=soak_markdown(study))
+                     stage_results=stage_store.results(study), soak=soak_markdown(study, out))
     except OSError as exc:
         raise ConfigError(f"cannot write the report to {out} ({exc.strerror or exc}): "
                           "choose a writable report.out=PATH") from exc

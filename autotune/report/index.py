@@ -111,7 +111,7 @@ def render_markdown(summary: Summary, records: list[TrialRecord],
     text += ["## Top trials", "", markdown_table(_top(records))]
     if time_goes is not None:
         text += where_time_goes.markdown(time_goes)
-    text += list(extra)
+    text += [*extra, ""] if extra else []
     text += ["## Tables", ""] + [f"- [{title}]({name}): {what}" for name, title, what in TABLES]
     text += ["", "The same page with the figures embedded: [index.html](index.html).", ""]
     for name, title in FIGURES:
@@ -138,6 +138,8 @@ def render_html(summary: Summary, records: list[TrialRecord], findings: list[Fin
                                             if time_goes.figure else None)
     if extra:
         parts.append(f"<pre>{e(chr(10).join(extra))}</pre>")
+        if (out / "soak.png").is_file():
+            parts.append(f"<img alt='Soak' src='{_data_url(out / 'soak.png')}'>")
     parts += ["<h2>Tables</h2><ul>"] + [f"<li><a href='{name}'>{e(title)}</a>: {e(what)}</li>"
                                         for name, title, what in TABLES] + ["</ul>"]
     for name, title in FIGURES:

@@ -28,6 +28,7 @@ class TimeSection:
 
 
 def _chosen(profiles: dict[int, dict], best: TrialRecord | None) -> dict | None:
+    """The best trial's profile, else the latest stored (the highest trial number)."""
     if best is not None and best.number in profiles:
         return profiles[best.number]
     return profiles[max(profiles)] if profiles else None
@@ -39,9 +40,12 @@ def section(records: list[TrialRecord], profiles: dict[int, dict], best: TrialRe
     if chosen is None:
         return _without_profile(best)
     p, trial = chosen["profile"], chosen["trial"]
+    note = [] if best is None or trial == best.number else [
+        f"Not the best trial (#{best.number}), which has no profile: `python -m autotune "
+        f"profile profile.trial={best.number}` profiles it.", ""]
     where_the_time_goes(p, out / FIGURE, title=f"Where the time goes: trial {trial}, "
                                                f"{p['steps']} profiled steps")
-    lines = [f"Trial #{trial}, {p['steps']} steps profiled after its measured steps: "
+    lines = [*note, f"Trial #{trial}, {p['steps']} steps profiled after its measured steps: "
              f"{1e3 * p['step_s']:.2f} ms a step under the profiler, "
              f"{1e3 * p['unprofiled_step_s']:.2f} ms without it "
              f"(overhead {100 * (p['overhead'] - 1):+.1f} %).", "",
@@ -55,12 +59,21 @@ def section(records: list[TrialRecord], profiles: dict[int, dict], best: TrialRe
     m = p.get("memory") or {}
     if m.get("peak_mib") is not None:
         lines += ["", f"Memory ({m['source']}): peak {m['peak_mib']:,.1f} MiB, mean "
-                      f"{m['mean_mib']:,.1f} MiB (peak/mean {m['peak_over_mean']:.2f})."]
+                      f"{m['mean_mib']:,.1f} MiB (peak/mean {m['peak_over_mean']:.2f})."
+                  + _rss(m)]
     lines += ["", f"Files: `{chosen['dir']}` (trace.json opens in Perfetto or "
                   "chrome://tracing; raw/ in MindStudio Insight)."]
     findings = [Finding(f["rule"], tuple(f["trials"]), f["sentence"], f.get("numbers", {}))
                 for f in chosen.get("findings", [])]
     return TimeSection(lines=lines, figure=FIGURE, findings=findings)
+
+
+def _rss(memory: dict) -> str:
+    rss = memory.get("rss") or {}
+    if not rss.get("peak_mib"):
+        return ""
+    return (f" Host RSS (sampled every 2 ms): peak {rss['peak_mib']:,.1f} MiB, mean "
+            f"{rss['mean_mib']:,.1f} MiB.")
 
 
 def _without_profile(best: TrialRecord | None) -> TimeSection:

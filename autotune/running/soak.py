@@ -75,7 +75,9 @@ def run_soak(composed: DictConfig, console: Console) -> int:
     run_dir.mkdir(parents=True)
     kill_text = (f"kill -9 after step {plan.planned_kill - 1} (>= {plan.kill_at:g} of the "
                  f"steps, {plan.replay} past a checkpoint)" if plan.planned_kill else "no kill")
-    say(f"soak: trial {plan.trial} ({why}): {plan.steps} steps ({plan.steps_from}), "
+    say(f"soak: trial {plan.trial}, the one export chooses: {why}" if options.trial is None
+        else f"soak: trial {plan.trial}, as requested")
+    say(f"soak: trial {plan.trial}: {plan.steps} steps ({plan.steps_from}), "
         f"checkpoint every {plan.checkpoint_every}, {kill_text}; in {run_dir}")
     extra = [o for o in plan.overrides if o.startswith("run.inject_leak_mib")]
     if extra:

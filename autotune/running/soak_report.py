@@ -75,7 +75,7 @@ def render(r: dict) -> str:
     t, m, rates = a["throughput"], a["memory"], a["rates"]
     resume = r["resume"]
     rows = [
-        ("trial", f"{r['trial']} ({r['chosen_because']})"),
+        ("trial", str(r["trial"])),
         ("steps", f"{r['steps_trained']} of {r['steps']} trained"
                   + (f", {r['steps_replayed']} replayed after the kill" if resume else "")
                   + f"; {len(r['attempts'])} launch(es), {r['wall_s']:.1f} s"),
@@ -91,8 +91,8 @@ def render(r: dict) -> str:
          if t.get("judged") else "not judged"),
         ("RSS first -> last", f"{_fmt(m['rss_first_gib'], '.3f')} -> "
                               f"{_fmt(m['rss_last_gib'], '.3f')} GiB"),
-        ("RSS growth", (f"{m['slope_mib_per_100_steps']:+.1f} MiB/100 steps (95 % CI "
-                        f"{m['slope_low']:+.1f}..{m['slope_high']:+.1f})")
+        ("RSS growth in a launch", (f"{m['slope_mib_per_100_steps']:+.1f} MiB/100 steps "
+                                    f"(95 % CI {m['slope_low']:+.1f}..{m['slope_high']:+.1f})")
          if m.get("judged") else "not judged"),
         ("kill -9 / resume", (f"after step {r['kill']['after_step']}, resumed from "
                               f"{resume['resume_step']}: {resume['compared']} replayed, max "
@@ -161,8 +161,9 @@ def plot(attempts: list[Attempt], r: dict, path: Path) -> Path:
 
 
 # -- for the exported job's README ----------------------------------------------------------
-def soak_section(study: optuna.Study, trial_number: int) -> str:
-    """Markdown on the study's soak of ``trial_number``; "" when it was not soaked."""
+def soak_section(study: optuna.Study, trial_number: int, *, plot: str | None = None) -> str:
+    """Markdown on the study's soak of ``trial_number``; "" when it was not soaked.
+    ``plot``: a link for the figure next to the markdown (else its path in the study)."""
     r = study.user_attrs.get(SOAK_KEY) or {}
     if r.get("trial") != trial_number or not r.get("analysis"):
         return ""
@@ -197,6 +198,7 @@ def soak_section(study: optuna.Study, trial_number: int) -> str:
                  f" x the running median); non-finite losses: {a['loss']['nonfinite']}; "
                  f"overflow {100 * rates['overflow']:.1f} %, skipped updates "
                  f"{100 * rates['skipped_updates']:.1f} %.")
-    lines += ["", f"Plot: `{r['plot']}`", ""]
+    lines += ["", f"[![Soak]({plot})]({plot})" if plot else
+              f"Plot: `{r['plot']}` (the study's latest soak; the next one overwrites it)", ""]
     return "\n".join(lines)
 

@@ -75,10 +75,22 @@ def _throughput(sweep, study, console: Console) -> dict:
 
 
 def _stability(composed: DictConfig, study, console: Console) -> dict:
-    from autotune.running.soak import run_soak
+    """The soak of the trial export would choose; one already run (``python -m autotune
+    soak``) of that trial is taken as it is, not run again."""
+    from autotune.running.soak import SOAK_KEY, run_soak
+    from autotune.running.soak_plan import pick_trial
+    from autotune.study.records import load_records
 
+    soak = study.user_attrs.get(SOAK_KEY) or {}
+    chosen, _ = pick_trial(study, load_records(study), composed,
+                           OmegaConf.to_object(composed.soak))
+    if soak.get("finished") and soak.get("trial") == chosen.number:
+        console.print(f"  trial {chosen.number} was soaked already: its result is taken "
+                      "(python -m autotune soak runs it again)", markup=False)
+        _lines(console, {"lines": soak.get("verdicts") or []})
+        return {"done": True, "trial": chosen.number, "lines": list(soak.get("verdicts") or [])}
     code = run_soak(composed, console)
-    soak = study.user_attrs.get("autotune.soak") or {}
+    soak = study.user_attrs.get(SOAK_KEY) or {}
     lines = soak.get("verdicts") or soak.get("lines") or [f"soak ended with exit code {code}"]
     return {"done": code == 0, "failed": code != 0, "trial": soak.get("trial"),
             "lines": list(lines)}

@@ -183,12 +183,19 @@ def top_ops(ops: list[OpEvent], windows: list[StepWindow], k: int = 10) -> list[
     return rows[:k]
 
 
-def memory_stats(mib: list[float]) -> dict:
-    """Peak, mean and minimum of a memory curve (MiB), and peak over mean."""
+def memory_stats(mib: list[float], t: list[float] | None = None) -> dict:
+    """Peak, mean and minimum of a memory curve (MiB), and peak over mean.
+
+    With the sample times ``t``, the mean is over time (each value holds until the next
+    sample): an allocator's record has bursts of events where it allocates and frees,
+    and a mean over events would weigh those moments over the long flat stretches.
+    """
     if not mib:
         return {}
-    mean = sum(mib) / len(mib)
     peak = max(mib)
+    mean = sum(mib) / len(mib)
+    if t is not None and len(t) > 1 and t[-1] > t[0]:
+        mean = sum(v * (t2 - t1) for v, t1, t2 in zip(mib, t, t[1:])) / (t[-1] - t[0])
     return {"peak_mib": peak, "mean_mib": mean, "min_mib": min(mib),
             "peak_over_mean": peak / mean if mean > 0 else 0.0, "samples": len(mib)}
 
