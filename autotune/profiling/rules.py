@@ -18,8 +18,9 @@ rank ((max-min)/mean > 5 %) from msprof-analyze's advisor on Ascend
 (https://gitee.com/ascend/mstt/tree/master/profiler/msprof_analyze/advisor);
 one op over 40 % from this project's issue 10. The memory factor is ours: a step's
 allocator curve rises through the forward and falls through the backward, so peaks
-of about 2x the mean are the normal sawtooth (measured 2.9x for gpt_tiny on CPU, see
-BENCHMARKS.md); 3x and more says transient buffers, not weights, set the peak.
+well above the time-weighted mean are the normal sawtooth (measured on the CPU: 2.5x
+for gpt_tiny, whose weights are small, 1.14x for gpt_small); 3x and more says transient
+buffers, not the resident state, set the peak.
 """
 
 from __future__ import annotations
