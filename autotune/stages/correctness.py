@@ -18,6 +18,7 @@ from omegaconf import OmegaConf
 from rich.console import Console
 
 from autotune.running.repeat import run_once
+from autotune.search import feasibility
 from autotune.settings import TuneSettings
 from trials.contract.outcomes import Outcome
 
@@ -71,7 +72,7 @@ def run_correctness(sweep, options: TuneSettings, console: Console) -> dict:
     steps = options.correctness_steps
 
     def curve(params: dict, name: str) -> tuple[list[float], str]:
-        cfg, problem = _config(sweep, params)
+        cfg, problem = feasibility.structural_problem(space, params)
         if problem:
             return [], problem
         config = out_dir / name / "config.yaml"
@@ -120,11 +121,3 @@ def run_correctness(sweep, options: TuneSettings, console: Console) -> dict:
     result["lines"] = lines
     return result
 
-
-def _config(sweep, params: dict):
-    from autotune.search import feasibility
-
-    return feasibility.structural_problem(sweep.space, params)
-
-
-__all__ = ["agreement", "learns", "run_correctness", "smooth"]
