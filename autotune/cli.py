@@ -31,8 +31,18 @@ from rich.console import Console
 from autotune.signals import Stopped, stop_on_signals
 from trials.contract.schema import ConfigError
 
-COMMANDS = ("sweep", "plan", "report", "confirm", "export", "profile", "commbench", "soak",
-            "tune")
+#: Commands other than sweep and tune: the module and the ``run(composed, console)`` that
+#: runs them, imported only when chosen (start-up stays light).
+RUNNERS = {
+    "plan": ("autotune.plan.command", "run_plan"),
+    "report": ("autotune.report.command", "run_report"),
+    "confirm": ("autotune.running.confirm", "run_confirm"),
+    "export": ("autotune.export.job", "run_export"),
+    "profile": ("autotune.profiling.command", "run_profile"),
+    "commbench": ("autotune.running.commbench", "run_commbench"),
+    "soak": ("autotune.running.soak", "run_soak"),
+}
+COMMANDS = ("sweep", *RUNNERS, "tune")
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -102,34 +112,11 @@ def run_command(command: str, composed, overrides: list[str], console: Console) 
         from autotune.sweep import Sweep
 
         return Sweep(composed, overrides, console).run().exit_code
-    if command == "plan":
-        from autotune.plan.command import run_plan
-
-        return run_plan(composed, console)
-    if command == "report":
-        from autotune.report.command import run_report
-
-        return run_report(composed, console)
-    if command == "confirm":
-        from autotune.running.confirm import run_confirm
-
-        return run_confirm(composed, console)
-    if command == "profile":
-        from autotune.profiling.command import run_profile
-
-        return run_profile(composed, console)
-    if command == "commbench":
-        from autotune.running.commbench import run_commbench
-
-        return run_commbench(composed, console)
-    if command == "soak":
-        from autotune.running.soak import run_soak
-
-        return run_soak(composed, console)
     if command == "tune":
         from autotune.stages.tune import run_tune
 
         return run_tune(composed, overrides, console)
-    from autotune.export.job import run_export
+    import importlib
 
-    return run_export(composed, console)
+    module, function = RUNNERS[command]
+    return getattr(importlib.import_module(module), function)(composed, console)

@@ -63,6 +63,7 @@ def run_profile(composed: DictConfig, console: Console) -> int:
     result = profile_config(cfg, out, settings, options.steps, console=console)
     if result is None:
         return 1
+    write_result(result)
     if study is not None:
         store(study, record.number, result)
     show(result, console)
@@ -108,8 +109,13 @@ def profile_config(cfg: TrialConfig, out: Path, settings: SweepSettings, steps: 
               "interconnect": interconnect(perf, cfg, Path(settings.runs_dir)),
               "findings": [asdict(f) for f in findings],
               "figure": str(out / "profile.png")}
-    (out / "profile.json").write_text(json.dumps(result, indent=1, default=str) + "\n")
     return result
+
+
+def write_result(result: dict) -> None:
+    """``profile.json`` beside the profile, once its caller has added what it knows."""
+    (Path(result["dir"]) / "profile.json").write_text(
+        json.dumps(result, indent=1, default=str) + "\n")
 
 
 def interconnect(perf: dict, cfg: TrialConfig, runs_dir: Path) -> dict | None:
@@ -130,7 +136,7 @@ def interconnect(perf: dict, cfg: TrialConfig, runs_dir: Path) -> dict | None:
 
 
 def store(study: optuna.Study, trial: int, result: dict) -> None:
-    """Keep the profile on the study (the memory curve and op list trimmed for size)."""
+    """Keep the profile on the study (as JSON: what the report reads back)."""
     kept = json.loads(json.dumps(result, default=str))
     kept["trial"] = trial
     profiles = dict(study.user_attrs.get(PROFILE_STUDY_KEY) or {})

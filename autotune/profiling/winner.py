@@ -8,13 +8,12 @@ time the study's launched trials took; otherwise the sweep says how to run it.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import optuna
 from rich.console import Console
 
-from autotune.profiling.command import profile_config, store, stored_profiles
+from autotune.profiling.command import profile_config, store, stored_profiles, write_result
 from autotune.settings import ProfileSettings, SweepSettings
 from autotune.study import storage as S
 from autotune.study.records import TrialRecord
@@ -71,7 +70,7 @@ def profile_winner(study: optuna.Study, records: list[TrialRecord], winner: Tria
         return None
     result["sweep_s"] = spent
     result["share_of_sweep"] = result["wall_s"] / spent
-    (out / "profile.json").write_text(json.dumps(result, indent=1, default=str) + "\n")
+    write_result(result)
     store(study, winner.number, result)
     shares = result["profile"]["shares"]
     parts = ", ".join(f"{k} {100 * v:.0f} %" for k, v in shares.items() if v >= 0.005)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autotune.profiling import rules
+from autotune.profiling.command import findings_of
 from autotune.profiling.figure import where_the_time_goes
 from autotune.report.diagnosis import Finding
 from autotune.study.records import TrialRecord
@@ -63,9 +64,7 @@ def section(records: list[TrialRecord], profiles: dict[int, dict], best: TrialRe
                   + _rss(m)]
     lines += ["", f"Files: `{chosen['dir']}` (trace.json opens in Perfetto or "
                   "chrome://tracing; raw/ in MindStudio Insight)."]
-    findings = [Finding(f["rule"], tuple(f["trials"]), f["sentence"], f.get("numbers", {}))
-                for f in chosen.get("findings", [])]
-    return TimeSection(lines=lines, figure=FIGURE, findings=findings)
+    return TimeSection(lines=lines, figure=FIGURE, findings=findings_of(chosen))
 
 
 def _rss(memory: dict) -> str:
