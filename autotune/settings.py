@@ -21,6 +21,13 @@ class Objective(str, enum.Enum):
     pareto = "pareto"  # maximise tokens/s and minimise peak memory; keeps the Pareto front
 
 
+class Launcher(str, enum.Enum):
+    """Where trials run."""
+
+    local = "local"  # processes of this machine
+    slurm = "slurm"  # one SLURM job per trial (nodes x devices), through submitit
+
+
 class Sampler(str, enum.Enum):
     """What proposes the next point after the baseline (and queued points)."""
 
@@ -74,6 +81,28 @@ class RaceSettings:
 
 
 @dataclass
+class SlurmSettings:
+    """``sweep.launcher=slurm``: how each trial's job is requested (sbatch's own names)."""
+
+    #: Partition; empty = the cluster's default.
+    partition: str = ""
+    account: str = ""
+    qos: str = ""
+    #: The job's time limit in minutes (SLURM ends it as TIMEOUT past this).
+    time_min: int = field(default=60, metadata=rule(ge=1))
+    #: CPUs per device (on a CPU-only cluster: per rank) of each node's task.
+    cpus_per_device: int = field(default=1, metadata=rule(ge=1))
+    #: Memory per node in GiB; null = the partition's default.
+    mem_gib: float | None = field(default=None, metadata=rule(gt=0))
+    #: Nodes one trial may span (each with the hardware profile's devices).
+    max_nodes: int = field(default=1, metadata=rule(ge=1, le=1024))
+    #: More sbatch parameters, e.g. {constraint: a100, exclusive: true}.
+    extra: dict = field(default_factory=dict)
+    #: Shell lines run before the trial in the job (module load ..., source env).
+    setup: list = field(default_factory=list)
+
+
+@dataclass
 class SweepSettings:
     """How the search runs and where the study lives."""
 
@@ -103,6 +132,12 @@ class SweepSettings:
     heartbeat_timeout_s: float = field(default=60.0, metadata=rule(gt=0))
     #: Program that runs one trial (argv list); empty = the MindSpore trial program.
     trial_command: list = field(default_factory=list)
+    #: Where trials run: local processes, or SLURM jobs (sweep.slurm).
+    launcher: Launcher = Launcher.local
+    #: Trials in flight at once. Locally each gets its own devices of the hardware
+    #: profile (and its own CPU cores); with SLURM, jobs in flight.
+    parallel_trials: int = field(default=1, metadata=rule(ge=1, le=256))
+    slurm: SlurmSettings = field(default_factory=SlurmSettings)
     stop: StopRules = field(default_factory=StopRules)
     predict: PredictSettings = field(default_factory=PredictSettings)
     race: RaceSettings = field(default_factory=RaceSettings)
@@ -316,6 +351,8 @@ def validate_settings(composed: DictConfig) -> SweepConfig:
         raise ConfigError(f"sweep.stop.slow_warmup_ratio={stop.slow_warmup_ratio:g} must not "
                           f"exceed sweep.stop.slow_ratio={stop.slow_ratio:g} (warm-up is "
                           "judged more leniently)")
+    if not all(isinstance(line, str) for line in s.slurm.setup):
+        raise ConfigError("sweep.slurm.setup must be a list of shell lines (strings)")
     if s.trial_command and not all(isinstance(w, str) and w for w in s.trial_command):
         raise ConfigError("sweep.trial_command must be a list of non-empty strings "
                           "(argv), e.g. sweep.trial_command=[python,my_trial.py]")

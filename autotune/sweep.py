@@ -9,6 +9,8 @@ selection).
 from __future__ import annotations
 
 import logging
+import signal
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,16 +26,17 @@ from autotune.profiling.winner import profile_winner
 from autotune.progress import SweepProgress
 from autotune.report import leaderboard
 from autotune.running import launcher, monitor, preflight, pruning
+from autotune.running.devices import UNPLACED, DevicePool, Placement
+from autotune.running.dispatch import Dispatcher, Ready, Settled
 from autotune.running.repeat import rerun
 from autotune.search import feasibility, proposals
 from autotune.search.space import SearchSpace
-from autotune.settings import Objective, SweepSettings
+from autotune.settings import Launcher, Objective, SweepSettings
 from autotune.signals import Stopped
 from autotune.stages import store as stages
 from autotune.study import budget, noise, reaping, scoring, selection
 from autotune.study import records as R
 from autotune.study import storage as S
-from trials.contract.launch import trial_argv
 from trials.contract.outcomes import Outcome
 from trials.contract.schema import (
     ConfigError,
@@ -62,14 +65,6 @@ class SweepOutcome:
     study: optuna.Study | None = None
 
 
-@dataclass
-class Settled:
-    """What one proposal came to."""
-
-    launched: bool
-    stop: str | None = None  # a reason to end the sweep now
-
-
 class Sweep:
     def __init__(self, composed: DictConfig, overrides: list[str], console: Console) -> None:
         self.settings: SweepSettings = OmegaConf.to_object(composed.sweep)
@@ -79,9 +74,6 @@ class Sweep:
         S.check_study_name(self.settings.study)
         self.space = SearchSpace.from_config(self.search, composed, overrides)
         self.base: TrialConfig = to_trial_config(composed)
-        _, problem = feasibility.structural_problem(self.space, self.space.baseline)
-        if problem:
-            raise ConfigError(f"the baseline configuration is impossible: {problem}")
         self.trial_command = launcher.trial_command(self.settings.simulate,
                                                     self.settings.trial_command)
         if not self.trial_command:
@@ -98,6 +90,38 @@ class Sweep:
         self.dir = S.study_dir(self.settings)
         #: Knob values an earlier tuning stage ruled out (``tune``: correctness).
         self.ruled_out: dict = {}
+        #: Concurrent trials: set when the main thread is told to stop; trial threads see it.
+        self._stopping = threading.Event()
+        self._stopped_by: BaseException | None = None
+        self._refit_lock = threading.Lock()
+        self._check_devices()
+        _, problem = feasibility.structural_problem(self.space, self.space.baseline)
+        if problem:
+            raise ConfigError(f"the baseline configuration is impossible: {problem}")
+        self.slurm = None
+        if self.settings.launcher is Launcher.slurm:
+            from autotune.running.slurm import SlurmLauncher, check_cluster
+
+            check_cluster(self.settings.slurm)
+            self.slurm = SlurmLauncher(self.settings.slurm, self.settings.study)
+
+    def _check_devices(self) -> None:
+        """Jobs and concurrent trials must fit the devices the launcher can give them."""
+        hw, s = self.base.hardware, self.settings
+        slurm = s.launcher is Launcher.slurm
+        self.space.nodes = s.slurm.max_nodes if slurm else 1
+        job = self.space.devices or self.base.parallel.devices
+        if job > hw.devices * self.space.nodes:
+            where = (f"{self.space.nodes} node(s) of {hw.devices} devices" if slurm else
+                     f"the hardware profile {hw.name!r} has {hw.devices} devices")
+            fix = ("raise sweep.slurm.max_nodes" if slurm else
+                   "run on a cluster with sweep.launcher=slurm sweep.slurm.max_nodes=N")
+            raise ConfigError(f"a job of {job} devices does not fit: {where}; lower "
+                              f"search.devices / parallel.split, or {fix}")
+        if not slurm and s.parallel_trials > hw.devices:
+            raise ConfigError(f"sweep.parallel_trials={s.parallel_trials} trials side by side "
+                              f"need at least as many devices, and the hardware profile "
+                              f"{hw.name!r} has {hw.devices}: lower sweep.parallel_trials")
 
     def fingerprint_parts(self) -> dict:
         b = OmegaConf.structured(self.base)
@@ -158,29 +182,70 @@ class Sweep:
                            self.settings, self.profile_options, self.console)
         return SweepOutcome(1 if failed else 0, message, study)
 
+    def _verdict(self, study: optuna.Study, idle: int) -> str | None:
+        """Why the sweep ends before the next proposal, or None."""
+        launched = budget.count_launches(study)
+        if launched >= self.settings.n_trials:
+            return f"done: {launched} trial(s) launched (budget {self.settings.n_trials})"
+        stop = budget.failure_rate_verdict(study, launched, self.settings, self.dir)
+        if stop:
+            return stop
+        if budget.n_evaluated_points(study) >= self.space.size:
+            return (f"search space exhausted: all {self.space.size} configurations are "
+                    f"evaluated or ruled out ({launched} launched)")
+        if idle >= MAX_IDLE_PROPOSALS:
+            return (f"stopped early: the sampler proposed {idle} evaluated or infeasible "
+                    "configurations in a row")
+        return None
+
     def _loop(self, study: optuna.Study, progress: SweepProgress) -> str:
+        if self.settings.parallel_trials > 1:
+            return self._loop_concurrent(study, progress)
         idle = 0
         while True:
-            launched = budget.count_launches(study)
-            if launched >= self.settings.n_trials:
-                return f"done: {launched} trial(s) launched (budget {self.settings.n_trials})"
-            stop = budget.failure_rate_verdict(study, launched, self.settings, self.dir)
-            if stop:
-                return stop
-            if budget.n_evaluated_points(study) >= self.space.size:
-                return (f"search space exhausted: all {self.space.size} configurations are "
-                        f"evaluated or ruled out ({launched} launched)")
-            if idle >= MAX_IDLE_PROPOSALS:
-                return (f"stopped early: the sampler proposed {idle} evaluated or infeasible "
-                        "configurations in a row")
+            end = self._verdict(study, idle)
+            if end:
+                return end
             settled = self._one_trial(study, progress)
             if settled.stop:
                 return settled.stop
             idle = 0 if settled.launched else idle + 1
 
+    def _loop_concurrent(self, study: optuna.Study, progress: SweepProgress) -> str:
+        """``sweep.parallel_trials`` trials in flight, each on devices of its own."""
+        pool = None
+        if self.settings.launcher is Launcher.local:
+            pool = DevicePool(self.base.hardware.backend, self.base.hardware.devices)
+            if pool.backend == "CPU":
+                log.warning("%d CPU trials run side by side, each pinned to its own cores: "
+                            "they still share memory bandwidth and caches, so their tokens/s "
+                            "disturb each other; use parallel_trials=1 for the numbers you "
+                            "export", self.settings.parallel_trials)
+                progress.note(f"note: {self.settings.parallel_trials} concurrent CPU trials "
+                              "disturb each other's numbers (shared memory bandwidth and "
+                              "caches); each is pinned to its own cores")
+        dispatcher = Dispatcher(
+            pool, self.settings.parallel_trials,
+            prepare=lambda: self._prepare(study, progress),
+            run=lambda ready, placement: self._run(study, ready, progress, placement),
+            verdict=lambda idle: self._verdict(study, idle),
+            release=lambda ready: reaping.requeue(
+                study, ready.trial, Outcome.INTERRUPTED,
+                "the sweep stopped before this proposal started; re-queued"),
+            stopping=self._stopping, on_stop=lambda exc: setattr(self, "_stopped_by", exc))
+        return dispatcher.loop()
+
     # -- one proposal ---------------------------------------------------------------------
     def _one_trial(self, study: optuna.Study, progress: SweepProgress) -> Settled:
         """Ask for a point and settle it: rejected, reused, or launched and told."""
+        ready = self._prepare(study, progress)
+        if isinstance(ready, Settled):
+            return ready
+        return self._run(study, ready, progress, UNPLACED)
+
+    def _prepare(self, study: optuna.Study, progress: SweepProgress) -> Settled | Ready:
+        """Ask for a point and check it: rejected or reused here (Settled), or Ready to run
+        with its launch claimed."""
         if self.settings.neighbours:
             proposals.queue_next_neighbour(study, self.space)
         trial = study.ask(self.space.distributions())
@@ -189,10 +254,8 @@ class Sweep:
                                                      else "")
         trial.set_user_attr(R.WORKER, reaping.worker_identity())
         trial.set_user_attr(R.HEARTBEAT, time.time())
-        if not budget.claim_launch(study, trial, self.settings.n_trials):
-            scoring.tell_rejected(study, trial, "the launch budget was spent by other workers",
-                                  budget_gib=self.budget_gib, outcome=Outcome.BUDGET)
-            return Settled(launched=False)
+        if budget.budget_spent(study, self.settings.n_trials):
+            return self._budget_spent(study, trial)
         cfg, problem = feasibility.structural_problem(self.space, params)
         problem = problem or stages.ruling(self.ruled_out, params)
         if problem:
@@ -201,23 +264,50 @@ class Sweep:
         # A measurement outranks a prediction: an identical finished trial is reused first.
         original = budget.evaluated_result(study, params)
         if original is not None:
-            scoring.tell_reused(study, trial, original, multi_objective=self.multi)
-            progress.trial_done(trial.number, label, R.outcome_of(original),
-                                original.values[0] if original.values else None, launched=False)
-            return Settled(launched=False)
+            return self._reuse(study, trial, label, original, progress)
         over = self._predicted_over_budget(trial, cfg, exempt=params == self.space.baseline)
         if over is not None:
             return self._reject(study, trial, label, over, progress,
                                 outcome=Outcome.PREDICTED_OOM)
-        records = R.load_records(study)  # read once: the OOM rule and the slow rule's best
+        records = R.load_records(study)
         oom = feasibility.oom_dominating(params, cfg, records)
         if oom is not None:
             return self._reject(study, trial, label, (
                 f"trial {oom.number} ran out of memory at micro-batch size "
                 f"{oom.micro_batch_size}; this one needs {micro_batch_size(cfg)}"), progress)
+        claim = budget.claim_launch(study, trial, params, self.settings.n_trials,
+                                    S.storage_url(self.settings), self.settings.study)
+        if claim.twin is not None:
+            return Ready(trial, params, cfg, label, devices=0, twin=claim.twin)
+        if not claim.granted:
+            return self._budget_spent(study, trial)
+        first = not any(R.outcome_of(t) is not None for t in study.get_trials(deepcopy=False)
+                        if t.user_attrs.get(R.LAUNCHED) and t.number != trial.number)
+        return Ready(trial, params, cfg, label, devices=cfg.parallel.devices,
+                     alone=first and params == self.space.baseline)
+
+    def _budget_spent(self, study: optuna.Study, trial: optuna.Trial) -> Settled:
+        scoring.tell_rejected(study, trial, "the launch budget was spent by other workers",
+                              budget_gib=self.budget_gib, outcome=Outcome.BUDGET)
+        return Settled(launched=False)
+
+    def _reuse(self, study: optuna.Study, trial: optuna.Trial, label: str,
+               original: optuna.trial.FrozenTrial, progress: SweepProgress) -> Settled:
+        scoring.tell_reused(study, trial, original, multi_objective=self.multi)
+        progress.trial_done(trial.number, label, R.outcome_of(original),
+                            original.values[0] if original.values else None, launched=False)
+        return Settled(launched=False)
+
+    def _run(self, study: optuna.Study, ready: Ready, progress: SweepProgress,
+             placement: Placement) -> Settled:
+        """Launch a ready proposal on its placement, follow it, tell the study."""
+        trial, params, cfg, label = ready.trial, ready.params, ready.cfg, ready.label
+        if ready.twin is not None:
+            return self._await_twin(study, ready, progress)
         try:
+            records = R.load_records(study)
             leader = selection.best(records, self.budget_gib)
-            result = self._launch(trial, cfg, label, progress,
+            result = self._launch(trial, cfg, label, progress, placement,
                                   best=leader.tokens_per_s if leader is not None else None)
             pooled = self._race(study, trial, result, leader, records, progress)
         except Stopped as stopped:
@@ -235,6 +325,29 @@ class Sweep:
                             note=self._versus_baseline(study, trial.number)
                             if state is TrialState.COMPLETE else "")
         return Settled(launched=True, stop=self._baseline_verdict(trial, params, result))
+
+    def _await_twin(self, study: optuna.Study, ready: Ready, progress: SweepProgress) -> Settled:
+        """The same configuration is running elsewhere: wait for it, reuse its result."""
+        progress.note(f"trial {ready.trial.number}: {ready.label} is running as trial "
+                      f"{ready.twin}; waiting to reuse its result instead of launching it again")
+        try:
+            original = budget.wait_for(study, ready.twin, should_stop=self._check_stopping)
+        except Stopped:
+            reaping.requeue(study, ready.trial, Outcome.INTERRUPTED,
+                            "the orchestrator stopped while waiting for a twin; re-queued")
+            raise
+        if R.evaluated(original):
+            return self._reuse(study, ready.trial, ready.label, original, progress)
+        # The twin was lost (its orchestrator died, or it was interrupted): it is re-queued.
+        scoring.tell_rejected(study, ready.trial, f"trial {ready.twin}, the same configuration, "
+                              "was lost and re-queued; not launched twice",
+                              budget_gib=self.budget_gib, outcome=Outcome.BUDGET)
+        return Settled(launched=False)
+
+    def _check_stopping(self) -> None:
+        """In a trial thread: the main thread was told to stop (raise, to unwind)."""
+        if self._stopping.is_set():
+            raise Stopped(getattr(self._stopped_by, "signum", signal.SIGTERM))
 
     def _versus_baseline(self, study: optuna.Study, number: int) -> str:
         """The trial's gain over the baseline with its interval, for its progress line."""
@@ -297,23 +410,46 @@ class Sweep:
                 f"baseline, then run the same command again.{tail}")
 
     def _launch(self, trial: optuna.Trial, cfg: TrialConfig, label: str,
-                progress: SweepProgress, *, best: float | None) -> monitor.TrialResult:
-        """Start the trial and follow it; ``best`` is the tokens/s the slow rule judges by."""
+                progress: SweepProgress, placement: Placement, *,
+                best: float | None) -> monitor.TrialResult:
+        """Start the trial and follow it; ``best`` is the tokens/s the slow rule judges by.
+        A trial lost to its node (SLURM: node failure, preemption) is started once more."""
         trial_dir = self.dir / f"trial-{trial.number:04d}"
         trial_dir.mkdir(parents=True, exist_ok=True)
         config_path = trial_dir / "config.yaml"
         config_path.write_text(OmegaConf.to_yaml(OmegaConf.structured(cfg)))
-        marker = f"{self.settings.study}/{trial.number}/{time.time_ns()}"
-        argv = trial_argv(config_path, world_size=cfg.parallel.devices,
-                          trial_command=self.trial_command,
-                          log_dir=trial_dir / "msrun_log")
         trial.set_user_attr(R.TRIAL_DIR, str(trial_dir))
-        proc = launcher.start(argv, trial_dir, marker)
-        trial.set_user_attr(R.PROCESS, {"host": reaping.worker_identity()["host"],
-                                        "pgid": proc.pgid, "marker": marker})
+        if placement.devices:
+            trial.set_user_attr(R.PLACEMENT, placement.text())
+        for attempt in (1, 2):
+            marker = f"{self.settings.study}/{trial.number}/{time.time_ns()}"
+            proc = self._start(config_path, trial_dir, marker, cfg, trial.number, placement)
+            trial.set_user_attr(R.PROCESS, proc.record())
+            result = self._follow(proc, trial, cfg, label, progress, trial_dir, best)
+            if not result.retry:
+                return result
+            if attempt == 1:
+                progress.note(f"trial {trial.number}: {result.detail}; starting it once more")
+            else:
+                result.detail = f"{result.detail}, twice: given up"
+        return result
+
+    def _start(self, config_path: Path, trial_dir: Path, marker: str, cfg: TrialConfig,
+               number: int, placement: Placement):
+        if self.slurm is not None:
+            return self.slurm.start_trial(config_path, trial_dir, marker, cfg=cfg,
+                                          trial_command=self.trial_command, number=number)
+        return launcher.start_trial(config_path, trial_dir, marker,
+                                    world_size=cfg.parallel.devices,
+                                    trial_command=self.trial_command, placement=placement)
+
+    def _follow(self, proc, trial: optuna.Trial, cfg: TrialConfig, label: str,
+                progress: SweepProgress, trial_dir: Path, best: float | None
+                ) -> monitor.TrialResult:
         last_beat = [time.time()]
 
         def on_tick(phase: str) -> None:
+            self._check_stopping()
             progress.trial_phase(trial.number, label, phase)
             if time.time() - last_beat[0] >= self.settings.heartbeat_interval_s:
                 trial.set_user_attr(R.HEARTBEAT, time.time())
@@ -362,11 +498,12 @@ class Sweep:
         # Only the real trial program's measurements calibrate (not simulated or scripted).
         if self.model is None or not self.settings.predict.refit or self.trial_command:
             return
-        records = R.load_records(study)
-        record = next(r for r in records if r.number == number)
-        if learning.needs_refit(record, self.settings.predict.oom_margin) or \
-                self.model.constants.source.startswith("priors"):
-            self.model.refit(learning.measurements(records, self.model, self._configs))
+        with self._refit_lock:  # concurrent trials finish in threads of their own
+            records = R.load_records(study)
+            record = next(r for r in records if r.number == number)
+            if learning.needs_refit(record, self.settings.predict.oom_margin) or \
+                    self.model.constants.source.startswith("priors"):
+                self.model.refit(learning.measurements(records, self.model, self._configs))
 
     # -- lost trials ----------------------------------------------------------------------
     def _reap(self, study: optuna.Study) -> list[int]:

@@ -8,10 +8,11 @@ the same codes, but trains nothing. What it does is scripted by the
     {"rules": [{"when": {"train.micro_batches": 4}, "do": "oom"}, ...],
      "steps": 6, "step_sleep": 0.02}
 
+``"probe": true`` writes probe.json (start, end, CPU affinity, visible devices).
 ``do`` is one of ok, hang, hang_before_first_step, crash, oom, diverged, slow,
-unsupported, config_error, sigkill. Throughput is a deterministic function of the knobs, so
-tests know which configuration should win: tokens/s = 1000 x threads / micro_batches,
-peak memory = 2 GiB / micro_batches.
+unsupported, config_error, sigkill, sigkill_once. Throughput is a deterministic function
+of the knobs, so tests know which configuration should win:
+tokens/s = 1000 x threads / micro_batches, peak memory = 2 GiB / micro_batches.
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ def main() -> None:
     do = behaviour(cfg, script)
     log = MetricsLog(Path(cfg.run.metrics_path))
     (Path.cwd() / "pid").write_text(str(os.getpid()))
+    started = time.time()
     log.emit(StartRecord(world_size=1, applied={"fake": True, "do": do}))
     if do == "hang_before_first_step":
         time.sleep(3600)
@@ -79,6 +81,9 @@ def main() -> None:
         if do == "crash" and i == 2:
             raise RuntimeError("scripted crash")
         if do == "sigkill" and i == 2:
+            os.kill(os.getpid(), 9)
+        if do == "sigkill_once" and i == 2 and not (Path.cwd() / "killed-once").exists():
+            (Path.cwd() / "killed-once").write_text("")  # the retry then runs to the end
             os.kill(os.getpid(), 9)
         if do == "diverged" and i == 2:
             finish(log, Outcome.DIVERGED, "loss non-finite for 3 consecutive steps")
@@ -98,6 +103,12 @@ def main() -> None:
     card = scorecard(steps, flops_per_token=1e6, peak_flops=1e12, recompute=False,
                      peak_rss_gib=[peak], budget_gib=8.0, spike_factor=8.0)
     log.emit(SummaryRecord(**card))
+    if script.get("probe"):  # where and when it ran (concurrent-trial tests)
+        (Path.cwd() / "probe.json").write_text(json.dumps({
+            "start": started, "end": time.time(), "affinity": sorted(os.sched_getaffinity(0)),
+            "visible": {k: os.environ[k] for k in ("CUDA_VISIBLE_DEVICES",
+                                                   "ASCEND_RT_VISIBLE_DEVICES")
+                        if k in os.environ}}))
     finish(log, Outcome.OK)
 
 

@@ -4,7 +4,11 @@ Writes, into a fresh directory (built aside and renamed into place, so an error
 leaves nothing half-written):
 
 * ``job.yaml``: the trial's fully resolved config, switched to production mode;
-* ``launch.sh``: the exact command (msrun with the right worker count when dp > 1);
+* ``launch.sh``: the exact command for one node (msrun with the right worker count when
+  the job has more than one device); a job larger than one node of its hardware profile
+  (``hardware.devices`` are per node) runs it on every node, each taking its node rank
+  and the first node's address from the environment or from SLURM;
+* ``job.sbatch``: the same job for SLURM (``sbatch job.sbatch``), one msrun per node;
 * ``mindformers.yaml``: the knobs under MindFormers' keys;
 * ``provenance.json``: study, trial, measured metrics with spread, versions, fingerprint;
 * ``CHANGES.md``: what changed against the baseline, the measured gain, the caveats.
@@ -14,7 +18,9 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import platform
+import re
 import shutil
 import tempfile
 from importlib import metadata
@@ -60,6 +66,7 @@ def run_export(composed: DictConfig, console: Console) -> int:
     files = {
         "job.yaml": OmegaConf.to_yaml(OmegaConf.structured(job)),
         "launch.sh": launch_script(job),
+        "job.sbatch": sbatch_script(job, study=settings.study, trial=chosen.number),
         "mindformers.yaml": OmegaConf.to_yaml(OmegaConf.create(mindformers_config(job))),
         "provenance.json": json.dumps({**provenance(study, settings, chosen, why),
                                        "predicted_memory": headroom}, indent=2,
@@ -70,8 +77,12 @@ def run_export(composed: DictConfig, console: Console) -> int:
         + stability_note(study, chosen.number),
     }
     write_atomically(out, files, overwrite=options.overwrite)
+    nodes = job_nodes(job)
+    where = f" on each of its {nodes} nodes" if nodes > 1 else ""
     console.print(f"exported trial {chosen.number} ({why}) to {out}\n"
-                  f"run it: bash {out / 'launch.sh'}", highlight=False, soft_wrap=True)
+                  f"run it{where}: bash {out / 'launch.sh'}\n"
+                  f"or on SLURM: cd {out} && sbatch job.sbatch", highlight=False,
+                  soft_wrap=True)
     return 0
 
 
@@ -128,15 +139,96 @@ def production_config(record: TrialRecord, options: ExportSettings) -> TrialConf
     return cfg
 
 
+def job_nodes(job: TrialConfig) -> int:
+    """Nodes the job spans: its devices over the profile's devices per node, rounded up."""
+    return math.ceil(job.parallel.devices / job.hardware.devices)
+
+
+def ranks_per_node(job: TrialConfig) -> int:
+    """Ranks (devices) of the job on each node; ConfigError when they do not split evenly."""
+    devices, nodes = job.parallel.devices, job_nodes(job)
+    if devices % nodes:
+        raise ConfigError(
+            f"parallel devices {devices} (dp x mp x pp = {job.parallel.split}) need {nodes} "
+            f"nodes of {job.hardware.devices} ({job.hardware.name}) but do not split evenly "
+            "over them: msrun starts the same number of ranks on every node")
+    return devices // nodes
+
+
 def launch_script(job: TrialConfig) -> str:
-    """launch.sh: the trial program on job.yaml, through the same recipe as every trial."""
+    """launch.sh: the trial program on job.yaml, through the same recipe as every trial;
+    on several nodes, this node's share of the ranks (run on every node)."""
+    nodes, per_node = job_nodes(job), ranks_per_node(job)
     argv = trial_argv("job.yaml", world_size=job.parallel.devices, python="$PY",
-                      master_port="$MASTER_PORT", log_dir="msrun_log")
+                      master_port="$MASTER_PORT", log_dir="msrun_log", nodes=nodes,
+                      node_rank="$NODE_RANK", master_addr="$MASTER_ADDR" if nodes > 1
+                      else "127.0.0.1")
     comment = ("Production job exported by autotune. Extra arguments are overrides,\n"
                "e.g. run.steps=5000. Re-running resumes from the latest checkpoint.")
+    if nodes > 1:
+        comment += (f"\nA job on {nodes} nodes ({per_node} devices each): run this on every "
+                    "node, or `sbatch job.sbatch`.\n"
+                    "Every node must see this directory (job.yaml, checkpoints/) at one path.\n"
+                    "Node rank: NODE_RANK=... (else SLURM_NODEID, else 0); the first node's "
+                    "address:\nMASTER_ADDR=... (else the SLURM job's first host, else "
+                    "127.0.0.1).")
     if job.parallel.devices > 1:
         comment += "\nmsrun's master port: MASTER_PORT=... (default 8118)."
     return shell_script(argv, comment=comment)
+
+
+def sbatch_script(job: TrialConfig, *, study: str, trial: int) -> str:
+    """job.sbatch: the job for SLURM, one ``launch.sh`` (one msrun) on each of its nodes."""
+    nodes, per_node = job_nodes(job), ranks_per_node(job)
+    backend = job.hardware.backend.value
+    lines = [
+        "#!/usr/bin/env bash",
+        f"# Production job exported by autotune: trial {trial} of study {study}, "
+        f"{job.parallel.devices} devices",
+        f"# on {nodes} node{'s' if nodes > 1 else ''} of {job.hardware.name}, {per_node} of "
+        f"each node's {job.hardware.devices}. Submit it from this directory:",
+        "#     sbatch job.sbatch [overrides of job.yaml, e.g. run.steps=5000]",
+        "# Every node must see this directory (job.yaml, checkpoints/) at one path.",
+        f"#SBATCH --job-name=autotune-{re.sub(r'[^A-Za-z0-9_.-]', '-', study)}-trial{trial}",
+        f"#SBATCH --nodes={nodes}",
+        "# msrun is MindSpore's per-node launcher: one task (one msrun) per node starts",
+        "# that node's ranks.",
+        "#SBATCH --ntasks-per-node=1",
+    ]
+    if backend == "GPU":
+        lines.append(f"#SBATCH --gpus-per-node={per_node}")
+    elif backend == "Ascend":
+        lines += ["# Clusters name NPUs differently (gres npu, davinci, ...): adapt and "
+                  "uncomment.",
+                  f"##SBATCH --gres=npu:{per_node}"]
+    lines += [
+        "# CPUs of each node's task (its ranks and their dataset workers); the partition's",
+        "# default otherwise:",
+        "##SBATCH --cpus-per-task=",
+        "# Time limit (e.g. 24:00:00); the partition's default otherwise:",
+        "##SBATCH --time=",
+        "#SBATCH --output=slurm-%j.out",
+        "# Requeued (a node failure, preemption), the job resumes from the latest checkpoint",
+        "# in checkpoints/ (job.yaml: run.resume=true).",
+        "#SBATCH --requeue",
+        "",
+        "set -euo pipefail",
+        "if [ ! -f launch.sh ]; then",
+        '  echo "job.sbatch: submit it from its own directory (cd EXPORT && sbatch '
+        'job.sbatch)" >&2',
+        "  exit 1",
+        "fi",
+        "# Every node's msrun meets the first node's at MASTER_ADDR:MASTER_PORT (sed reads",
+        "# the whole host list: no SIGPIPE under pipefail).",
+        'MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | sed -n 1p)"',
+        'MASTER_PORT="${MASTER_PORT:-8118}"',
+        "export MASTER_ADDR MASTER_PORT",
+        "# Each node's rank is its SLURM_NODEID, which srun sets per node: a NODE_RANK",
+        "# carried over from the submitting shell would give every node the same rank.",
+        "unset NODE_RANK",
+        'srun --ntasks-per-node=1 bash launch.sh "$@"',
+    ]
+    return "\n".join(lines) + "\n"
 
 
 def provenance(study: optuna.Study, settings: SweepSettings, record: TrialRecord,
@@ -181,7 +273,9 @@ def write_atomically(out: Path, files: dict[str, str], *, overwrite: bool) -> No
     try:
         for name, text in files.items():
             (staging / name).write_text(text)
-        (staging / "launch.sh").chmod(0o755)
+        for script in ("launch.sh", "job.sbatch"):
+            if script in files:
+                (staging / script).chmod(0o755)
         if out.exists():
             if not overwrite and any(out.iterdir()):
                 raise ConfigError(f"{out} is not empty: set export.overwrite=true")
@@ -196,7 +290,13 @@ EXPORT_README = """# Production job: trial {trial} of study {study}
 
     bash launch.sh                      # run (resumes from checkpoints/ when re-run)
     bash launch.sh run.steps=5000       # any override of job.yaml
+    sbatch job.sbatch                   # the same on SLURM (submit from this directory)
 
+- `launch.sh`: the command for one node. A job with more devices than one node of its
+  hardware profile runs it on every node (see its header): each takes its node rank and
+  the first node's address from NODE_RANK / MASTER_ADDR, else from SLURM.
+- `job.sbatch`: the SLURM job: its nodes, one msrun per node (`srun bash launch.sh`);
+  requeued, it resumes from checkpoints/.
 - `job.yaml`: the resolved configuration (schema: trials/contract/schema.py), production mode.
 - `mindformers.yaml`: the same knobs under MindFormers' keys.
 - `provenance.json`: where it came from and what was measured.

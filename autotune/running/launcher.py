@@ -17,28 +17,62 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from trials.contract.launch import MARKER_ENV, trial_env
+from autotune.running.devices import UNPLACED, Placement
+from trials.contract.launch import MARKER_ENV, trial_argv, trial_env
+from trials.contract.outcomes import Outcome
 
 
 @dataclass
 class TrialProcess:
+    """A trial running as local processes. The monitor follows any launcher's trial
+    through the same methods (:class:`autotune.running.slurm.SlurmTrial` is the other)."""
+
     popen: subprocess.Popen
     pgid: int
     marker: str
-    started: float
+    #: When it began to run (the stop rules' clocks start here); None while queued.
+    started: float | None
 
     def poll(self) -> int | None:
         return self.popen.poll()
 
+    def stop(self, grace_s: float = 2.0) -> None:
+        stop(self, grace_s)
 
-def start(argv: list[str], trial_dir: Path, marker: str) -> TrialProcess:
-    """Launch in a new session (its own process group), output to files in trial_dir."""
+    def cleanup(self) -> None:
+        """After the end: kill what it left behind (dataset workers, msrun ranks)."""
+        kill_marked(self.marker)
+
+    def verdict(self) -> tuple[Outcome, str, bool] | None:
+        """The launcher's own word on how it ended (outcome, detail, worth a retry);
+        None: a local process says it all through its end record and exit code."""
+        return None
+
+    def record(self) -> dict:
+        """What the study keeps to find and kill it later (the reaper)."""
+        from autotune.study.reaping import worker_identity
+
+        return {"host": worker_identity()["host"], "pgid": self.pgid, "marker": self.marker}
+
+
+def start(argv: list[str], trial_dir: Path, marker: str, *,
+          placement: Placement = UNPLACED) -> TrialProcess:
+    """Launch in a new session (its own process group), output to files in trial_dir;
+    ``placement`` restricts it to its devices and cores (concurrent trials)."""
     with open(trial_dir / "stdout.log", "ab") as out, open(trial_dir / "stderr.log", "ab") as err:
-        popen = subprocess.Popen(argv, cwd=trial_dir, stdout=out, stderr=err,
-                                 stdin=subprocess.DEVNULL,
-                                 env=trial_env(os.environ, marker=marker),
+        popen = subprocess.Popen([*placement.argv_prefix(), *argv], cwd=trial_dir, stdout=out,
+                                 stderr=err, stdin=subprocess.DEVNULL,
+                                 env={**trial_env(os.environ, marker=marker), **placement.env},
                                  start_new_session=True)
     return TrialProcess(popen=popen, pgid=popen.pid, marker=marker, started=time.time())
+
+
+def start_trial(config_path: Path, trial_dir: Path, marker: str, *, world_size: int,
+                trial_command: list[str], placement: Placement = UNPLACED) -> TrialProcess:
+    """The sweep's launch of one trial on this machine (the local launcher)."""
+    argv = trial_argv(config_path, world_size=world_size, trial_command=trial_command,
+                      log_dir=trial_dir / "msrun_log")
+    return start(argv, trial_dir, marker, placement=placement)
 
 
 def kill_group(pgid: int, grace_s: float = 2.0, *, leader: subprocess.Popen | None = None
@@ -131,10 +165,18 @@ def stop(proc: TrialProcess, grace_s: float = 2.0) -> None:
 
 def kill_recorded(process: dict | None, host: str) -> int:
     """Kill what a study recorded of a trial's processes (``{"host", "pgid", "marker"}``),
-    when they run on this host; how many processes there were."""
-    if not process or process.get("host") != host or not process.get("marker"):
+    when they run on this host, and cancel its SLURM job (``slurm_job``) wherever it runs;
+    how many processes (or jobs) there were."""
+    if not process:
         return 0
-    return kill_marked(process["marker"])
+    killed = 0
+    if process.get("slurm_job"):
+        from autotune.running.slurm import cancel_job
+
+        killed += cancel_job(str(process["slurm_job"]))
+    if process.get("host") == host and process.get("marker"):
+        killed += kill_marked(process["marker"])
+    return killed
 
 
 def trial_command(simulate: bool, configured: list[str]) -> list[str]:

@@ -11,8 +11,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
-from autotune.running import launcher
 from autotune.settings import StopRules
 from trials.contract.events import (
     EndRecord,
@@ -49,6 +49,22 @@ class TrialResult:
     log_tail: str = ""
     #: run.profile_steps > 0: where the profiled steps' time went.
     profile: ProfileRecord | None = None
+    #: Lost to its node (failure, preemption), not to its configuration: worth one retry.
+    retry: bool = False
+
+
+class RunningTrial(Protocol):
+    """A launched trial as the monitor follows it, whatever launched it: a local
+    :class:`~autotune.running.launcher.TrialProcess` or a
+    :class:`~autotune.running.slurm.SlurmTrial`."""
+
+    marker: str
+    started: float | None  # None while queued
+
+    def poll(self) -> int | None: ...
+    def stop(self, grace_s: float = 2.0) -> None: ...
+    def cleanup(self) -> None: ...
+    def verdict(self) -> tuple[Outcome, str, bool] | None: ...
 
 
 #: Called after each new step with the steps so far; returns a reason to stop as slow, or None.
@@ -75,7 +91,7 @@ def current_phase(steps: list[StepRecord], started: bool) -> str:
     return steps[-1].phase.value
 
 
-def watch(proc: launcher.TrialProcess, metrics_path: Path, trial_dir: Path, rules: StopRules,
+def watch(proc: RunningTrial, metrics_path: Path, trial_dir: Path, rules: StopRules,
           *, on_step: StepHook | None = None, on_tick: Callable[[str], None] | None = None,
           ) -> TrialResult:
     """Follow the trial until it exits or a stop rule kills it.
@@ -86,7 +102,7 @@ def watch(proc: launcher.TrialProcess, metrics_path: Path, trial_dir: Path, rule
     try:
         return _watch(proc, metrics_path, trial_dir, rules, on_step, on_tick)
     except BaseException:
-        launcher.stop(proc)
+        proc.stop()
         raise
 
 
@@ -123,48 +139,63 @@ class _Follower:
         return progressed
 
 
-def _watch(proc: launcher.TrialProcess, metrics_path: Path, trial_dir: Path, rules: StopRules,
+def _watch(proc: RunningTrial, metrics_path: Path, trial_dir: Path, rules: StopRules,
            on_step: StepHook | None, on_tick: Callable[[str], None] | None) -> TrialResult:
     follow = _Follower(metrics_path, on_step)
     last_progress = proc.started
     stop: tuple[Outcome, str] | None = None
     ended: float | None = None  # when the end event was first seen
+    submitted = time.time()
     while proc.poll() is None:
         now = time.time()
+        if proc.started is None:  # queued (SLURM): the stop rules' clocks have not started
+            if on_tick is not None:
+                on_tick("queued")
+            time.sleep(POLL_S)
+            continue
+        last_progress = last_progress or proc.started
         if follow.read():
             last_progress = now
         stop = ((Outcome.SLOW, follow.slow) if follow.slow else
                 _clock_verdict(now, proc.started, last_progress, bool(follow.steps), rules))
         if stop is not None:
             # Nothing of a slow trial is kept: msrun's own SIGTERM clean-up is not waited for.
-            launcher.stop(proc, QUICK_KILL_S if stop[0] is Outcome.SLOW else 2.0)
+            proc.stop(QUICK_KILL_S if stop[0] is Outcome.SLOW else 2.0)
             break
         if follow.end is not None:
             ended = ended or now
             if now - ended > EXIT_GRACE_S:  # the outcome is known: do not wait for teardown
-                launcher.stop(proc, QUICK_KILL_S)
+                proc.stop(QUICK_KILL_S)
                 break
         if on_tick is not None:
             on_tick(current_phase(follow.steps, follow.start is not None))
         time.sleep(POLL_S)
     follow.read()  # what was flushed just before the exit
     # A trial that exited by itself may have left children (dataset workers, msrun ranks).
-    launcher.kill_marked(proc.marker)
+    proc.cleanup()
     exit_code = proc.poll()
-    reason, detail = _classify(stop, follow, exit_code)
+    launcher_verdict = proc.verdict()
+    reason, detail = _classify(stop, follow, exit_code, launcher_verdict)
+    retry = (stop is None and follow.end is None and launcher_verdict is not None
+             and launcher_verdict[2])
     result = TrialResult(reason=reason, detail=detail, summary=follow.summary,
                          steps=follow.steps, start=follow.start, exit_code=exit_code,
-                         wall_s=time.time() - proc.started, profile=follow.profile)
+                         wall_s=time.time() - (proc.started or submitted),
+                         profile=follow.profile, retry=retry)
     if reason not in (Outcome.OK, Outcome.SLOW):
         result.log_tail = log_tail(trial_dir)
     return result
 
 
-def _classify(stop: tuple[Outcome, str] | None, follow: _Follower,
-              exit_code: int | None) -> tuple[Outcome, str]:
-    """Our own stop first, then the trial's end record, then its exit code."""
+def _classify(stop: tuple[Outcome, str] | None, follow: _Follower, exit_code: int | None,
+              launcher_verdict: tuple[Outcome, str, bool] | None = None
+              ) -> tuple[Outcome, str]:
+    """Our own stop first, then the trial's end record, then what the launcher saw (SLURM:
+    out of memory, time limit, node failure, cancelled), then the exit code."""
     if stop is not None:
         return stop
+    if follow.end is None and launcher_verdict is not None:
+        return launcher_verdict[0], launcher_verdict[1]
     if follow.end is not None:
         reason, detail = follow.end.outcome, follow.end.reason
     else:

@@ -29,9 +29,11 @@ def structural_problem(space: SearchSpace,
     hw, p = cfg.hardware, cfg.parallel
     if space.devices is not None and p.devices != space.devices:
         return cfg, f"split {p.split} uses {p.devices} devices; the job has {space.devices}"
-    if p.devices > hw.devices:
-        return cfg, (f"split {p.split} needs {p.devices} devices; hardware profile {hw.name} "
-                     f"has {hw.devices}")
+    nodes = space.nodes
+    if p.devices > hw.devices * nodes:
+        where = f"{nodes} nodes of {hw.devices}" if nodes > 1 else \
+            f"hardware profile {hw.name} has {hw.devices}"
+        return cfg, f"split {p.split} needs {p.devices} devices; {where}"
     return cfg, unsupported_reason(cfg)
 
 

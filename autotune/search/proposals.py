@@ -49,7 +49,10 @@ def sampler(study: optuna.Study, settings: SweepSettings,
     if settings.sampler is Sampler.grid:
         grid = {path: list(d.choices) for path, d in space.distributions().items()}
         return _Grid(grid, seed=settings.seed)
-    return optuna.samplers.TPESampler(seed=seed, n_startup_trials=settings.n_startup_trials)
+    # Trials in flight side by side: TPE assumes a poor value for running ones
+    # (constant liar), so it does not propose the same point K times.
+    return optuna.samplers.TPESampler(seed=seed, n_startup_trials=settings.n_startup_trials,
+                                      constant_liar=settings.parallel_trials > 1)
 
 
 class _Grid(optuna.samplers.GridSampler):

@@ -60,6 +60,8 @@ class SearchSpace:
         self.knobs = knobs
         self.baseline = baseline
         self.devices = devices
+        #: Nodes one job may span (the SLURM launcher's sweep.slurm.max_nodes; else 1).
+        self.nodes = 1
         self.base_overrides = list(base_overrides)
         self._cache: dict[tuple[str, ...], DictConfig] = {}
 

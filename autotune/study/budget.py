@@ -1,20 +1,23 @@
 """The launch budget and the study-wide questions the sweep asks before each proposal.
 
 ``sweep.n_trials`` counts real launches across resumes and workers. A launch is
-claimed through the storage right after ``ask`` and given back when the point
-is ruled out or its result reused, so several workers on one study spend
-exactly the budget.
+claimed under the study's launch lock right before the process starts, so
+several workers (threads, processes, machines) on one study spend exactly the
+budget and never launch a configuration that is already running elsewhere.
 """
 
 from __future__ import annotations
 
 import json
+import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from autotune.settings import SweepSettings
+from autotune.study.claims import launch_lock
 from autotune.study.records import LAUNCHED, counts_as_launch, evaluated, outcome_of
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
@@ -25,19 +28,51 @@ def count_launches(study: optuna.Study) -> int:
     return sum(1 for t in study.get_trials(deepcopy=False) if counts_as_launch(t))
 
 
-def claim_launch(study: optuna.Study, trial: optuna.Trial, n_trials: int) -> bool:
-    """Claim one launch of the budget for ``trial``; False (claim withdrawn) when spent.
+@dataclass(frozen=True)
+class Claim:
+    """What a launch claim came to: granted, the budget spent, or the same configuration
+    already running (``twin``: its trial number; wait for it and reuse its result)."""
 
-    Lower trial numbers win: a worker whose claim would pass n_trials, counting only
-    the claims of earlier trials, backs off.
+    granted: bool
+    twin: int | None = None
+
+
+def claim_launch(study: optuna.Study, trial: optuna.Trial, params: dict, n_trials: int,
+                 lock_url: str, study_name: str) -> Claim:
+    """Claim one launch of the budget for ``trial``, atomically across workers.
+
+    Under the study's launch lock (:mod:`autotune.study.claims`): the budget counts
+    every other live claim, and a configuration already RUNNING with a claim is not
+    launched again. The claim is the ``launched`` attribute, written inside the lock.
     """
-    trial.set_user_attr(LAUNCHED, True)
-    earlier = sum(1 for t in study.get_trials(deepcopy=False)
-                  if t.number < trial.number and counts_as_launch(t))
-    if earlier < n_trials:
-        return True
-    trial.set_user_attr(LAUNCHED, False)
-    return False
+    with launch_lock(lock_url, study_name):
+        trials = study.get_trials(deepcopy=False)
+        others = [t for t in trials if t.number != trial.number]
+        twin = next((t for t in others if t.state is TrialState.RUNNING and t.params == params
+                     and t.user_attrs.get(LAUNCHED)), None)
+        if twin is not None:
+            return Claim(granted=False, twin=twin.number)
+        if sum(1 for t in others if counts_as_launch(t)) >= n_trials:
+            return Claim(granted=False)
+        trial.set_user_attr(LAUNCHED, True)
+        return Claim(granted=True)
+
+
+def budget_spent(study: optuna.Study, n_trials: int) -> bool:
+    """Every launch of the budget is claimed (a quick look, without the lock)."""
+    return count_launches(study) >= n_trials
+
+
+def wait_for(study: optuna.Study, number: int, *, poll_s: float = 1.0,
+             should_stop=lambda: None) -> FrozenTrial:
+    """Block until trial ``number`` (running elsewhere) finishes; the finished trial.
+    ``should_stop`` is called each poll (it raises to abandon the wait)."""
+    while True:
+        trial = study.get_trials(deepcopy=False)[number]
+        if trial.state.is_finished():
+            return trial
+        should_stop()
+        time.sleep(poll_s)
 
 
 def failed_launches(study: optuna.Study) -> int:

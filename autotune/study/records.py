@@ -28,6 +28,7 @@ WALL_S = "wall_s"
 LOG_TAIL = "log_tail"
 HEARTBEAT = "heartbeat"
 WORKER = "worker"  # {"host": ..., "pid": ...} of the orchestrator that runs it
+PLACEMENT = "placement"  # the devices and cores of a concurrent trial ("devices 0,1 cores 0")
 PROCESS = "process"  # {"host": ..., "pgid": ..., "marker": ...} of the trial's process group
 PREDICTION = "prediction"  # the cost model's prediction before launch (autotune/plan)
 CONFIRM = "confirm"  # confirmation runs: {"tokens_per_s": [...], "median": ..., ...}

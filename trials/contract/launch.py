@@ -10,11 +10,18 @@ trial starts (msrun flags, PYTHONPATH, log quieting) is made once.
 dp > 1 goes through ``msrun`` (one process per rank; mccl on the CPU). msrun
 starts its workers with the first ``python`` on PATH, so the environment puts
 the interpreter's own directory first.
+
+A job on several nodes runs one msrun per node (``nodes=N``, ``node_rank=i``), all
+pointing at the first node's ``master_addr`` and one agreed ``master_port``:
+
+    argv = msrun_argv(script, 16, nodes=2, node_rank=1, master_addr="node-a",
+                      master_port=8118)
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import socket
 import sys
@@ -36,31 +43,56 @@ def free_port() -> int:
 def trial_argv(config: str | Path | None, *, world_size: int, python: str = sys.executable,
                trial_command: Sequence[str] = (), log_dir: str | Path | None = None,
                master_port: int | str | None = None, master_addr: str = "127.0.0.1",
+               nodes: int = 1, node_rank: int | str = 0,
                overrides: Sequence[str] = ()) -> list[str]:
-    """argv of one trial on one node.
+    """argv of one trial on one node (of ``nodes``: this one is ``node_rank``).
 
     ``config`` is a resolved config file (None: compose ``conf/`` with ``overrides``
     alone); ``overrides`` go after it. ``trial_command`` replaces the trial program
-    (a user's own, or the tests' scripted fake).
+    (a user's own, or the tests' scripted fake). One rank on one node runs the trial
+    program itself; anything else goes through msrun (see :func:`msrun_argv`).
     """
     program = ["--config", str(config)] if config is not None else []
     if trial_command:
         return [*trial_command, *program, *overrides]
-    if world_size == 1:
+    if world_size == 1 and nodes == 1:
         return [python, "-m", "trials.train", *program, *overrides]
-    return [*msrun_argv(TRIAL_SCRIPT, world_size, log_dir=log_dir, master_port=master_port,
-                        master_addr=master_addr), *program, *overrides]
+    return [*msrun_argv(TRIAL_SCRIPT, world_size, nodes=nodes, node_rank=node_rank,
+                        log_dir=log_dir, master_port=master_port, master_addr=master_addr),
+            *program, *overrides]
 
 
-def msrun_argv(script: str | Path, world_size: int, *, log_dir: str | Path | None = None,
+def msrun_argv(script: str | Path, world_size: int, *, nodes: int = 1,
+               node_rank: int | str = 0, log_dir: str | Path | None = None,
                master_port: int | str | None = None, master_addr: str = "127.0.0.1"
                ) -> list[str]:
-    """``msrun`` running ``script`` on ``world_size`` ranks of this node (the program's own
-    arguments go after it); the one place of msrun's flags. ``master_port`` None: a free
-    port; ``--join=True``: msrun waits for its workers and exits with their status."""
-    port = free_port() if master_port is None else master_port
-    argv = ["msrun", f"--worker_num={world_size}", f"--local_worker_num={world_size}",
-            f"--master_addr={master_addr}", f"--master_port={port}", "--join=True"]
+    """``msrun`` running ``script`` on ``world_size`` ranks (the program's own arguments
+    go after it); the one place of msrun's flags. ``master_port`` None: a free port;
+    ``--join=True``: msrun waits for its workers and exits with their status.
+
+    ``nodes`` > 1: this is node ``node_rank`` of ``nodes``, each running
+    ``world_size // nodes`` of the ``world_size`` ranks, all meeting at ``master_addr``
+    (the first node's) and ``master_port``, which every node must be given alike: a
+    free port picked here is free only here, so it is required. ``node_rank`` and
+    ``master_addr`` may be shell placeholders (``"$NODE_RANK"``) for a script.
+    """
+    if nodes < 1:
+        raise ValueError(f"nodes={nodes} must be at least 1")
+    if world_size < 1 or world_size % nodes:
+        raise ValueError(f"world_size={world_size} ranks do not split evenly over "
+                         f"{nodes} nodes")
+    if nodes == 1:
+        port = free_port() if master_port is None else master_port
+        argv = ["msrun", f"--worker_num={world_size}", f"--local_worker_num={world_size}",
+                f"--master_addr={master_addr}", f"--master_port={port}", "--join=True"]
+    else:
+        if master_port is None:
+            raise ValueError(f"msrun on {nodes} nodes needs a master_port that every node "
+                             "is given alike")
+        argv = ["msrun", f"--worker_num={world_size}",
+                f"--local_worker_num={world_size // nodes}", f"--node_rank={node_rank}",
+                f"--master_addr={master_addr}", f"--master_port={master_port}",
+                "--join=True"]
     if log_dir is not None:
         argv.append(f"--log_dir={log_dir}")
     return [*argv, str(script)]
@@ -83,20 +115,56 @@ def trial_env(base: Mapping[str, str], *, marker: str | None = None,
     return env
 
 
+#: Placeholders an argv word may carry into :func:`shell_script`, and what each becomes.
+PLACEHOLDERS = {
+    "$MASTER_PORT": '"${MASTER_PORT:-8118}"',
+    "$NODE_RANK": '"${NODE_RANK:-0}"',
+    "$MASTER_ADDR": '"${MASTER_ADDR:-127.0.0.1}"',
+}
+_PLACEHOLDER = re.compile("|".join(re.escape(p) for p in PLACEHOLDERS))
+
+#: Where a multi-node script finds its node's rank and the first node's address.
+NODE_PREAMBLE = (
+    "# msrun runs once on every node: each needs its own node rank and the first node's\n"
+    "# address. Given in the environment, they are used as they are; inside a SLURM job\n"
+    "# they come from SLURM (srun sets SLURM_NODEID per node; the first host of the\n"
+    "# job's node list is the master); outside one, this node alone: 0 and 127.0.0.1.\n"
+    'NODE_RANK="${NODE_RANK:-${SLURM_NODEID:-0}}"\n'
+    'if [ -z "${MASTER_ADDR:-}" ] && [ -n "${SLURM_JOB_NODELIST:-}" ]; then\n'
+    '  # sed, not head: it reads the whole list, so pipefail sees no SIGPIPE\n'
+    '  MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | sed -n 1p)"\n'
+    "fi\n"
+    'MASTER_ADDR="${MASTER_ADDR:-127.0.0.1}"\n'
+)
+
+
+def _shell_word(word: str) -> str:
+    """One argv word for bash: literal parts quoted, placeholders expanded."""
+    if word == "$PY":
+        return '"$PY"'
+    parts, end = [], 0
+    for match in _PLACEHOLDER.finditer(word):
+        if match.start() > end:
+            parts.append(shlex.quote(word[end:match.start()]))
+        parts.append(PLACEHOLDERS[match.group()])
+        end = match.end()
+    if end == 0:
+        return shlex.quote(word)
+    if end < len(word):
+        parts.append(shlex.quote(word[end:]))
+    return "".join(parts)
+
+
 def shell_script(argv: Sequence[str], *, python: str = sys.executable,
                  comment: str = "") -> str:
     """A bash script that runs ``argv`` in the trial environment; extra arguments are
     appended as overrides. ``$PY`` (default: this interpreter) may be overridden by
-    ``PYTHON=...``; ``$MASTER_PORT`` by the caller's environment."""
-    words = []
-    for word in argv:
-        if word == "$PY":
-            words.append('"$PY"')
-        elif "$MASTER_PORT" in word:
-            words.append(word.replace("$MASTER_PORT", '"${MASTER_PORT:-8118}"'))
-        else:
-            words.append(shlex.quote(word))
+    ``PYTHON=...``; ``$MASTER_PORT``, ``$NODE_RANK`` and ``$MASTER_ADDR`` by the caller's
+    environment, the last two else by SLURM's (:data:`NODE_PREAMBLE`)."""
+    words = [_shell_word(word) for word in argv]
     head = "".join(f"# {line}\n" for line in comment.splitlines())
+    nodes = (NODE_PREAMBLE if any("$NODE_RANK" in w or "$MASTER_ADDR" in w for w in argv)
+             else "")
     return (
         "#!/usr/bin/env bash\n"
         f"{head}"
@@ -106,4 +174,5 @@ def shell_script(argv: Sequence[str], *, python: str = sys.executable,
         f'export PYTHONPATH="{PROJECT_ROOT}${{PYTHONPATH:+:$PYTHONPATH}}"\n'
         'export PATH="$(dirname "$PY"):$PATH"  # msrun starts workers with the first python\n'
         'export GLOG_v="${GLOG_v:-3}" PYTHONWARNINGS=ignore\n'
+        f"{nodes}"
         f'{" ".join(words)} "$@"\n')

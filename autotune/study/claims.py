@@ -1,0 +1,90 @@
+"""One launch claim at a time per study, across threads, processes and machines.
+
+Several orchestrators (``sweep.parallel_trials`` threads, or workers on one
+PostgreSQL study) decide "may I launch this configuration now?" by reading the
+study and then writing to it. Without mutual exclusion two of them read the same
+state, both see room in the budget or both miss the other's running twin, and
+the study ends with more launches than ``sweep.n_trials`` or one configuration
+run twice (seen: three workers, budget 5, one duplicate).
+
+The lock is taken in the storage itself, so it holds wherever the study is:
+
+* PostgreSQL: a session advisory lock keyed by the study name
+  (``pg_advisory_lock``). It lives on one connection of this process and is
+  released when that connection ends, so a worker killed inside the critical
+  section frees it.
+* MySQL/MariaDB: ``GET_LOCK`` with the same key, released the same way.
+* SQLite: an exclusive ``flock`` on a file beside the database. An exclusive
+  SQLite transaction would also serialise claims, but the claim writes through
+  Optuna's own connection, which would then wait on our transaction; SQLite
+  lives on one machine, where ``flock`` gives the same exclusion (and the kernel
+  drops it when the process dies).
+
+The critical section is short: read the study, write one attribute.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import sqlalchemy
+from sqlalchemy.pool import NullPool
+
+#: Threads of one process take this first: each thread's storage connection is its own.
+_THREAD_LOCK = threading.Lock()
+_ENGINES: dict[str, sqlalchemy.Engine] = {}
+
+
+def lock_key(study: str) -> int:
+    """A signed 64-bit key for the study (PostgreSQL's advisory lock space)."""
+    digest = hashlib.sha1(f"autotune-launch:{study}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+def _engine(url: str) -> sqlalchemy.Engine:
+    if url not in _ENGINES:
+        _ENGINES[url] = sqlalchemy.create_engine(url, poolclass=NullPool)
+    return _ENGINES[url]
+
+
+@contextlib.contextmanager
+def launch_lock(url: str, study: str) -> Iterator[None]:
+    """Hold the study's launch lock for the ``with`` block (blocks until it is free)."""
+    with _THREAD_LOCK:
+        if url.startswith("sqlite:///"):
+            with _file_lock(Path(url[len("sqlite:///"):]).with_suffix(".launch-lock")):
+                yield
+        elif url.startswith("postgresql"):
+            with _engine(url).connect() as con:
+                key = lock_key(study)
+                con.execute(sqlalchemy.text("SELECT pg_advisory_lock(:k)"), {"k": key})
+                try:
+                    yield
+                finally:
+                    con.execute(sqlalchemy.text("SELECT pg_advisory_unlock(:k)"), {"k": key})
+        elif url.startswith("mysql"):
+            with _engine(url).connect() as con:
+                name = f"autotune-{lock_key(study)}"
+                con.execute(sqlalchemy.text("SELECT GET_LOCK(:n, -1)"), {"n": name})
+                try:
+                    yield
+                finally:
+                    con.execute(sqlalchemy.text("SELECT RELEASE_LOCK(:n)"), {"n": name})
+        else:  # another database: claims are serialised within this process only
+            yield
+
+
+@contextlib.contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

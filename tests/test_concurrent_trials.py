@@ -1,0 +1,162 @@
+"""sweep.parallel_trials: K trials in flight on disjoint devices, exact budgets, no duplicates."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from optuna.trial import TrialState
+
+from autotune.running.devices import DevicePool
+from tests.conftest import project_env
+
+#: The fake trial writes what it was given: its devices, its CPU affinity, when it ran.
+PROBE = "import os,json,time,sys"
+
+
+def test_device_pool_hands_out_disjoint_sets_and_takes_them_back():
+    pool = DevicePool("GPU", 8, cores=list(range(16)))
+    a = pool.take(4)
+    b = pool.take(2)
+    c = pool.take(2)
+    assert a.devices == (0, 1, 2, 3) and b.devices == (4, 5) and c.devices == (6, 7)
+    assert a.env == {"CUDA_VISIBLE_DEVICES": "0,1,2,3"} and not a.cores
+    assert pool.take(1) is None
+    pool.give(b)
+    assert pool.take(4) is None and pool.take(2).devices == (4, 5)
+    npu = DevicePool("Ascend", 8, cores=[0]).take(3)
+    assert npu.env == {"ASCEND_RT_VISIBLE_DEVICES": "0,1,2"}
+
+
+def test_cpu_devices_are_disjoint_core_sets():
+    pool = DevicePool("CPU", 2, cores=[0, 1, 2, 3])
+    first, second = pool.take(1), pool.take(1)
+    assert first.cores == (0, 1) and second.cores == (2, 3)
+    assert first.argv_prefix() == ["taskset", "-c", "0,1"] and not first.env
+    shared = DevicePool("CPU", 4, cores=[0, 1])
+    assert shared.cores_shared and shared.take(1).cores == (0,)
+
+
+def _read_runs(harness, study="s"):
+    runs = []
+    for trial_dir in sorted((harness.runs / study).glob("trial-*")):
+        probe = trial_dir / "probe.json"
+        if probe.exists():
+            runs.append(json.loads(probe.read_text()))
+    return runs
+
+
+def test_parallel_trials_run_side_by_side_on_their_own_cores(harness):
+    """Two CPU trials at once on the 2-device CPU profile: each pinned to one core, their
+    run times overlap, the budget is exact and the log warns about shared numbers."""
+    space = harness.space("par", {"train.micro_batches": [1, 2, 4, 8], "runtime.threads": [2, 1]})
+    harness.script(steps=8, step_sleep=0.25, probe=True)
+    code, out, err = harness.run(space, "sweep.parallel_trials=2", "sweep.n_trials=5",
+                                 "sweep.sampler=random", "sweep.stop.slow_ratio=0",
+                                 "sweep.stop.slow_warmup_ratio=0")
+    assert code == 0, err
+    study = harness.study()
+    launched = [t for t in study.trials if t.user_attrs.get("launched")]
+    assert len(launched) == 5
+    keys = [json.dumps(t.params, sort_keys=True) for t in launched]
+    assert len(set(keys)) == len(keys), "a configuration was launched twice"
+    runs = _read_runs(harness)
+    assert len(runs) == 5
+    assert all(len(r["affinity"]) == 1 for r in runs)
+    # The baseline ran alone; afterwards two trials overlapped, on different cores.
+    baseline = min(runs, key=lambda r: r["start"])
+    rest = [r for r in runs if r is not baseline]
+    assert all(r["start"] >= baseline["end"] - 0.05 for r in rest)
+    overlapping = [(a, b) for i, a in enumerate(rest) for b in rest[i + 1:]
+                   if a["start"] < b["end"] and b["start"] < a["end"]]
+    assert overlapping and all(a["affinity"] != b["affinity"] for a, b in overlapping)
+    assert "disturb each other" in out
+    placements = [t.user_attrs.get("placement") for t in launched[1:]]
+    assert all(p and p.startswith("devices ") for p in placements)
+
+
+def test_more_concurrent_trials_than_devices_is_refused(harness):
+    space = harness.space("par", {"train.micro_batches": [1, 2]})
+    code, _, err = harness.run(space, "sweep.parallel_trials=3")
+    assert code == 2
+    assert "sweep.parallel_trials=3" in err and "has 2" in err
+    assert "Traceback" not in err
+    assert not (harness.runs / "s").exists()
+
+
+def test_sigterm_stops_every_concurrent_trial_and_a_rerun_finishes_the_budget(harness):
+    space = harness.space("par", {"train.micro_batches": [1, 2, 4, 8], "runtime.threads": [2, 1]})
+    argv = [sys.executable, "-m", "autotune", "sweep",
+            *harness.overrides(space, "sweep.parallel_trials=2", "sweep.n_trials=4",
+                               "sweep.sampler=random", "sweep.stop.slow_ratio=0",
+                               "sweep.stop.slow_warmup_ratio=0")]
+    slow = project_env(AUTOTUNE_FAKE=json.dumps({"steps": 40, "step_sleep": 0.25,
+                                                 "probe": True}))
+    orchestrator = subprocess.Popen(argv, env=slow, stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.time() + 90
+    while time.time() < deadline and len(list((harness.runs / "s").glob("trial-*/pid"))) < 3:
+        time.sleep(0.2)
+    pids = [int(p.read_text()) for p in (harness.runs / "s").glob("trial-*/pid")]
+    assert len(pids) >= 3, "two trials never ran side by side after the baseline"
+    os.kill(orchestrator.pid, signal.SIGTERM)
+    _, err = orchestrator.communicate(timeout=60)
+    assert orchestrator.returncode == 143, err
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    study = harness.study()
+    assert not [t for t in study.trials if t.state is TrialState.RUNNING]
+    interrupted = [t for t in study.trials if t.user_attrs.get("reason") == "interrupted"]
+    assert len(interrupted) >= 2
+    fast = project_env(AUTOTUNE_FAKE=json.dumps({"steps": 6, "step_sleep": 0.01}))
+    resumed = subprocess.run(argv, env=fast, capture_output=True, text=True, timeout=120)
+    assert resumed.returncode == 0, resumed.stderr
+    after = harness.study()
+    launched = [t for t in after.trials if t.user_attrs.get("launched")
+                and t.user_attrs.get("reason") not in ("interrupted", "orphaned")]
+    assert len(launched) == 4
+    assert not [t for t in after.trials if t.state is TrialState.RUNNING]
+
+
+def _postgres(name: str) -> str:
+    import psycopg2
+
+    con = psycopg2.connect(host="127.0.0.1", user="postgres", dbname="postgres")
+    con.autocommit = True
+    con.cursor().execute(f"drop database if exists {name} with (force)")
+    con.cursor().execute(f"create database {name}")
+    con.close()
+    return f"postgresql+psycopg2://postgres@127.0.0.1:5432/{name}"
+
+
+def test_four_postgresql_workers_spend_the_budget_exactly_with_no_duplicate(harness):
+    """4 orchestrators on one PostgreSQL study, 10 times: launches == n_trials, and no
+    configuration is launched twice (one running elsewhere is waited for and reused)."""
+    space = harness.space("shared", {"train.micro_batches": [1, 2, 4],
+                                     "runtime.threads": [2, 1]})
+    env = project_env(AUTOTUNE_FAKE=json.dumps({"steps": 4, "step_sleep": 0.05}))
+    for rep in range(10):
+        url = _postgres(f"autotune_claims_{rep}")
+        argv = [sys.executable, "-m", "autotune", "sweep",
+                *harness.overrides(space, f"sweep.storage={url}", "sweep.n_trials=4",
+                                   f"sweep.study=rep{rep}", f"sweep.seed={rep}",
+                                   "sweep.sampler=random", "sweep.stop.slow_ratio=0",
+                                   "sweep.stop.slow_warmup_ratio=0")]
+        workers = [subprocess.Popen(argv, env=env, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True) for _ in range(4)]
+        outputs = [w.communicate(timeout=300) for w in workers]
+        assert [w.returncode for w in workers] == [0] * 4, outputs
+        import optuna
+
+        trials = optuna.load_study(study_name=f"rep{rep}", storage=url).trials
+        launched = [t for t in trials if t.user_attrs.get("launched")]
+        assert len(launched) == 4, f"repetition {rep}: {len(launched)} launches"
+        keys = [json.dumps(t.params, sort_keys=True) for t in launched]
+        assert len(set(keys)) == len(keys), f"repetition {rep}: a duplicate launch"
+        assert all(t.state.is_finished() for t in trials)
