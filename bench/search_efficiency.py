@@ -194,7 +194,7 @@ def make_replay_sweep():
             return TrialResult(Outcome.OK, summary=SummaryRecord(**card), steps=steps,
                                wall_s=wall)
 
-        def _launch(self, trial, cfg, label, progress, *, best):
+        def _launch(self, trial, cfg, label, progress, placement, *, best):
             trial.set_user_attr(R.TRIAL_DIR, "replay")
             result = self.replay(dict(trial.params), lambda steps: self._slow_verdict(
                 trial, steps, best, cfg.run.warmup_steps))

@@ -24,7 +24,7 @@ def assert_one_line_error(code: int, err: str, *needles: str) -> None:
     ("runtime.mode=eager", ("expected one of [graph, pynative]",)),
     ("sweep.study=../escape", ("not a safe directory name",)),
     ("parallel.dp=3", ("train.global_batch=8 is not divisible",)),
-    ("parallel.dp=4", ("baseline configuration is impossible", "hardware profile cpu has 2")),
+    ("parallel.dp=4", ("a job of 4 devices does not fit", "has 2 devices")),
 ])
 def test_bad_overrides(harness, override, needles):
     space = harness.space("ok", {"train.micro_batches": [1, 2]})

@@ -160,3 +160,84 @@ def test_four_postgresql_workers_spend_the_budget_exactly_with_no_duplicate(harn
         keys = [json.dumps(t.params, sort_keys=True) for t in launched]
         assert len(set(keys)) == len(keys), f"repetition {rep}: a duplicate launch"
         assert all(t.state.is_finished() for t in trials)
+
+
+class _Script:
+    """Dispatcher callbacks over a scripted line of proposals (no Optuna, no processes)."""
+
+    def __init__(self, sizes: list[int], budget: int) -> None:
+        import threading as _threading
+
+        from autotune.running.dispatch import Ready
+
+        self.line = [Ready(trial=n, params={"n": n}, cfg=None, label=str(n), devices=d)
+                     for n, d in enumerate(sizes)]
+        self.budget = budget
+        self.claimed = 0
+        self.ran: list[tuple[int, tuple]] = []
+        self.released: list[int] = []
+        self.lock = _threading.Lock()
+        self.events = {}
+
+    def prepare(self):
+        from autotune.running.dispatch import Settled
+
+        if not self.line:
+            return Settled(launched=False)
+        self.claimed += 1
+        return self.line.pop(0)
+
+    def run(self, ready, placement):
+        from autotune.running.dispatch import Settled
+
+        if ready.twin is not None:
+            while ready.twin not in [n for n, _ in self.ran]:
+                time.sleep(0.01)
+            return Settled(launched=False)
+        time.sleep(0.05 * ready.devices)
+        with self.lock:
+            self.ran.append((ready.trial, placement.devices))
+        return Settled(launched=True)
+
+    def verdict(self, idle):
+        return "done" if self.claimed >= self.budget or idle > 3 else None
+
+
+def _dispatch(script, pool, slots):
+    import threading as _threading
+
+    from autotune.running.dispatch import Dispatcher
+
+    return Dispatcher(pool, slots, prepare=script.prepare, run=script.run,
+                      verdict=script.verdict, release=lambda r: script.released.append(r.trial),
+                      stopping=_threading.Event()).loop()
+
+
+def test_proposals_in_line_when_the_budget_is_claimed_still_run():
+    script = _Script([1, 8, 1, 1, 4, 2], budget=6)
+    assert _dispatch(script, DevicePool("GPU", 8, cores=[0]), 8) == "done"
+    assert sorted(n for n, _ in script.ran) == [0, 1, 2, 3, 4, 5] and not script.released
+
+
+def test_small_trials_overtake_a_large_one_only_a_bounded_number_of_times():
+    """An 8-device proposal behind a running 4-device one: 1-device proposals behind it
+    backfill the free devices, but at most MAX_PASSED of them start before it does."""
+    from autotune.running.dispatch import MAX_PASSED
+
+    script = _Script([4, 8] + [1] * 10, budget=12)
+    _dispatch(script, DevicePool("GPU", 8, cores=[0]), 8)
+    order = [n for n, _ in script.ran]
+    assert len(order) == 12
+    started_before_large = [n for n in order[:order.index(1)] if n >= 2]
+    assert 1 <= len(started_before_large) <= MAX_PASSED
+
+
+def test_a_proposal_waiting_for_its_twin_in_line_does_not_deadlock():
+    from autotune.running.dispatch import Ready
+
+    script = _Script([8, 4], budget=3)
+    twin = Ready(trial=99, params={"n": 1}, cfg=None, label="twin", devices=0, twin=1)
+    script.line.insert(2, twin)
+    start = time.time()
+    assert _dispatch(script, DevicePool("GPU", 8, cores=[0]), 8) == "done"
+    assert time.time() - start < 10 and sorted(n for n, _ in script.ran) == [0, 1]

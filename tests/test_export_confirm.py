@@ -39,7 +39,7 @@ def test_exported_job_runs_from_its_files_alone(real_study, tmp_path):
     proc = autotune("export", *common, f"export.out={out}")
     assert proc.returncode == 0, proc.stderr
     assert sorted(p.name for p in out.iterdir()) == [
-        "CHANGES.md", "README.md", "job.yaml", "job.sbatch", "launch.sh", "mindformers.yaml",
+        "CHANGES.md", "README.md", "job.sbatch", "job.yaml", "launch.sh", "mindformers.yaml",
         "provenance.json"]
     provenance = json.loads((out / "provenance.json").read_text())
     assert provenance["study"] == "real" and provenance["versions"]["mindspore"] == "2.10.0"

@@ -5,8 +5,8 @@ thread; each ready proposal runs in a thread of its own once the pool has its
 devices. Trials need different numbers of devices (a dp=8 trial, a dp=1 trial),
 so a proposal that does not fit yet waits in a short line while smaller ones
 fill the free devices (backfill). A proposal passed over ``MAX_PASSED`` times
-reserves the pool: nothing else starts until it fits, so large trials are not
-starved. A proposal that waits for the same configuration running elsewhere
+reserves the pool: nothing behind it starts until it fits, so large trials are
+not starved. A proposal that waits for the same configuration running elsewhere
 holds no devices.
 
 Stopping (SIGTERM, Ctrl-C) reaches the main thread; it raises the flag every
@@ -77,45 +77,54 @@ class Dispatcher:
 
     def loop(self) -> str:
         idle = 0
-        end: str | None = None  # why the sweep ends; set once, then in-flight trials finish
-        from_verdict = False
+        halted: str | None = None  # a reason to stop now: proposals in line are given back
+        finished: str | None = None  # nothing more to propose: the line still runs (claimed)
         executor = ThreadPoolExecutor(max_workers=2 * self.slots, thread_name_prefix="trial")
         try:
             while True:
                 stop = self._collect()  # always: finished trials give their devices back
-                end = end or stop
-                if end is None:
+                if stop and halted is None:
+                    halted = stop
+                    self._release_waiting()  # a twin-waiter may be waiting on one of them
+                if halted is None:
                     self._start_what_fits(executor)
-                    if self._room_to_prepare():
+                    if finished is None and self._room_to_prepare():
                         end = self.verdict(idle)
-                        from_verdict = end is not None
-                        if end is None:
+                        if end is not None and end.startswith("stopped"):
+                            halted = end
+                            self._release_waiting()
+                        elif end is not None:
+                            finished = end
+                        else:
                             outcome = self.prepare()
                             if isinstance(outcome, Ready):
                                 self.waiting.append(outcome)
+                            elif outcome.stop:
+                                halted = outcome.stop
+                                self._release_waiting()
                             else:
-                                end = outcome.stop
                                 idle = 0 if outcome.launched else idle + 1
                             continue
-                if not self.running and (end is not None or not self.waiting):
+                if not self.running and (halted is not None or not self.waiting):
                     break
                 wait(list(self.running), timeout=WAIT_S, return_when=FIRST_COMPLETED)
         except BaseException as exc:
             self.on_stop(exc)  # before the flag: trial threads read why they stop
             self.stopping.set()
-            for ready in self.waiting:
-                self.release(ready)
-            self.waiting.clear()
+            self._release_waiting()
             wait(list(self.running))
             raise
         finally:
             executor.shutdown(wait=True)
-        for ready in self.waiting:  # the sweep ended (a stop verdict) before they started
+        if halted is not None:
+            return halted
+        # Re-read now that every trial in flight has finished (launch counts are final).
+        return self.verdict(idle) or finished or "done"
+
+    def _release_waiting(self) -> None:
+        for ready in self.waiting:
             self.release(ready)
         self.waiting.clear()
-        # A budget verdict is re-read now that every trial in flight has finished.
-        return (self.verdict(idle) or end) if from_verdict else (end or self.verdict(idle)
-                                                                  or "done")
 
     # -- steps ----------------------------------------------------------------------------
     def _collect(self) -> str | None:
@@ -142,6 +151,10 @@ class Dispatcher:
                 and len(self.running) < 2 * self.slots)
 
     def _start_what_fits(self, executor: ThreadPoolExecutor) -> None:
+        """Start waiting proposals in line order where their devices are free; a smaller one
+        may overtake a larger one (backfill), but one overtaken MAX_PASSED times reserves the
+        pool: nothing behind it starts until it fits."""
+        blocked: list[Ready] = []  # earlier in line, did not fit on this pass
         for ready in list(self.waiting):
             if self._alone_in_flight():
                 return
@@ -150,12 +163,14 @@ class Dispatcher:
             if ready.devices and sum(1 for r, _ in self.running.values() if r.devices) \
                     >= self.slots:
                 return
+            if any(b.passed >= MAX_PASSED for b in blocked):
+                return
             placement = self._take(ready)
             if placement is None:
-                ready.passed += 1
-                if ready.passed > MAX_PASSED:
-                    return  # reserve: nothing smaller starts before it
+                blocked.append(ready)
                 continue
+            for earlier in blocked:  # overtaken: counted only when it really happens
+                earlier.passed += 1
             self.waiting.remove(ready)
             self.running[executor.submit(self.run_one, ready, placement)] = (ready, placement)
 
