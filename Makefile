@@ -37,6 +37,7 @@ bench: setup
 	$(PY) -m bench.profiler_overhead
 	$(PY) -m bench.profile_share
 	$(PY) -m autotune commbench
+	$(PY) -m bench.parallel_utilisation --ks 8 4 1
 
 clean:
 	rm -rf runs .pytest_cache
