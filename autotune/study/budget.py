@@ -42,14 +42,17 @@ def claim_launch(study: optuna.Study, trial: optuna.Trial, params: dict, n_trial
     """Claim one launch of the budget for ``trial``, atomically across workers.
 
     Under the study's launch lock (:mod:`autotune.study.claims`): the budget counts
-    every other live claim, and a configuration already RUNNING with a claim is not
-    launched again. The claim is the ``launched`` attribute, written inside the lock.
+    every other live claim, and a configuration already launched (running, or finished
+    with a result that stands) is not launched again. The claim is the ``launched``
+    attribute, written inside the lock.
     """
     with launch_lock(lock_url, study_name):
         trials = study.get_trials(deepcopy=False)
         others = [t for t in trials if t.number != trial.number]
-        twin = next((t for t in others if t.state is TrialState.RUNNING and t.params == params
-                     and t.user_attrs.get(LAUNCHED)), None)
+        # Running elsewhere, or finished since this worker looked for a result to reuse
+        # (outside the lock): either way, wait for it / reuse it, never launch it again.
+        twin = next((t for t in others if t.params == params and t.user_attrs.get(LAUNCHED)
+                     and (t.state is TrialState.RUNNING or evaluated(t))), None)
         if twin is not None:
             return Claim(granted=False, twin=twin.number)
         if sum(1 for t in others if counts_as_launch(t)) >= n_trials:
