@@ -330,8 +330,12 @@ class Sweep:
         """The same configuration is running elsewhere: wait for it, reuse its result."""
         progress.note(f"trial {ready.trial.number}: {ready.label} is running as trial "
                       f"{ready.twin}; waiting to reuse its result instead of launching it again")
+        def still_here() -> None:  # a waiting trial beats too, or a new worker reaps it
+            self._check_stopping()
+            ready.trial.set_user_attr(R.HEARTBEAT, time.time())
+
         try:
-            original = budget.wait_for(study, ready.twin, should_stop=self._check_stopping)
+            original = budget.wait_for(study, ready.twin, poll_s=2.0, should_stop=still_here)
         except Stopped:
             reaping.requeue(study, ready.trial, Outcome.INTERRUPTED,
                             "the orchestrator stopped while waiting for a twin; re-queued")
