@@ -204,6 +204,14 @@ class ExportSettings:
     #: Production run of the exported job: total steps and checkpoint interval.
     steps: int = field(default=1000, metadata=rule(ge=1))
     checkpoint_every: int = field(default=100, metadata=rule(ge=1))
+    #: Your full MindFormers YAML: mindformers.yaml is then it with the tuned values merged
+    #: in (empty: a fragment of the tuned keys; a MindFormers workload's own config).
+    mindformers_base: str = ""
+    #: Precision keys of legacy or new (mcore) MindFormers model configs; auto = the base's.
+    mindformers_style: str = field(default="auto",
+                                   metadata=rule(one_of=("auto", "legacy", "mcore")))
+    #: MindFormers keys to set last, dotted: {output_dir: /data/out, runner_config.epochs: 3}.
+    mindformers_overrides: dict = field(default_factory=dict)
 
 
 @dataclass

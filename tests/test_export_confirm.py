@@ -56,9 +56,12 @@ def test_exported_job_runs_from_its_files_alone(real_study, tmp_path):
                                      "model_parallel": job["parallel"]["mp"],
                                      "pipeline_stage": job["parallel"]["pp"],
                                      "micro_batch_num": 1}
-    assert mf["runner_config"] == {
-        "batch_size": job["train"]["global_batch"] // job["train"]["micro_batches"],
-        "gradient_accumulation_steps": job["train"]["micro_batches"]}
+    # MindFormers' global batch: batch_size x accumulation x data parallel.
+    runner = mf["runner_config"]
+    assert runner["batch_size"] * runner["gradient_accumulation_steps"] * \
+        job["parallel"]["dp"] == job["train"]["global_batch"]
+    assert mf["runner_wrapper"]["max_grad_norm"] == job["train"]["clip_norm"]
+    assert mf["lr_schedule"]["learning_rate"] == job["train"]["lr"]
     assert mf["recompute_config"]["recompute"] is job["train"]["recompute"]
     assert mf["train_dataset"]["num_parallel_workers"] == job["data"]["num_workers"]
     assert mf["model"]["model_config"]["compute_dtype"] == job["precision"]["dtype"]

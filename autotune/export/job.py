@@ -9,7 +9,8 @@ leaves nothing half-written):
   (``hardware.devices`` are per node) runs it on every node, each taking its node rank
   and the first node's address from the environment or from SLURM;
 * ``job.sbatch``: the same job for SLURM (``sbatch job.sbatch``), one msrun per node;
-* ``mindformers.yaml``: the knobs under MindFormers' keys;
+* ``mindformers.yaml``: the knobs under MindFormers' keys, or the user's own MindFormers
+  config with them merged in (``export.mindformers_base``);
 * ``provenance.json``: study, trial, measured metrics with spread, versions, fingerprint;
 * ``CHANGES.md``: what changed against the baseline, the measured gain, the caveats.
 """
@@ -32,7 +33,7 @@ from rich.console import Console
 
 from autotune.export.changes import describe_changes
 from autotune.export.choose import choose_trial
-from autotune.export.mindformers import mindformers_config
+from autotune.export.mindformers import changes_section, export_mindformers
 from autotune.plan.costmodel import CostModel
 from autotune.settings import ExportSettings, SweepSettings
 from autotune.study import selection
@@ -63,16 +64,19 @@ def run_export(composed: DictConfig, console: Console) -> int:
     job = production_config(chosen, options)
     baseline = selection.baseline(records)
     headroom = predicted_headroom(job)
+    mindformers = export_mindformers(job, base=options.mindformers_base,
+                                     style=options.mindformers_style,
+                                     overrides=options.mindformers_overrides)
     files = {
         "job.yaml": OmegaConf.to_yaml(OmegaConf.structured(job)),
         "launch.sh": launch_script(job),
         "job.sbatch": sbatch_script(job, study=settings.study, trial=chosen.number),
-        "mindformers.yaml": OmegaConf.to_yaml(OmegaConf.create(mindformers_config(job))),
+        "mindformers.yaml": mindformers.yaml(),
         "provenance.json": json.dumps({**provenance(study, settings, chosen, why),
                                        "predicted_memory": headroom}, indent=2,
                                       default=str) + "\n",
         "CHANGES.md": describe_changes(chosen, baseline, job, records)
-        + headroom_note(headroom, chosen.simulated),
+        + headroom_note(headroom, chosen.simulated) + changes_section(mindformers),
         "README.md": EXPORT_README.format(trial=chosen.number, study=settings.study)
         + stability_note(study, chosen.number),
     }
@@ -298,7 +302,12 @@ EXPORT_README = """# Production job: trial {trial} of study {study}
 - `job.sbatch`: the SLURM job: its nodes, one msrun per node (`srun bash launch.sh`);
   requeued, it resumes from checkpoints/.
 - `job.yaml`: the resolved configuration (schema: trials/contract/schema.py), production mode.
-- `mindformers.yaml`: the same knobs under MindFormers' keys.
+- `mindformers.yaml`: the same job for MindFormers (`run_mindformer.py --config
+  mindformers.yaml`): your config with the tuned values merged in when the export was
+  given one (`export.mindformers_base=YOUR.yaml`), else a fragment of the tuned keys.
+  CHANGES.md lists each change and the knobs MindFormers cannot carry as measured. On the
+  CPU, `python -m trials.mindformers_run mindformers.yaml` (autotune's MindFormers
+  environment) trains it with MindFormers' Trainer and a CPU overflow check.
 - `provenance.json`: where it came from and what was measured.
 - `CHANGES.md`: what changed against the baseline, and what to watch out for.
 """
