@@ -69,6 +69,7 @@ class Trainer:
     def _build(self) -> None:
         cfg = self.cfg
         self.workload = load_workload(cfg.workload)
+        casts_itself = self.workload.takes_precision(cfg.precision.dtype.value)
         model = self.workload.build_model()
         blocks = self.workload.blocks(model)
         if cfg.train.recompute:
@@ -78,7 +79,8 @@ class Trainer:
             self.workload.shard(model, dp=cfg.parallel.dp, mp=cfg.parallel.mp)
         self.flops_per_token = self.workload.flops_per_token(model)
         raw_model = model
-        model = apply_precision(model, cfg)
+        if not casts_itself:
+            model = apply_precision(model, cfg)
         loss_net = self.workload.build_loss(model)
         if cfg.parallel.pp > 1:  # Ascend/GPU only: refused earlier on CPU
             loss_net = nn.PipelineCell(loss_net, cfg.train.micro_batches)
@@ -103,7 +105,8 @@ class Trainer:
         self.applied.update(
             jit_level=cfg.runtime.jit_level.value if cfg.runtime.mode.value == "graph" else None,
             recomputed_blocks=len(blocks) if cfg.train.recompute else 0,
-            dense_compute_dtype=_first_dense_dtype(raw_model),
+            dense_compute_dtype=(_SHORT_DTYPES[cfg.precision.dtype.value] if casts_itself
+                                 else _first_dense_dtype(raw_model)),
             loss_scaler=type(self.scaler).__name__ if self.scaler else None,
             dataset_workers=cfg.data.num_workers, accumulation_steps=self.accumulation,
             **self.extra_applied)
@@ -321,6 +324,9 @@ class Trainer:
             out.update(self.communication, comm_share=self.communication["comm_s"] / step_s
                        if step_s else 0.0)
         return out
+
+
+_SHORT_DTYPES = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
 
 
 def _first_dense_dtype(model: nn.Cell) -> str:

@@ -47,6 +47,12 @@ class Workload(ABC):
         """The Cells to recompute when ``train.recompute=true`` (default: none)."""
         return []
 
+    def takes_precision(self, dtype: str) -> bool:
+        """Called before :meth:`build_model` with the trial's compute dtype. True: the
+        model casts itself to it (autotune applies no ``auto_mixed_precision``); the
+        default False lets autotune apply the precision knob."""
+        return False
+
     def flops_per_token(self, model: nn.Cell) -> float | None:
         """Model FLOPs per token for MFU (PaLM convention); None = MFU not reported."""
         return None

@@ -384,6 +384,12 @@ def validate(cfg: TrialConfig) -> None:
                           "source yields byte tokens 0..255; use >= 256 or data=synthetic")
     if w.entry and ":" not in w.entry:
         raise ConfigError(f"workload.entry={w.entry!r} must look like 'package.module:factory'")
+    if w.entry:
+        from trials.contract.mindformers import workload_problem
+
+        problem = workload_problem(cfg)
+        if problem:
+            raise ConfigError(problem)
 
 
 def dimension_problem(w: WorkloadConfig, *, mp: int = 1, pp: int = 1) -> str | None:
@@ -441,6 +447,10 @@ def to_trial_config(node: DictConfig) -> TrialConfig:
     merged = OmegaConf.merge(schema, subset)
     cfg = OmegaConf.to_object(merged)
     assert isinstance(cfg, TrialConfig)
+    if cfg.workload.entry:
+        from trials.contract.mindformers import pin_workload_config
+
+        pin_workload_config(cfg.workload)
     return cfg
 
 
