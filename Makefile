@@ -7,7 +7,14 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 export GLOG_v := 3
 
-.PHONY: setup sweep test lint bench clean
+# MindFormers lives in its own environment (its wheel declares MindSpore 2.11 and a package
+# that is not on PyPI): `make mindformers-setup` builds .venv-mindformers with the project,
+# mindformers==2.1.0 without its declared dependencies, and the pinned ones it really needs.
+MF_VENV := .venv-mindformers
+MF_PY := $(MF_VENV)/bin/python
+MF_STAMP := $(MF_VENV)/.installed
+
+.PHONY: setup sweep test lint bench clean mindformers-setup sweep-mindformers test-mindformers
 
 setup: $(STAMP)
 
@@ -21,6 +28,21 @@ sweep: setup
 
 test: setup
 	$(PY) -m pytest $(ARGS)
+
+mindformers-setup: $(MF_STAMP)
+
+$(MF_STAMP): pyproject.toml requirements-mindformers.txt
+	test -x $(MF_PY) || $(PYTHON) -m venv $(MF_VENV)
+	$(MF_PY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	$(MF_PY) -m pip install --quiet --disable-pip-version-check --no-deps mindformers==2.1.0
+	$(MF_PY) -m pip install --quiet --disable-pip-version-check -r requirements-mindformers.txt
+	touch $(MF_STAMP)
+
+sweep-mindformers: mindformers-setup
+	$(MF_PY) -m autotune sweep workload=mindformers_llama_tiny $(ARGS)
+
+test-mindformers: mindformers-setup
+	$(MF_PY) -m pytest tests/mindformers $(ARGS)
 
 lint: setup
 	$(VENV)/bin/ruff check autotune trials tests bench
