@@ -33,8 +33,7 @@ class MindFormersWorkload(Workload):
 
     def __init__(self, cfg: WorkloadConfig) -> None:
         self.cfg = cfg
-        self.full_config, model_config = mf.workload_model_config(cfg)
-        model_config = dict(model_config)
+        self.full_config, model_config = mf.workload_model_config(cfg)  # a fresh copy
         model_config.pop("type", None)
         # The dataset gives inputs and labels already shifted (autotune's text windows).
         model_config["input_sliced_sig"] = True

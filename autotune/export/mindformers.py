@@ -61,13 +61,12 @@ class MindFormersExport:
 def fragment(job: TrialConfig, style: str = "legacy") -> dict:
     """The tuned and fixed knobs of ``job`` under MindFormers' keys."""
     p, t, pr = job.parallel, job.train, job.precision
-    devices = p.devices
     cpu = job.hardware.backend is Backend.CPU
     accumulation = accumulation_steps(job)
     # MindFormers accumulates only under semi-auto parallel, which a CPU cannot run.
     folds_accumulation = accumulation > 1 and cpu
     semi_auto = p.mp > 1 or p.pp > 1 or (accumulation > 1 and not folds_accumulation)
-    use_parallel = devices > 1 or semi_auto
+    use_parallel = p.devices > 1 or semi_auto
     keys = mf.PRECISION_KEYS[style]
     context = {"mode": 0 if job.runtime.mode is Mode.graph else 1,
                "device_target": job.hardware.backend.value,
@@ -75,7 +74,7 @@ def fragment(job: TrialConfig, style: str = "legacy") -> dict:
                "jit_config": {"jit_level": job.runtime.jit_level.value}}
     if not cpu:
         context["max_device_memory"] = f"{job.hardware.device_memory_gib:g}GB"
-    out = {
+    return {
         "seed": t.seed,
         "use_parallel": use_parallel,
         "context": context,
@@ -104,7 +103,6 @@ def fragment(job: TrialConfig, style: str = "legacy") -> dict:
                           "python_multiprocessing": bool(job.data.multiprocessing),
                           "prefetch_size": job.data.prefetch},
     }
-    return out
 
 
 def _scale_sense(job: TrialConfig):
@@ -151,28 +149,25 @@ def export_mindformers(job: TrialConfig, *, base: str = "", style: str = "auto",
     """``mindformers.yaml`` of the job: the fragment, or ``base`` with it merged in, with
     ``overrides`` (dotted MindFormers keys) last; checked against MindFormers' rules."""
     overrides = dict(overrides or {})
-    what = "export.mindformers_base"
-    base_cfg = mf.load_config(base, what=what) if base else None
-    if base_cfg is None and job.workload.entry == mf.ADAPTER_ENTRY:
-        # A MindFormers workload: its own config is the natural base.
-        source = job.workload.options.get(mf.OPTION_CONFIG, "")
-        if source:
-            base, what = source, "workload.options.config"
-            base_cfg = mf.load_config(source, what=what)
+    what, base_cfg, built = "export.mindformers_base", None, None
+    workload_config = (job.workload.options.get(mf.OPTION_CONFIG, "")
+                       if job.workload.entry == mf.ADAPTER_ENTRY else "")
+    if workload_config and base in ("", workload_config):
+        # A MindFormers workload: its own config is the natural base, with the model as
+        # the trials built it (the workload's keys over the config's).
+        base, what = workload_config, "workload.options.config"
+        base_cfg, built = mf.workload_model_config(job.workload)
+    elif base:
+        base_cfg = mf.load_config(base, what=what)
     if style == "auto":
         style = mf.model_style(base_cfg) if base_cfg is not None else "legacy"
-    if style not in mf.PRECISION_KEYS:
-        raise ConfigError(f"export.mindformers_style={style!r} must be auto, legacy or mcore")
     tuned = fragment(job, style)
     if base_cfg is None:
         config = mf.merge(tuned, _nest(overrides))
         result = MindFormersExport(config, None, style)
         checked = mf.merge(_minimal_model(), config)
     else:
-        if job.workload.entry == mf.ADAPTER_ENTRY and \
-                base == job.workload.options.get(mf.OPTION_CONFIG):
-            # The model as the trials built it (the workload's keys over the config's).
-            _, built = mf.workload_model_config(job.workload)
+        if built is not None:
             tuned["model"]["model_config"] = {**built, **tuned["model"]["model_config"]}
         tuned = _fit_to_base(tuned, base_cfg, checkpoint_every=job.run.checkpoint_every)
         config = mf.merge(mf.merge(base_cfg, tuned), _nest(overrides))
