@@ -18,27 +18,18 @@ import sys
 import time
 from pathlib import Path
 
-from bench.search_efficiency import LANDSCAPE, Landscape, key, replay_records
+from bench.search_efficiency import LANDSCAPE, Landscape, key, params_of, replay_records
 from trials.contract.compose import load_resolved
 from trials.contract.events import EndRecord, StartRecord, SummaryRecord
 from trials.contract.metrics import MetricsLog
 from trials.contract.outcomes import Outcome
-from trials.contract.schema import format_split, memory_budget_gib, to_trial_config
+from trials.contract.schema import memory_budget_gib, to_trial_config
 from trials.contract.scorecard import scorecard
 
 #: Seconds between steps, and before the end, so that the monitor judges each step
 #: while the process still runs (as it does a real trial's).
 PACE_S = 0.01
 HOLD_S = 1.0
-
-
-def params_of(cfg) -> dict:
-    """The landscape's knob values of a resolved trial config."""
-    return {"runtime.mode": cfg.runtime.mode.value, "precision": cfg.precision.name,
-            "train.micro_batches": cfg.train.micro_batches,
-            "train.recompute": cfg.train.recompute,
-            "parallel.split": format_split(cfg.parallel.dp, cfg.parallel.mp, cfg.parallel.pp),
-            "runtime.threads": cfg.runtime.threads}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -4,7 +4,7 @@ A landscape of 96 CPU configurations was recorded once (``bench.landscape_record
 every point really run, step by step. Here the real sweep loop (``autotune.sweep.Sweep``:
 the sampler, the baseline, the OOM and slow rules, racing, scoring, selection) runs
 against it, with one change: a trial's process is replaced by its recorded run
-(:class:`ReplaySweep`). Each replayed run is the recorded one with its step times
+(:class:`ReplayRunner`). Each replayed run is the recorded one with its step times
 scaled by a run-to-run factor exp(N(0, cv)), cv measured from the landscape's repeats,
 so a rerun of a point differs as a real one would. The memory budget is applied
 step by step as the trial's guard would (each step keeps its peak RSS), and a trial
@@ -147,77 +147,109 @@ def replay_records(run: dict, factor: float) -> list:
     return out
 
 
-def make_replay_sweep():
-    """The ReplaySweep class (built lazily: importing autotune is not free)."""
-    from autotune.running.monitor import TrialResult
-    from autotune.study import records as R
-    from autotune.study import selection
-    from autotune.sweep import Sweep
-    from trials.contract.events import SummaryRecord
-    from trials.contract.outcomes import Outcome
-    from trials.contract.scorecard import scorecard
+def params_of(cfg) -> dict:
+    """The landscape's knob values of a resolved trial config."""
+    from trials.contract.schema import format_split
 
-    class ReplaySweep(Sweep):
-        """The real sweep loop; a trial's process is its recorded run."""
+    return {"runtime.mode": cfg.runtime.mode.value, "precision": cfg.precision.name,
+            "train.micro_batches": cfg.train.micro_batches,
+            "train.recompute": cfg.train.recompute,
+            "parallel.split": format_split(cfg.parallel.dp, cfg.parallel.mp, cfg.parallel.pp),
+            "runtime.threads": cfg.runtime.threads}
 
-        def __init__(self, composed, overrides, console, landscape: Landscape, seed: int,
-                     cv: float) -> None:
-            super().__init__(composed, overrides, console)
-            self.landscape, self.cv = landscape, cv
-            self.rng = np.random.default_rng(seed)
-            self.spent = 0.0
-            self.timeline: list[tuple[float, float | None]] = []  # (seconds, pick's value)
 
-        def replay(self, params: dict, on_step) -> TrialResult:
-            run = self.landscape.grid[key(params)]
-            factor = float(np.exp(self.rng.normal(0.0, self.cv))) if self.cv else 1.0
-            records = replay_records(run, factor)
-            budget = self.budget_gib
-            steps = []
-            for record, t in records:
-                steps.append(record)
-                if record.peak_rss_gib > budget:
-                    return TrialResult(Outcome.OOM, f"peak RSS over the budget {budget:g} GiB",
-                                       steps=steps, wall_s=t + STOP_COST_S)
-                verdict = on_step(steps)
-                if verdict:
-                    return TrialResult(Outcome.SLOW, verdict, steps=steps,
-                                       wall_s=t + STOP_COST_S)
-            if run["outcome"] != "ok":
-                return TrialResult(Outcome.parse(run["outcome"]), "as recorded", steps=steps,
-                                   wall_s=run["wall_s"])
+class ReplayTrial:
+    """A recorded run replayed in virtual time, followed by the real follow loop
+    (autotune.running.monitor.watch) like any running trial: its records appear at their
+    recorded times (scaled by the run's factor), the loop's waits jump to the next of
+    them, and a stop costs STOP_COST_S, as the trial's processes take to go."""
+
+    def __init__(self, run: dict, factor: float, budget_gib: float, name: str,
+                 on_end) -> None:
+        from trials.contract.events import EndRecord, StartRecord, SummaryRecord
+        from trials.contract.outcomes import Outcome
+        from trials.contract.scorecard import scorecard
+
+        self.marker, self.started, self.t = name, 0.0, 0.0
+        self.on_end = on_end
+        self.events: list[tuple[float, object]] = [(0.0, StartRecord(
+            total_steps=len(run["steps"]), budget_gib=budget_gib))]
+        steps = []
+        self.exit_at, self.code = None, None
+        for record, t in replay_records(run, factor):
+            steps.append(record)
+            self.events.append((t, record))
+            if record.peak_rss_gib > budget_gib:  # the trial's memory guard
+                self.events.append((t, EndRecord(
+                    Outcome.OOM, f"peak RSS over the budget {budget_gib:g} GiB")))
+                self.exit_at, self.code = t + STOP_COST_S, Outcome.OOM.exit_code
+                return
+        outcome = Outcome.parse(run["outcome"])
+        end_t = self.events[-1][0]  # the last step's time (0 for a run without steps)
+        if outcome is Outcome.OK:
             peak = max(s.peak_rss_gib for s in steps)
-            card = scorecard(steps, flops_per_token=None, peak_flops=None, recompute=False,
-                             peak_rss_gib=[peak], budget_gib=budget, spike_factor=8.0)
+            self.events.append((end_t, SummaryRecord(**scorecard(
+                steps, flops_per_token=None, peak_flops=None, recompute=False,
+                peak_rss_gib=[peak], budget_gib=budget_gib, spike_factor=8.0))))
             wall, _ = charged_wall(run, run["steps"], math.inf)
-            wall += records[-1][1] - run["steps"][-1]["t_s"]
-            return TrialResult(Outcome.OK, summary=SummaryRecord(**card), steps=steps,
-                               wall_s=wall)
+            self.exit_at = wall + end_t - (run["steps"][-1]["t_s"] if run["steps"] else 0.0)
+        else:
+            self.exit_at = run["wall_s"]
+        self.events.append((end_t, EndRecord(outcome, "" if outcome is Outcome.OK
+                                             else "as recorded")))
+        self.code = outcome.exit_code
 
-        def _launch(self, trial, cfg, label, progress, placement, *, best):
-            trial.set_user_attr(R.TRIAL_DIR, "replay")
-            result = self.replay(dict(trial.params), lambda steps: self._slow_verdict(
-                trial, steps, best, cfg.run.warmup_steps))
-            self.spent += result.wall_s
-            return result
+    def poll(self) -> int | None:
+        return self.code if self.t >= self.exit_at else None
 
-        def _repeat(self, params, config, out_dir, *, marker):
-            result = self.replay(dict(params), lambda steps: None)
-            self.spent += result.wall_s
-            if result.reason is not Outcome.OK:
-                return None
-            return {**result.summary.performance, "wall_s": result.wall_s}
+    def read(self) -> list:
+        due = [r for t, r in self.events if t <= self.t]
+        self.events = [(t, r) for t, r in self.events if t > self.t]
+        return due
 
-        def _one_trial(self, study, progress):
-            settled = super()._one_trial(study, progress)
-            if settled.launched:
-                pick = selection.best(R.load_records(study), self.budget_gib)
-                value = (self.landscape.true_value(pick.params, self.budget_gib)
-                         if pick is not None else None)
-                self.timeline.append((self.spent, value))
-            return settled
+    def now(self) -> float:
+        return self.t
 
-    return ReplaySweep
+    def wait(self, seconds: float) -> None:
+        upcoming = [t for t, _ in self.events if t > self.t] + [self.exit_at]
+        self.t = min(self.t + seconds, min(upcoming))
+
+    def stop(self, grace_s: float = 2.0) -> None:
+        self.exit_at = min(self.exit_at, self.t + STOP_COST_S)
+        self.t = self.exit_at
+
+    def kill(self) -> None:
+        self.stop()
+
+    def cleanup(self) -> None:
+        self.on_end(self.t - self.started)
+
+    def verdict(self):
+        return None
+
+    def record(self) -> dict:
+        return {"replay": self.marker}
+
+    def log_tail(self) -> str:
+        return ""
+
+
+class ReplayRunner:
+    """The sweep's runner when every trial is a recorded run of the landscape: the real
+    loop (sampler, filters, follow loop, slow rule, racing, scoring) decides on it."""
+
+    def __init__(self, landscape: Landscape, seed: int, cv: float, budget_gib: float) -> None:
+        self.landscape, self.cv, self.budget_gib = landscape, cv, budget_gib
+        self.rng = np.random.default_rng(seed)
+        self.spent = 0.0
+
+    def start(self, job, placement=None) -> ReplayTrial:
+        run = self.landscape.grid[key(params_of(job.cfg))]
+        factor = float(np.exp(self.rng.normal(0.0, self.cv))) if self.cv else 1.0
+        return ReplayTrial(run, factor, self.budget_gib, job.name, self._charge)
+
+    def _charge(self, seconds: float) -> None:
+        self.spent += seconds
 
 
 def sweep_overrides(searcher: str, seed: int, *, budget_gib: float, n_trials: int,
@@ -238,14 +270,27 @@ def search_once(searcher: str, seed: int, *, landscape: Landscape, budget_gib: f
     runs = workdir / f"{searcher}-{seed}"
     overrides = sweep_overrides(searcher, seed, budget_gib=budget_gib, n_trials=n_trials,
                                 runs=runs)
+    from autotune.study import records as R
+    from autotune.study import selection
+    from autotune.sweep import Sweep
+
     composed = compose("sweep", overrides, with_choices=True, schema=SweepConfig)
     validate_settings(composed)
-    sweep = make_replay_sweep()(composed, overrides, Console(file=io.StringIO()), landscape,
-                                seed, cv)
+    runner = ReplayRunner(landscape, seed, cv, budget_gib)
+    timeline: list[tuple[float, float | None]] = []  # (trial-seconds, the pick's true value)
+
+    def observe(study, settled) -> None:
+        if settled.launched:
+            pick = selection.best(R.load_records(study), budget_gib)
+            timeline.append((runner.spent, landscape.true_value(pick.params, budget_gib)
+                             if pick is not None else None))
+
+    sweep = Sweep(composed, overrides, Console(file=io.StringIO()), runner=runner,
+                  observe=observe)
     outcome = sweep.run()
     decisions = decisions_of(outcome.study)
     shutil.rmtree(runs, ignore_errors=True)
-    return {"timeline": sweep.timeline, "spent_s": sweep.spent, "decisions": decisions}
+    return {"timeline": timeline, "spent_s": runner.spent, "decisions": decisions}
 
 
 def decisions_of(study) -> list[tuple]:

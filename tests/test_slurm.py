@@ -174,6 +174,7 @@ def test_scancel_of_a_running_trial_is_a_crash_naming_who(slurm, harness):
     subprocess.run(["scancel", job], check=True)
     out, err = orchestrator.communicate(timeout=90)
     assert orchestrator.returncode == 1, err  # the baseline crashed: the sweep stops
+
     trial = harness.study().trials[0]
     assert trial.state is TrialState.FAIL and trial.user_attrs["reason"] == "crash"
     assert "cancelled outside autotune" in trial.user_attrs["detail"]
@@ -250,3 +251,33 @@ def test_a_trial_lost_twice_is_a_crash(slurm, harness, monkeypatch):
     assert trial.user_attrs["reason"] == "crash"
     assert "twice: given up" in trial.user_attrs["detail"]
     assert code == 1  # the baseline crashed
+
+
+def test_a_slurm_sweeps_race_and_confirm_reruns_are_slurm_jobs(slurm, harness, capsys):
+    """Every re-measurement of a SLURM study runs where its trials ran: racing's and
+    confirm's runs go through the study's runner, each one a SLURM job of its own."""
+    from autotune.cli import main
+
+    space = harness.space("s4", {"data.num_workers": [1, 2]})
+    harness.script(steps=6, step_sleep=0.01)
+    # The fake's tokens/s ignore this knob: the second trial is within noise of the first
+    # and races it.
+    code, out, err = harness.run(space, "sweep.launcher=slurm", "sweep.n_trials=2",
+                                 "sweep.race.rounds=1", "sweep.stop.slow_ratio=0",
+                                 "sweep.stop.slow_warmup_ratio=0")
+    assert code == 0, err + out
+    study_dir = harness.runs / "s"
+    races = sorted(study_dir.glob("trial-*/race-*"))
+    # Rule: a race re-run in a SLURM sweep is a SLURM job (its submission script is there).
+    assert races and all(list((r / "slurm").glob("*_submission.sh")) for r in races)
+    code = main(["confirm", *harness.overrides(space, "sweep.launcher=slurm"),
+                 "confirm.top_k=1", "confirm.repeats=1"])
+    out = capsys.readouterr()
+    assert code == 0, out.err + out.out
+    runs = sorted((study_dir / "confirm").glob("trial-*-run-0"))
+    # Rule: confirm's runs of a SLURM study are SLURM jobs, named after what they re-run.
+    assert runs and all(list((r / "slurm").glob("*_submission.sh")) for r in runs)
+    names = subprocess.run(["sacct", "-n", "-X", "-P", "-S", "now-1hours", "-o", "JobName"],
+                           capture_output=True, text=True).stdout.split()
+    assert "autotune-confirm-0" in names
+    assert harness.study().user_attrs["autotune.repeats"]["0"][-1]["source"] == "confirm"

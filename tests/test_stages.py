@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 from autotune.stages.correctness import agreement, learns
-from autotune.stages.store import ruling
+from autotune.study.stage_results import ruling
 
 
 def test_a_finite_falling_loss_learns_and_a_flat_or_nan_one_does_not():

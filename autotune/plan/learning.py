@@ -5,20 +5,15 @@ Only real measurements calibrate the model: simulated trials never do.
 
 from __future__ import annotations
 
-from pathlib import Path
+import threading
 
 from autotune.plan.calibration import Measurement
 from autotune.plan.costmodel import CostModel
 from autotune.study.records import PREDICTION, TrialRecord
 from autotune.study.selection import distinct
-from trials.contract.compose import load_resolved
 from trials.contract.outcomes import Outcome
-from trials.contract.schema import (
-    ConfigError,
-    TrialConfig,
-    memory_budget_gib,
-    to_trial_config,
-)
+from trials.contract.schema import ConfigError, TrialConfig, memory_budget_gib
+from trials.contract.trial_dir import of_record
 
 
 def config_of(record: TrialRecord, cache: dict[int, TrialConfig | None] | None = None,
@@ -27,9 +22,10 @@ def config_of(record: TrialRecord, cache: dict[int, TrialConfig | None] | None =
     if cache is not None and record.number in cache:
         return cache[record.number]
     cfg = None
-    if record.trial_dir and (Path(record.trial_dir) / "config.yaml").exists():
+    run_dir = of_record(record.trial_dir)
+    if run_dir is not None and run_dir.has_config():
         try:
-            cfg = to_trial_config(load_resolved(Path(record.trial_dir) / "config.yaml", []))
+            cfg = run_dir.read_config()
         except ConfigError:
             cfg = None
     if cache is not None:
@@ -75,3 +71,22 @@ def needs_refit(record: TrialRecord, margin: float) -> bool:
     pairs = [(predicted.get("peak_gib"), record.peak_memory_gib),
              (predicted.get("tokens_per_s"), record.tokens_per_s)]
     return any(p and m and abs(p / m - 1) > margin for p, m in pairs)
+
+
+class Refitter:
+    """The sweep's refits of the cost model: after a trial whose measurement says the model
+    is wrong (a measured OOM, a prediction off by more than the margin), and while the
+    constants are still the priors. Concurrent trials finish in threads of their own."""
+
+    def __init__(self, model: CostModel, margin: float) -> None:
+        self.model = model
+        self.margin = margin
+        self._configs: dict[int, TrialConfig | None] = {}  # read once per trial
+        self._lock = threading.Lock()
+
+    def after_trial(self, records: list[TrialRecord], number: int) -> None:
+        with self._lock:
+            record = next(r for r in records if r.number == number)
+            if needs_refit(record, self.margin) or \
+                    self.model.constants.source.startswith("priors"):
+                self.model.refit(measurements(records, self.model, self._configs))

@@ -27,13 +27,16 @@ from rich.table import Table
 from autotune.profiling import rules
 from autotune.profiling.figure import where_the_time_goes
 from autotune.report.diagnosis import Finding
+from autotune.running.job import Runner
 from autotune.running.repeat import run_once
+from autotune.running.runner import runner_for
 from autotune.settings import ProfileSettings, SweepSettings
 from autotune.study import storage as S
+from autotune.study.layout import StudyLayout
 from autotune.study.records import TrialRecord, load_records
-from trials.contract.compose import load_resolved
 from trials.contract.outcomes import Outcome
 from trials.contract.schema import ConfigError, TrialConfig, runnable_problem, to_trial_config
+from trials.contract.trial_dir import TrialDir
 
 #: How a profile run differs from the trial. No compile cache: a graph loaded from it has
 #: lost its scope names (Default/MatMul-op3), which tell forward from backward and
@@ -51,16 +54,16 @@ def run_profile(composed: DictConfig, console: Console) -> int:
     if options.trial is not None:
         study = S.load_existing(settings)
         record = _trial(load_records(study), options.trial)
-        cfg = to_trial_config(load_resolved(Path(record.trial_dir) / "config.yaml", []))
-        name = f"trial-{record.number:04d}"
+        cfg = TrialDir(Path(record.trial_dir)).read_config()
     else:
         cfg = to_trial_config(composed)
-        name = "composed"
     problem = runnable_problem(cfg)
     if problem:
         raise ConfigError(problem)
-    out = Path(options.out) if options.out else S.study_dir(settings) / "profile" / name
-    result = profile_config(cfg, out, settings, options.steps, console=console)
+    out = (Path(options.out) if options.out else
+           StudyLayout.of(settings).profile(record.number if record else None))
+    result = profile_config(runner_for(settings), cfg, out, settings, options.steps,
+                            console=console)
     if result is None:
         return 1
     write_result(result)
@@ -79,17 +82,17 @@ def _trial(records: list[TrialRecord], number: int) -> TrialRecord:
     return found
 
 
-def profile_config(cfg: TrialConfig, out: Path, settings: SweepSettings, steps: int, *,
-                   console: Console | None = None, trial: int | None = None) -> dict | None:
-    """Run ``cfg`` with ``steps`` profiled steps in ``out``; the stored result, or None
-    (with the reason printed) when the run failed."""
-    out.mkdir(parents=True, exist_ok=True)
-    config = out / "config.yaml"
-    config.write_text(OmegaConf.to_yaml(OmegaConf.structured(cfg)))
+def profile_config(runner: Runner, cfg: TrialConfig, out: Path, settings: SweepSettings,
+                   steps: int, *, console: Console | None = None, trial: int | None = None
+                   ) -> dict | None:
+    """Run ``cfg`` with ``steps`` profiled steps in ``out`` through ``runner``; the stored
+    result, or None (with the reason printed) when the run failed."""
+    run_dir = TrialDir(out)
+    run_dir.write_config(cfg)
     if console is not None:
         console.print(f"profiling {steps} steps after warm-up and measurement in {out} ...",
                       markup=False, soft_wrap=True)
-    run = run_once(config, out, settings, marker="profile", overrides=PROFILE_RUN + (
+    run = run_once(runner, run_dir, settings, name="profile", overrides=PROFILE_RUN + (
         f"run.profile_steps={steps}", "run.profile_dir=.", "run.metrics_path=metrics.jsonl"))
     if run.reason is not Outcome.OK or run.profile is None:
         if console is not None:

@@ -8,17 +8,16 @@ time the study's launched trials took; otherwise the sweep says how to run it.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import optuna
 from rich.console import Console
 
 from autotune.profiling.command import profile_config, store, stored_profiles, write_result
+from autotune.running.job import Runner
 from autotune.settings import ProfileSettings, SweepSettings
-from autotune.study import storage as S
+from autotune.study.layout import StudyLayout
 from autotune.study.records import TrialRecord
-from trials.contract.compose import load_resolved
-from trials.contract.schema import TrialConfig, to_trial_config
+from trials.contract.schema import TrialConfig
+from trials.contract.trial_dir import of_record
 
 #: Seconds the profiler adds on top of the profiled steps: start-up and parsing (measured
 #: about 1-3 s on this CPU, BENCHMARKS.md "profiler overhead").
@@ -44,15 +43,15 @@ def sweep_time_s(records: list[TrialRecord]) -> float:
 
 def profile_winner(study: optuna.Study, records: list[TrialRecord], winner: TrialRecord | None,
                    settings: SweepSettings, options: ProfileSettings,
-                   console: Console) -> dict | None:
-    if winner is None or not winner.trial_dir or not options.after_sweep:
+                   console: Console, runner: Runner) -> dict | None:
+    if winner is None or not options.after_sweep:
         return None
-    config = Path(winner.trial_dir) / "config.yaml"
-    if not config.is_file():  # a trial that left no resolved config: nothing to re-run
+    run_dir = of_record(winner.trial_dir)
+    if run_dir is None or not run_dir.has_config():  # no resolved config: nothing to re-run
         return None
     if winner.number in stored_profiles(study):
         return None  # profiled by an earlier run of this sweep
-    cfg = to_trial_config(load_resolved(config, []))
+    cfg = run_dir.read_config()
     cost, spent = estimated_cost_s(winner, cfg, options.steps), sweep_time_s(records)
     how = f"python -m autotune profile profile.trial={winner.number}"
     if spent <= 0 or cost > options.max_sweep_share * spent:
@@ -63,8 +62,8 @@ def profile_winner(study: optuna.Study, records: list[TrialRecord], winner: Tria
     console.print(f"profiling the winner, trial {winner.number} (about {cost:.0f} s, "
                   f"{100 * cost / spent:.0f} % of the sweep's {spent:.0f} s)", markup=False,
                   soft_wrap=True)
-    out = S.study_dir(settings) / "profile" / f"trial-{winner.number:04d}"
-    result = profile_config(cfg, out, settings, options.steps, trial=winner.number)
+    out = StudyLayout.of(settings).profile(winner.number)
+    result = profile_config(runner, cfg, out, settings, options.steps, trial=winner.number)
     if result is None:
         console.print(f"profiling trial {winner.number} failed; see {out}", markup=False)
         return None

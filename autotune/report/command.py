@@ -23,7 +23,7 @@ from autotune.profiling.command import stored_profiles
 from autotune.report import diagnosis, index, plots, prediction, stages, tables, where_time_goes
 from autotune.report.diagnosis import Finding, diagnose
 from autotune.settings import SweepSettings
-from autotune.stages import store as stage_store
+from autotune.study import stage_results as stage_store
 from autotune.study.noise import annotate
 from autotune.study.records import TrialRecord, load_records
 from autotune.study.selection import baseline

@@ -28,7 +28,7 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 
-from autotune.running.launcher import TrialProcess, start, stop
+from autotune.running.launcher import Process, start, stop
 from autotune.settings import CommbenchSettings, SweepSettings
 from trials.contract.launch import PROJECT_ROOT, msrun_argv, trial_env
 from trials.contract.machine import cpu_model
@@ -127,7 +127,7 @@ def run_commbench(composed: DictConfig, console: Console) -> int:
     return 0
 
 
-def follow(proc: TrialProcess, log_dir: Path, console: Console) -> int | None:
+def follow(proc: Process, log_dir: Path, console: Console) -> int | None:
     """Wait for msrun, printing rank 0's progress lines; its exit code, None on timeout."""
     log = log_dir / "worker_0.log"  # msrun's name for rank 0's output
     offset = 0

@@ -19,12 +19,15 @@ from rich.console import Console
 
 from autotune.report.leaderboard import params_label
 from autotune.running.repeat import rerun
+from autotune.running.runner import runner_for
 from autotune.settings import ConfirmSettings, SweepSettings
 from autotune.study import selection
 from autotune.study import storage as S
+from autotune.study.layout import StudyLayout
 from autotune.study.noise import PairedTest, paired_test
 from autotune.study.records import CONFIRM_STUDY_KEY, TrialRecord, add_repeats, load_records
 from trials.contract.schema import ConfigError
+from trials.contract.trial_dir import TrialDir
 
 
 def spread(values: list[float]) -> dict:
@@ -62,7 +65,7 @@ def run_confirm(composed: DictConfig, console: Console) -> int:
     base = selection.baseline(records)
     if base is not None and base.ok and base.trial_dir and base not in chosen:
         chosen = [base, *chosen]  # every gain is judged against it, measured side by side
-    base_dir = S.study_dir(settings) / "confirm"
+    layout, runner = StudyLayout.of(settings), runner_for(settings)
     runs: dict[int, list[float | None]] = {r.number: [] for r in chosen}
     perfs: dict[int, list[dict]] = {r.number: [] for r in chosen}
     total = options.repeats * len(chosen)
@@ -73,9 +76,8 @@ def run_confirm(composed: DictConfig, console: Console) -> int:
             role = " (baseline)" if base is not None and r.number == base.number else ""
             console.print(f"confirm {done}/{total}: trial {r.number}{role} round {rep + 1}",
                           highlight=False)
-            perf = rerun(Path(r.trial_dir) / "config.yaml",
-                         base_dir / f"trial-{r.number:04d}-run-{rep}", settings,
-                         marker=f"confirm/{r.number}")
+            perf = rerun(runner, TrialDir(Path(r.trial_dir)), layout.confirm(r.number, rep),
+                         settings, name=f"confirm/{r.number}")
             runs[r.number].append(perf["tokens_per_s"] if perf else None)
             if perf:
                 perfs[r.number].append(perf)

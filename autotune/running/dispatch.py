@@ -16,6 +16,7 @@ proposals that never started are re-queued too.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -23,6 +24,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autotune.running.devices import UNPLACED, DevicePool, Placement
+from autotune.settings import Launcher
+
+log = logging.getLogger(__name__)
 
 #: How many times a waiting proposal may be passed over by smaller ones.
 MAX_PASSED = 4
@@ -178,3 +182,18 @@ class Dispatcher:
         if not ready.devices or self.pool is None:
             return UNPLACED
         return self.pool.take(ready.devices)
+
+
+def device_pool(settings, hardware, note: Callable[[str], None]) -> DevicePool | None:
+    """The devices concurrent trials share on this machine (None: the runner's cluster
+    places them). CPU trials side by side disturb each other: said once, here."""
+    if settings.launcher is not Launcher.local:
+        return None
+    pool = DevicePool(hardware.backend, hardware.devices)
+    if pool.backend == "CPU":
+        log.warning("%d CPU trials run side by side, each pinned to its own cores: they still "
+                    "share memory bandwidth and caches, so their tokens/s disturb each other; "
+                    "use parallel_trials=1 for the numbers you export", settings.parallel_trials)
+        note(f"note: {settings.parallel_trials} concurrent CPU trials disturb each other's "
+             "numbers (shared memory bandwidth and caches); each is pinned to its own cores")
+    return pool

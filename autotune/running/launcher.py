@@ -12,67 +12,40 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from autotune.running.devices import UNPLACED, Placement
-from trials.contract.launch import MARKER_ENV, trial_argv, trial_env
-from trials.contract.outcomes import Outcome
+from trials.contract.launch import MARKER_ENV, trial_env
+from trials.contract.trial_dir import TrialDir
 
 
 @dataclass
-class TrialProcess:
-    """A trial running as local processes. The monitor follows any launcher's trial
-    through the same methods (:class:`autotune.running.slurm.SlurmTrial` is the other)."""
+class Process:
+    """A process group started here: its leader, the group id, the marker every process
+    of it carries, when it started."""
 
     popen: subprocess.Popen
     pgid: int
     marker: str
-    #: When it began to run (the stop rules' clocks start here); None while queued.
-    started: float | None
+    started: float
 
     def poll(self) -> int | None:
         return self.popen.poll()
 
-    def stop(self, grace_s: float = 2.0) -> None:
-        stop(self, grace_s)
 
-    def cleanup(self) -> None:
-        """After the end: kill what it left behind (dataset workers, msrun ranks)."""
-        kill_marked(self.marker)
-
-    def verdict(self) -> tuple[Outcome, str, bool] | None:
-        """The launcher's own word on how it ended (outcome, detail, worth a retry);
-        None: a local process says it all through its end record and exit code."""
-        return None
-
-    def record(self) -> dict:
-        """What the study keeps to find and kill it later (the reaper)."""
-        from autotune.study.reaping import worker_identity
-
-        return {"host": worker_identity()["host"], "pgid": self.pgid, "marker": self.marker}
-
-
-def start(argv: list[str], trial_dir: Path, marker: str, *,
-          placement: Placement = UNPLACED) -> TrialProcess:
-    """Launch in a new session (its own process group), output to files in trial_dir;
-    ``placement`` restricts it to its devices and cores (concurrent trials)."""
-    with open(trial_dir / "stdout.log", "ab") as out, open(trial_dir / "stderr.log", "ab") as err:
-        popen = subprocess.Popen([*placement.argv_prefix(), *argv], cwd=trial_dir, stdout=out,
+def start(argv: list[str], run_dir: Path, marker: str, *,
+          placement: Placement = UNPLACED) -> Process:
+    """Launch in a new session (its own process group), output to the run directory's
+    log files; ``placement`` restricts it to its devices and cores (concurrent trials)."""
+    logs = TrialDir(run_dir)
+    with open(logs.stdout, "ab") as out, open(logs.stderr, "ab") as err:
+        popen = subprocess.Popen([*placement.argv_prefix(), *argv], cwd=run_dir, stdout=out,
                                  stderr=err, stdin=subprocess.DEVNULL,
                                  env={**trial_env(os.environ, marker=marker), **placement.env},
                                  start_new_session=True)
-    return TrialProcess(popen=popen, pgid=popen.pid, marker=marker, started=time.time())
-
-
-def start_trial(config_path: Path, trial_dir: Path, marker: str, *, world_size: int,
-                trial_command: list[str], placement: Placement = UNPLACED) -> TrialProcess:
-    """The sweep's launch of one trial on this machine (the local launcher)."""
-    argv = trial_argv(config_path, world_size=world_size, trial_command=trial_command,
-                      log_dir=trial_dir / "msrun_log")
-    return start(argv, trial_dir, marker, placement=placement)
+    return Process(popen=popen, pgid=popen.pid, marker=marker, started=time.time())
 
 
 def kill_group(pgid: int, grace_s: float = 2.0, *, leader: subprocess.Popen | None = None
@@ -152,36 +125,31 @@ def kill_marked(marker: str, grace_s: float = 1.0) -> int:
     return len(pids)
 
 
-def stop(proc: TrialProcess, grace_s: float = 2.0) -> None:
-    """Kill the trial's process group and anything else carrying its marker; reap it.
+def stop(process: Process, grace_s: float = 2.0) -> None:
+    """Kill the process group and anything else carrying its marker; reap the leader.
     ``grace_s``: how long SIGTERM may take before SIGKILL."""
-    kill_group(proc.pgid, grace_s, leader=proc.popen)
-    kill_marked(proc.marker, grace_s)
+    kill_group(process.pgid, grace_s, leader=process.popen)
+    kill_marked(process.marker, grace_s)
     try:
-        proc.popen.wait(timeout=5)
+        process.popen.wait(timeout=5)
     except subprocess.TimeoutExpired:
         pass
 
 
-def kill_recorded(process: dict | None, host: str) -> int:
-    """Kill what a study recorded of a trial's processes (``{"host", "pgid", "marker"}``),
-    when they run on this host, and cancel its SLURM job (``slurm_job``) wherever it runs;
-    how many processes (or jobs) there were."""
-    if not process:
-        return 0
-    killed = 0
-    if process.get("slurm_job"):
-        from autotune.running.slurm import cancel_job
-
-        killed += cancel_job(str(process["slurm_job"]))
-    if process.get("host") == host and process.get("marker"):
-        killed += kill_marked(process["marker"])
-    return killed
-
-
-def trial_command(simulate: bool, configured: list[str]) -> list[str]:
-    """The program that runs a trial: the simulated one (``sweep.simulate``), the
-    configured ``sweep.trial_command``, or (empty) the MindSpore trial program."""
-    if simulate:
-        return [sys.executable, "-m", "autotune.plan.simulate"]
-    return list(configured)
+def kill9(process: Process) -> None:
+    """SIGKILL every process at once, as a crashed node would: the process group, then
+    what carries its marker (msrun's workers sit in process groups of their own)."""
+    try:
+        os.killpg(process.pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    for pid in processes_with_marker(process.marker):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    try:
+        process.popen.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        pass
+    kill_marked(process.marker)

@@ -1,28 +1,32 @@
-"""Watch one running trial: read its metrics live, enforce the stop rules, classify the end.
+"""The one follow loop: read a running trial's records live, enforce the stop rules,
+classify the end. Nothing else watches a trial.
 
-The monitor decides from structured signals only: records in the metrics file,
-the exit code, and its own clocks. Free text (stderr) is kept for the human,
-never parsed.
+The monitor decides from structured signals only: the records the trial writes,
+its exit code, what its runner saw (a SLURM job's state) and its own clocks. Free
+text (stderr) is kept for the human, never parsed. What varies between callers comes
+in as :class:`Clocks` (the sweep's stop rules, or a soak's limits for a long run) and
+:class:`Hooks` (the slow rule, progress and heartbeats, a soak's kill).
+
+    result = monitor.run(runner, job, Clocks.of(settings.stop), hooks=Hooks(...))
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Protocol
 
+from autotune.running.devices import UNPLACED, Placement
+from autotune.running.job import Runner, RunningTrial, TrialJob
 from autotune.settings import StopRules
 from trials.contract.events import (
     EndRecord,
     Phase,
     ProfileRecord,
+    Record,
     StartRecord,
     StepRecord,
     SummaryRecord,
 )
-from trials.contract.metrics import MetricsReader
 from trials.contract.outcomes import Outcome
 
 POLL_S = 0.2
@@ -51,36 +55,51 @@ class TrialResult:
     profile: ProfileRecord | None = None
     #: Lost to its node (failure, preemption), not to its configuration: worth one retry.
     retry: bool = False
+    #: Killed on purpose by a hook (a soak's SIGKILL drill); ``detail`` says when.
+    killed: bool = False
 
 
-class RunningTrial(Protocol):
-    """A launched trial as the monitor follows it, whatever launched it: a local
-    :class:`~autotune.running.launcher.TrialProcess` or a
-    :class:`~autotune.running.slurm.SlurmTrial`."""
+@dataclass(frozen=True)
+class Clocks:
+    """When the follow loop stops a trial by the clock, and how often it looks."""
 
-    marker: str
-    started: float | None  # None while queued
+    wall_s: float
+    compile_s: float
+    step_s: float
+    poll_s: float = POLL_S
+    #: How long a trial may take to exit once its end record is written.
+    exit_grace_s: float = EXIT_GRACE_S
 
-    def poll(self) -> int | None: ...
-    def stop(self, grace_s: float = 2.0) -> None: ...
-    def cleanup(self) -> None: ...
-    def verdict(self) -> tuple[Outcome, str, bool] | None: ...
+    @classmethod
+    def of(cls, rules: StopRules) -> Clocks:
+        return cls(wall_s=rules.wall_timeout_s, compile_s=rules.compile_timeout_s,
+                   step_s=rules.step_timeout_s)
+
+    def verdict(self, now: float, started: float, last_progress: float, any_step: bool
+                ) -> tuple[Outcome, str] | None:
+        if now - started > self.wall_s:
+            return Outcome.TIMEOUT, f"ran past the wall-clock cap of {self.wall_s:g} s"
+        if not any_step and now - started > self.compile_s:
+            return Outcome.HANG, (f"no step finished within the compile budget of "
+                                  f"{self.compile_s:g} s")
+        if any_step and now - last_progress > self.step_s:
+            return Outcome.HANG, f"no step progress for {self.step_s:g} s"
+        return None
 
 
-#: Called after each new step with the steps so far; returns a reason to stop as slow, or None.
-StepHook = Callable[[list[StepRecord]], str | None]
+@dataclass
+class Hooks:
+    """What a caller adds to the follow loop; every hook is optional."""
 
-
-def log_tail(trial_dir: Path, lines: int = 20) -> str:
-    chunks = []
-    for name in ("stderr.log", "stdout.log"):
-        try:
-            text = (trial_dir / name).read_text(errors="replace").splitlines()
-        except OSError:
-            continue
-        if text:
-            chunks.append(f"--- {name}\n" + "\n".join(text[-lines:]))
-    return "\n".join(chunks)[-4000:]
+    #: After each new step, with the steps so far: a reason to stop it as slow, or None.
+    step: Callable[[list[StepRecord]], str | None] | None = None
+    #: Every poll, with the trial's phase ("queued", "starting", "compile", ...); may raise
+    #: (the orchestrator was told to stop) to take the trial down.
+    tick: Callable[[str], None] | None = None
+    #: Every record as it is read (a soak follows checkpoints and progress through it).
+    record: Callable[[Record], None] | None = None
+    #: After each read: a reason to SIGKILL the whole trial now, or None (a soak's drill).
+    kill: Callable[[], str | None] | None = None
 
 
 def current_phase(steps: list[StepRecord], started: bool) -> str:
@@ -91,27 +110,43 @@ def current_phase(steps: list[StepRecord], started: bool) -> str:
     return steps[-1].phase.value
 
 
-def watch(proc: RunningTrial, metrics_path: Path, trial_dir: Path, rules: StopRules,
-          *, on_step: StepHook | None = None, on_tick: Callable[[str], None] | None = None,
-          ) -> TrialResult:
-    """Follow the trial until it exits or a stop rule kills it.
+def run(runner: Runner, job: TrialJob, clocks: Clocks, *, placement: Placement = UNPLACED,
+        hooks: Hooks | None = None, on_start: Callable[[RunningTrial], None] | None = None,
+        on_retry: Callable[[TrialResult], None] | None = None) -> TrialResult:
+    """Start ``job`` and follow it to its end. A trial lost to its node (SLURM: node
+    failure, preemption) is started once more; lost twice, it is a crash."""
+    for attempt in (1, 2):
+        trial = runner.start(job, placement)
+        if on_start is not None:
+            on_start(trial)
+        result = watch(trial, clocks, hooks)
+        if not result.retry:
+            return result
+        if attempt == 1 and on_retry is not None:
+            on_retry(result)
+    result.detail = f"{result.detail}, twice: given up"
+    return result
 
-    If the orchestrator itself is interrupted (SIGINT, SIGTERM), every process of the
-    trial goes too before the interruption propagates.
+
+def watch(trial: RunningTrial, clocks: Clocks, hooks: Hooks | None = None) -> TrialResult:
+    """Follow the trial until it exits, a stop rule or a hook ends it.
+
+    If the orchestrator itself is interrupted (SIGINT, SIGTERM, or a hook raising), every
+    process of the trial goes too before the interruption propagates.
     """
     try:
-        return _watch(proc, metrics_path, trial_dir, rules, on_step, on_tick)
+        return _watch(trial, clocks, hooks or Hooks())
     except BaseException:
-        proc.stop()
+        trial.stop()
         raise
 
 
 class _Follower:
-    """What the metrics file has said so far."""
+    """What the trial has said so far."""
 
-    def __init__(self, metrics_path: Path, on_step: StepHook | None) -> None:
-        self.reader = MetricsReader(metrics_path)
-        self.on_step = on_step
+    def __init__(self, trial: RunningTrial, hooks: Hooks) -> None:
+        self.trial = trial
+        self.hooks = hooks
         self.start: StartRecord | None = None
         self.steps: list[StepRecord] = []
         self.summary: SummaryRecord | None = None
@@ -122,14 +157,16 @@ class _Follower:
     def read(self) -> bool:
         """Take in new records; True when a step arrived."""
         progressed = False
-        for record in self.reader.read_new():
+        for record in self.trial.read():
+            if self.hooks.record is not None:
+                self.hooks.record(record)
             if isinstance(record, StartRecord):
                 self.start = record
             elif isinstance(record, StepRecord):
                 self.steps.append(record)
                 progressed = True
-                if self.on_step is not None and self.slow is None:
-                    self.slow = self.on_step(self.steps)
+                if self.hooks.step is not None and self.slow is None:
+                    self.slow = self.hooks.step(self.steps)
             elif isinstance(record, SummaryRecord):
                 self.summary = record
             elif isinstance(record, ProfileRecord):
@@ -139,63 +176,73 @@ class _Follower:
         return progressed
 
 
-def _watch(proc: RunningTrial, metrics_path: Path, trial_dir: Path, rules: StopRules,
-           on_step: StepHook | None, on_tick: Callable[[str], None] | None) -> TrialResult:
-    follow = _Follower(metrics_path, on_step)
-    last_progress = proc.started
+def _watch(trial: RunningTrial, clocks: Clocks, hooks: Hooks) -> TrialResult:
+    follow = _Follower(trial, hooks)
+    last_progress = trial.started
     stop: tuple[Outcome, str] | None = None
+    killed: str | None = None
     ended: float | None = None  # when the end event was first seen
-    submitted = time.time()
-    while proc.poll() is None:
-        now = time.time()
-        if proc.started is None:  # queued (SLURM): the stop rules' clocks have not started
-            if on_tick is not None:
-                on_tick("queued")
-            time.sleep(POLL_S)
+    submitted = trial.now()
+    while True:
+        exited = trial.poll() is not None  # before reading: what it flushed is read
+        now = trial.now()
+        if trial.started is None and not exited:  # queued (SLURM): no clock runs yet
+            if hooks.tick is not None:
+                hooks.tick("queued")
+            trial.wait(clocks.poll_s)
             continue
-        last_progress = last_progress or proc.started
+        last_progress = last_progress or trial.started or now
         if follow.read():
             last_progress = now
+        if hooks.kill is not None and not exited:
+            killed = hooks.kill()
+            if killed:
+                trial.kill()
+                break
+        if exited:
+            break
         stop = ((Outcome.SLOW, follow.slow) if follow.slow else
-                _clock_verdict(now, proc.started, last_progress, bool(follow.steps), rules))
+                clocks.verdict(now, trial.started, last_progress, bool(follow.steps)))
         if stop is not None:
             # Nothing of a slow trial is kept: msrun's own SIGTERM clean-up is not waited for.
-            proc.stop(QUICK_KILL_S if stop[0] is Outcome.SLOW else 2.0)
+            trial.stop(QUICK_KILL_S if stop[0] is Outcome.SLOW else 2.0)
             break
         if follow.end is not None:
             ended = ended or now
-            if now - ended > EXIT_GRACE_S:  # the outcome is known: do not wait for teardown
-                proc.stop(QUICK_KILL_S)
+            if now - ended > clocks.exit_grace_s:  # the outcome is known: skip the teardown
+                trial.stop(QUICK_KILL_S)
                 break
-        if on_tick is not None:
-            on_tick(current_phase(follow.steps, follow.start is not None))
-        time.sleep(POLL_S)
+        if hooks.tick is not None:
+            hooks.tick(current_phase(follow.steps, follow.start is not None))
+        trial.wait(clocks.poll_s)
     follow.read()  # what was flushed just before the exit
     # A trial that exited by itself may have left children (dataset workers, msrun ranks).
-    proc.cleanup()
-    exit_code = proc.poll()
-    launcher_verdict = proc.verdict()
-    reason, detail = _classify(stop, follow, exit_code, launcher_verdict)
-    retry = (stop is None and follow.end is None and launcher_verdict is not None
-             and launcher_verdict[2])
+    trial.cleanup()
+    exit_code = trial.poll()
+    runner_verdict = None if killed else trial.verdict()
+    reason, detail = _classify(stop, follow, exit_code, runner_verdict)
+    if killed:
+        reason, detail = Outcome.CRASH, killed
+    retry = (stop is None and not killed and follow.end is None
+             and runner_verdict is not None and runner_verdict[2])
     result = TrialResult(reason=reason, detail=detail, summary=follow.summary,
                          steps=follow.steps, start=follow.start, exit_code=exit_code,
-                         wall_s=time.time() - (proc.started or submitted),
-                         profile=follow.profile, retry=retry)
-    if reason not in (Outcome.OK, Outcome.SLOW):
-        result.log_tail = log_tail(trial_dir)
+                         wall_s=trial.now() - (trial.started or submitted),
+                         profile=follow.profile, retry=retry, killed=bool(killed))
+    if reason not in (Outcome.OK, Outcome.SLOW) and not killed:
+        result.log_tail = trial.log_tail()
     return result
 
 
 def _classify(stop: tuple[Outcome, str] | None, follow: _Follower, exit_code: int | None,
-              launcher_verdict: tuple[Outcome, str, bool] | None = None
+              runner_verdict: tuple[Outcome, str, bool] | None = None
               ) -> tuple[Outcome, str]:
-    """Our own stop first, then the trial's end record, then what the launcher saw (SLURM:
+    """Our own stop first, then the trial's end record, then what the runner saw (SLURM:
     out of memory, time limit, node failure, cancelled), then the exit code."""
     if stop is not None:
         return stop
-    if follow.end is None and launcher_verdict is not None:
-        return launcher_verdict[0], launcher_verdict[1]
+    if follow.end is None and runner_verdict is not None:
+        return runner_verdict[0], runner_verdict[1]
     if follow.end is not None:
         reason, detail = follow.end.outcome, follow.end.reason
     else:
@@ -204,15 +251,3 @@ def _classify(stop: tuple[Outcome, str] | None, follow: _Follower, exit_code: in
     if reason is Outcome.OK and follow.summary is None:
         return Outcome.CRASH, "ended ok without a summary"
     return reason, detail
-
-
-def _clock_verdict(now: float, started: float, last_progress: float, any_step: bool,
-                   rules: StopRules) -> tuple[Outcome, str] | None:
-    if now - started > rules.wall_timeout_s:
-        return Outcome.TIMEOUT, f"ran past the wall-clock cap of {rules.wall_timeout_s:g} s"
-    if not any_step and now - started > rules.compile_timeout_s:
-        return Outcome.HANG, (f"no step finished within the compile budget of "
-                              f"{rules.compile_timeout_s:g} s")
-    if any_step and now - last_progress > rules.step_timeout_s:
-        return Outcome.HANG, f"no step progress for {rules.step_timeout_s:g} s"
-    return None

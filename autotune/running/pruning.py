@@ -50,3 +50,13 @@ def slow_verdict(steps: list[StepRecord], best: float | None, rules: StopRules,
     where = ("measured" if steps[-1].phase is Phase.MEASURE else
              "steady-enough warm-up" if is_measured else "warm-up")
     return f"{tps:,.0f} tok/s after {n} {where} steps < {ratio:g} x best {best:,.0f}"
+
+
+def judge(trial, steps: list[StepRecord], best: float | None, rules: StopRules,
+          warmup_floor: int = 0) -> str | None:
+    """After each new step of a running trial: report its tokens/s so far to Optuna (the
+    intermediate values the dashboard plots); why to stop it as slow, or None."""
+    tps, _, _ = estimate(steps, warmup_floor)
+    if tps is not None:
+        trial.report(tps, steps[-1].step)
+    return slow_verdict(steps, best, rules, warmup_floor)

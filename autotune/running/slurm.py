@@ -34,10 +34,15 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from autotune.running.devices import UNPLACED, Placement
+from autotune.running.job import FollowedFile, TrialJob
+from autotune.running.launcher import kill_marked
 from autotune.settings import SlurmSettings
+from autotune.study.reaping import worker_identity
 from trials.contract.launch import trial_argv, trial_env
 from trials.contract.outcomes import Outcome
 from trials.contract.schema import ConfigError, TrialConfig
+from trials.contract.trial_dir import TrialDir
 
 #: Seconds between two reads of a job's state (each is one ``sacct`` call).
 POLL_S = 1.0
@@ -100,23 +105,24 @@ class NodeTask:
     nodes: int
     trial_command: list
     python: str
+    overrides: tuple = ()
 
     def __call__(self) -> int:
         import submitit
 
         job = submitit.JobEnvironment()
+        run_dir = TrialDir(Path(self.trial_dir))
         # msrun's master listens on the first node; a port from the job id keeps the
         # nodes agreed without talking, and two jobs on one node apart.
         port = 20000 + int(job.job_id.split("_")[0]) % 20000
         argv = trial_argv(self.config, world_size=self.world_size, nodes=self.nodes,
                           node_rank=job.node, master_addr=job.hostnames[0], master_port=port,
                           trial_command=self.trial_command, python=self.python,
-                          log_dir=Path(self.trial_dir) / "msrun_log")
+                          log_dir=run_dir.msrun_log, overrides=self.overrides)
         suffix = "" if job.node == 0 else f".node{job.node}"
-        out_dir = Path(self.trial_dir)
-        with open(out_dir / f"stdout{suffix}.log", "ab") as out, \
-                open(out_dir / f"stderr{suffix}.log", "ab") as err:
-            return subprocess.call(argv, cwd=out_dir, stdout=out, stderr=err,
+        with open(run_dir.path / f"stdout{suffix}.log", "ab") as out, \
+                open(run_dir.path / f"stderr{suffix}.log", "ab") as err:
+            return subprocess.call(argv, cwd=run_dir.path, stdout=out, stderr=err,
                                    stdin=subprocess.DEVNULL,
                                    env=trial_env(os.environ, marker=self.marker,
                                                  python=self.python))
@@ -162,12 +168,13 @@ def slurm_outcome(state: str, *, cancelled_by_us: bool, time_min: int
     return None
 
 
-class SlurmTrial:
-    """One trial's job, followed like a local process (see monitor.RunningTrial)."""
+class SlurmTrial(FollowedFile):
+    """One trial's job, followed like a local process (see job.RunningTrial): its records
+    come from the metrics file on the shared filesystem, its end from the job's state."""
 
-    def __init__(self, job, marker: str, time_min: int) -> None:
-        self.job = job
-        self.marker = marker
+    def __init__(self, job: TrialJob, slurm_job, marker: str, time_min: int) -> None:
+        super().__init__(job, marker)
+        self.slurm_job = slurm_job  # submitit's handle
         self.time_min = time_min
         self.started: float | None = None
         self.state = "PENDING"
@@ -176,14 +183,14 @@ class SlurmTrial:
 
     @property
     def job_id(self) -> str:
-        return str(self.job.job_id)
+        return str(self.slurm_job.job_id)
 
     def _refresh(self) -> None:
         now = time.time()
         if now - self._read_at < POLL_S:
             return
         self._read_at = now
-        self.state = self.job.get_info(mode="force").get("State", "UNKNOWN") or "UNKNOWN"
+        self.state = self.slurm_job.get_info(mode="force").get("State", "UNKNOWN") or "UNKNOWN"
         if self.started is None and self.state.split()[0] not in QUEUED:
             self.started = now
 
@@ -199,10 +206,15 @@ class SlurmTrial:
         _run(["scancel", self.job_id])
         self.cleanup()
 
+    def kill(self) -> None:
+        """SIGKILL every process of the job at once, as a crashed node would."""
+        self._cancelled_by_us = True
+        _run(["scancel", "--signal=KILL", "--full", self.job_id])
+        _run(["scancel", self.job_id])
+        self.cleanup()
+
     def cleanup(self) -> None:
         # A one-host cluster (and a node shared with the orchestrator): its leftovers here.
-        from autotune.running.launcher import kill_marked
-
         kill_marked(self.marker)
 
     def verdict(self) -> tuple[Outcome, str, bool] | None:
@@ -217,31 +229,34 @@ class SlurmTrial:
                              time_min=self.time_min)
 
     def record(self) -> dict:
-        from autotune.study.reaping import worker_identity
-
         return {"host": worker_identity()["host"], "marker": self.marker,
                 "slurm_job": self.job_id}
 
 
-class SlurmLauncher:
-    """Submits trials as jobs (``sweep.launcher=slurm``)."""
+class SlurmRunner:
+    """Trials as SLURM jobs (``sweep.launcher=slurm``): one job of N nodes per run, whatever
+    runs it (the sweep, racing, confirm, profile, soak). The cluster gives the devices, so a
+    placement is not used."""
 
-    def __init__(self, settings: SlurmSettings, study: str) -> None:
+    def __init__(self, settings: SlurmSettings, study: str, program: list[str]) -> None:
         self.settings = settings
         self.study = study
+        self.program = list(program)
 
-    def start_trial(self, config_path: Path, trial_dir: Path, marker: str, *, cfg: TrialConfig,
-                    trial_command: list[str], number: int) -> SlurmTrial:
+    def start(self, job: TrialJob, placement: Placement = UNPLACED) -> SlurmTrial:
         import submitit
 
-        executor = submitit.SlurmExecutor(folder=trial_dir / "slurm", python=sys.executable)
-        executor.update_parameters(**job_parameters(
-            self.settings, cfg, f"autotune-{self.study}-{number}"))
-        world = cfg.parallel.devices
-        task = NodeTask(config=str(config_path), trial_dir=str(trial_dir), marker=marker,
-                        world_size=world, nodes=nodes_for(world, cfg.hardware.devices),
-                        trial_command=list(trial_command), python=sys.executable)
-        return SlurmTrial(executor.submit(task), marker, self.settings.time_min)
+        job.prepare()
+        marker = job.new_marker()
+        executor = submitit.SlurmExecutor(folder=job.dir.slurm, python=sys.executable)
+        name = "autotune-" + job.name.replace("/", "-")
+        executor.update_parameters(**job_parameters(self.settings, job.cfg, name))
+        world = job.world_size
+        task = NodeTask(config=str(job.dir.config), trial_dir=str(job.dir.path), marker=marker,
+                        world_size=world, nodes=nodes_for(world, job.cfg.hardware.devices),
+                        trial_command=list(self.program), python=sys.executable,
+                        overrides=tuple(job.overrides))
+        return SlurmTrial(job, executor.submit(task), marker, self.settings.time_min)
 
 
 def cancel_job(job_id: str) -> int:

@@ -41,15 +41,15 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 
-from autotune.running import launcher
-from autotune.running.soak_attempts import Limits, run_attempts
+from autotune.running.repeat import copy_config
+from autotune.running.runner import runner_for
+from autotune.running.soak_attempts import clocks_for, run_attempts
 from autotune.running.soak_plan import output_dir, pick_trial, plan_soak
 from autotune.running.soak_report import SOAK_KEY, plot, render, soak_section, summarise
 from autotune.settings import SoakSettings, SweepSettings
 from autotune.study import storage as S
 from autotune.study.records import load_records
-from trials.contract.compose import load_resolved
-from trials.contract.schema import to_trial_config
+from trials.contract.trial_dir import TrialDir
 
 __all__ = ["SOAK_KEY", "run_soak", "soak_section"]
 
@@ -66,13 +66,13 @@ def run_soak(composed: DictConfig, console: Console) -> int:
     record, why = pick_trial(study, records, composed, options)
     out = output_dir(settings, options)
     run_dir = out / "run"
-    cfg = to_trial_config(load_resolved(Path(record.trial_dir) / "config.yaml", []))
-    plan = plan_soak(record, why, cfg, options, run_dir=run_dir,
-                     leak_mib=float(composed.run.inject_leak_mib),
-                     trial_command=launcher.trial_command(False, settings.trial_command))
+    source = TrialDir(Path(record.trial_dir))
+    plan = plan_soak(record, why, source.read_config(), options, run_dir=run_dir,
+                     leak_mib=float(composed.run.inject_leak_mib))
+    runner = runner_for(settings)
     # Everything is validated: from here on the soak writes.
     shutil.rmtree(run_dir, ignore_errors=True)
-    run_dir.mkdir(parents=True)
+    copy_config(source, TrialDir(run_dir))
     kill_text = (f"kill -9 after step {plan.planned_kill - 1} (>= {plan.kill_at:g} of the "
                  f"steps, {plan.replay} past a checkpoint)" if plan.planned_kill else "no kill")
     say(f"soak: trial {plan.trial}, the one export chooses: {why}" if options.trial is None
@@ -83,7 +83,8 @@ def run_soak(composed: DictConfig, console: Console) -> int:
     if extra:
         say(f"  fault injection: {' '.join(extra)}")
     started = time.time()
-    attempts, failed = run_attempts(plan, run_dir, Limits.for_plan(plan, settings), say)
+    attempts, failed = run_attempts(plan, TrialDir(run_dir), runner,
+                                    clocks_for(plan, settings), say)
     result = summarise(plan, attempts, failed, options, time.time() - started, out)
     plot(attempts, result, out / "soak.png")
     (out / "soak.json").write_text(json.dumps(result, indent=2) + "\n")

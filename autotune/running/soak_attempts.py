@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import math
 import os
-import signal
-import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -14,8 +12,9 @@ from pathlib import Path
 
 import numpy as np
 
-from autotune.running import launcher
-from autotune.running.monitor import log_tail
+from autotune.running import monitor
+from autotune.running.job import Runner, TrialJob
+from autotune.running.monitor import Clocks, Hooks
 from autotune.running.soak_plan import SoakPlan
 from autotune.settings import SweepSettings
 from autotune.study import stability
@@ -26,9 +25,8 @@ from trials.contract.events import (
     StepRecord,
     SummaryRecord,
 )
-from trials.contract.launch import trial_argv
-from trials.contract.metrics import MetricsReader
 from trials.contract.outcomes import Outcome
+from trials.contract.trial_dir import TrialDir
 
 #: How often the run's metrics are read: a tiny model steps every ~30 ms, and the kill
 #: should land between two checkpoints.
@@ -95,52 +93,16 @@ class Attempt:
                 "log_tail": self.log_tail}
 
 
-@dataclass
-class Limits:
-    """When the soak stops a run itself: a long run is not a trial, so the sweep's wall
-    cap is scaled to the planned steps."""
-
-    compile_s: float
-    step_s: float
-    wall_s: float
-
-    @classmethod
-    def for_plan(cls, plan: SoakPlan, settings: SweepSettings) -> Limits:
-        stop = settings.stop
-        step_s = plan.step_s or 1.0
-        return cls(compile_s=stop.compile_timeout_s,
-                   step_s=max(stop.step_timeout_s, 20 * step_s),
-                   wall_s=max(stop.wall_timeout_s,
-                              stop.compile_timeout_s + 3 * plan.steps * step_s + 60))
-
-    def verdict(self, now: float, started: float, last_step: float | None
-                ) -> tuple[Outcome, str] | None:
-        if now - started > self.wall_s:
-            return Outcome.TIMEOUT, f"ran past the soak's wall-clock cap of {self.wall_s:.0f} s"
-        if last_step is None and now - started > self.compile_s:
-            return Outcome.HANG, f"no step within the compile budget of {self.compile_s:g} s"
-        if last_step is not None and now - last_step > self.step_s:
-            return Outcome.HANG, f"no step progress for {self.step_s:g} s"
-        return None
-
-
-def kill9(proc: launcher.TrialProcess) -> None:
-    """SIGKILL every process of the run at once, as a crashed node would: its process
-    group, then msrun's workers (groups of their own), found by the marker."""
-    try:
-        os.killpg(proc.pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    for pid in launcher.processes_with_marker(proc.marker):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    try:
-        proc.popen.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        pass
-    launcher.kill_marked(proc.marker)
+def clocks_for(plan: SoakPlan, settings: SweepSettings) -> Clocks:
+    """When the soak stops a run itself: a long run is not a trial, so the sweep's wall cap
+    is scaled to the planned steps. The run is looked at every POLL_S, so that the kill
+    lands between two checkpoints."""
+    stop = settings.stop
+    step_s = plan.step_s or 1.0
+    return Clocks(compile_s=stop.compile_timeout_s, step_s=max(stop.step_timeout_s, 20 * step_s),
+                  wall_s=max(stop.wall_timeout_s,
+                             stop.compile_timeout_s + 3 * plan.steps * step_s + 60),
+                  poll_s=POLL_S, exit_grace_s=EXIT_GRACE_S)
 
 
 def end_line(path: Path) -> None:
@@ -167,72 +129,42 @@ def should_kill(done: int, latest_checkpoint: int | None, plan: SoakPlan) -> boo
             and done % plan.checkpoint_every >= plan.replay)
 
 
-def run_attempt(index: int, plan: SoakPlan, run_dir: Path, reader: MetricsReader,
-                limits: Limits, *, kill: bool, checkpoints: list[int],
+def run_attempt(index: int, plan: SoakPlan, run_dir: TrialDir, runner: Runner, clocks: Clocks,
+                *, kill: bool, checkpoints: list[int],
                 on_step: Callable[[Attempt, StepRecord], None]) -> Attempt:
     """Launch the run (resuming from the latest checkpoint) and follow it to its end, or
     kill it with SIGKILL at the planned point when ``kill``."""
-    argv = trial_argv(plan.config, world_size=plan.world_size,
-                      trial_command=plan.trial_command, log_dir=run_dir / "msrun_log",
-                      overrides=plan.overrides)
-    proc = launcher.start(argv, run_dir, marker=f"soak/{plan.trial}/{time.time_ns()}")
+    job = TrialJob.of(run_dir, f"soak/{plan.trial}", tuple(plan.overrides), fresh=index == 0)
     attempt = Attempt(index=index)
-    last_step: float | None = None
-    ended: float | None = None
-    try:
-        while True:
-            exited = proc.poll() is not None  # before reading: what it flushed is read
-            now = time.time()
-            for record in reader.read_new():
-                if attempt.take(record, proc.started) is not None:
-                    last_step = now
-                    on_step(attempt, attempt.steps[-1])
-            latest = max([*checkpoints, *attempt.checkpoints, attempt.start_step or 0]) or None
-            if kill and should_kill(attempt.done, latest, plan):
-                attempt.killed, attempt.kill_done, attempt.kill_checkpoint = (
-                    True, attempt.done, latest)
-                kill9(proc)
-                break
-            if exited:
-                break
-            stop = limits.verdict(now, proc.started, last_step)
-            if stop is not None:
-                attempt.outcome, attempt.detail = stop
-                launcher.stop(proc)
-                break
-            if attempt.end is not None:
-                ended = ended or now
-                if now - ended > EXIT_GRACE_S:  # its outcome is written: do not wait on teardown
-                    launcher.stop(proc, 0.3)
-                    break
-            time.sleep(POLL_S)
-    except BaseException:
-        launcher.stop(proc)
-        raise
-    for record in reader.read_new():
-        attempt.take(record, proc.started)
-    launcher.kill_marked(proc.marker)  # dataset workers or ranks left behind
-    end_line(run_dir / "metrics.jsonl")
-    attempt.exit_code = proc.poll()
-    attempt.wall_s = time.time() - proc.started
+    launched = time.time()
+
+    def record(r) -> None:
+        if attempt.take(r, launched) is not None:
+            on_step(attempt, attempt.steps[-1])
+
+    def kill_now() -> str | None:
+        latest = max([*checkpoints, *attempt.checkpoints, attempt.start_step or 0]) or None
+        if not (kill and should_kill(attempt.done, latest, plan)):
+            return None
+        attempt.killed, attempt.kill_done, attempt.kill_checkpoint = True, attempt.done, latest
+        return f"killed with SIGKILL by the soak after step {attempt.done - 1}"
+
+    result = monitor.run(runner, job, clocks, hooks=Hooks(record=record, kill=kill_now))
+    end_line(job.metrics)  # a SIGKILLed writer may have torn its last line
+    attempt.exit_code, attempt.wall_s = result.exit_code, result.wall_s
+    attempt.outcome, attempt.detail = result.reason, result.detail
     _classify(attempt, plan)
     if not attempt.killed and attempt.outcome is not Outcome.OK:
-        attempt.log_tail = log_tail(run_dir)
+        attempt.log_tail = result.log_tail
     return attempt
 
 
 def _classify(attempt: Attempt, plan: SoakPlan) -> None:
+    """The follow loop's outcome, read as a soak reads it: a killed launch has none (the
+    kill was the plan); a launch that ended ok short of the planned steps crashed."""
     if attempt.killed:
-        attempt.outcome, attempt.detail = None, (f"killed with SIGKILL by the soak after step "
-                                                 f"{attempt.done - 1}")
+        attempt.outcome = None
         return
-    if attempt.outcome is not None:  # stopped by the soak's own clocks
-        return
-    if attempt.end is not None:
-        attempt.outcome, attempt.detail = attempt.end.outcome, attempt.end.reason
-    else:
-        attempt.outcome = Outcome.from_exit_code(attempt.exit_code)
-        attempt.detail = f"exited with code {attempt.exit_code} without an end event"
     if attempt.outcome is Outcome.OK and attempt.done < plan.steps:
         attempt.outcome = Outcome.CRASH
         attempt.detail = f"ended ok after {attempt.done} of {plan.steps} steps"
@@ -262,14 +194,13 @@ class Progress:
                  f"RSS {s.rss_gib:.2f} GiB")
 
 
-def run_attempts(plan: SoakPlan, run_dir: Path, limits: Limits,
+def run_attempts(plan: SoakPlan, run_dir: TrialDir, runner: Runner, clocks: Clocks,
                  say: Callable[[str], None]) -> tuple[list[Attempt], str | None]:
     """Launch, kill, resume until the run ends; (attempts, why it failed or None).
 
     One unexpected failure (crash, divergence, hang) is resumed from the latest
     checkpoint like the kill; a second one ends the soak, as does a launch that made
     no step (a resume that cannot start)."""
-    reader = MetricsReader(run_dir / "metrics.jsonl")
     progress = Progress(say, plan.steps)
 
     def on_step(attempt: Attempt, s: StepRecord) -> None:
@@ -283,7 +214,7 @@ def run_attempts(plan: SoakPlan, run_dir: Path, limits: Limits,
     failures = 0
     while True:
         kill = plan.kill_from is not None and not any(a.killed for a in attempts)
-        attempt = run_attempt(len(attempts), plan, run_dir, reader, limits, kill=kill,
+        attempt = run_attempt(len(attempts), plan, run_dir, runner, clocks, kill=kill,
                               checkpoints=checkpoints, on_step=on_step)
         attempts.append(attempt)
         checkpoints.extend(attempt.checkpoints)

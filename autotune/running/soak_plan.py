@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import optuna
@@ -91,7 +91,6 @@ class SoakPlan:
     overrides: list[str]
     step_s: float | None
     world_size: int
-    trial_command: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return {"trial": self.trial, "chosen_because": self.why, "config": str(self.config),
@@ -113,7 +112,7 @@ def planned_kill(steps: int, every: int, kill_from: int, replay: int) -> int | N
 
 
 def plan_soak(record: TrialRecord, why: str, cfg: TrialConfig, options: SoakSettings, *,
-              run_dir: Path, leak_mib: float, trial_command: list[str]) -> SoakPlan:
+              run_dir: Path, leak_mib: float) -> SoakPlan:
     own = trial_steps(record, cfg)
     if options.minutes is not None:
         if not record.step_time_s:
@@ -149,8 +148,7 @@ def plan_soak(record: TrialRecord, why: str, cfg: TrialConfig, options: SoakSett
                     steps=steps, steps_from=steps_from, checkpoint_every=every,
                     kill_at=options.kill_at, kill_from=kill_from if kill else None,
                     replay=replay, planned_kill=kill, overrides=overrides,
-                    step_s=record.step_time_s, world_size=cfg.parallel.devices,
-                    trial_command=trial_command)
+                    step_s=record.step_time_s, world_size=cfg.parallel.devices)
 
 
 def output_dir(settings: SweepSettings, options: SoakSettings) -> Path:

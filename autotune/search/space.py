@@ -15,7 +15,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from optuna.distributions import CategoricalDistribution
 
-from autotune.settings import SearchConfig, SweepConfig
+from autotune.settings import Launcher, SearchConfig, SweepConfig, SweepSettings
 from trials.contract.compose import compose, one_line
 from trials.contract.schema import (
     CONF_DIR,
@@ -189,3 +189,43 @@ def _current_value(path: str, base: DictConfig, choices, is_group: bool) -> Any:
 
 
 _MISSING = object()
+
+
+#: The run settings that decide what a trial's tokens/s means (part of the fingerprint).
+MEASUREMENT_KEYS = ("adaptive", "warmup_steps", "max_warmup_steps", "steady_window",
+                    "steady_tolerance", "measure_steps", "max_measure_steps", "target_interval")
+
+
+def fingerprint_parts(space: SearchSpace, base: TrialConfig, *, simulated: bool) -> dict:
+    """What makes a study the same study: its space, workload, hardware profile and the
+    measurement protocol (a resume with other ones is refused)."""
+    b = OmegaConf.structured(base)
+    run = OmegaConf.to_container(b.run)
+    return {"search_space": space.describe(), "search_devices": space.devices,
+            "workload": OmegaConf.to_container(b.workload),
+            "hardware": OmegaConf.to_container(b.hardware),
+            "measurement": {"run": {k: run[k] for k in MEASUREMENT_KEYS},
+                            "global_batch": base.train.global_batch,
+                            "data": OmegaConf.to_container(b.data),
+                            # Simulated and measured trials never share a study.
+                            "simulated": simulated}}
+
+
+def check_devices(space: SearchSpace, base: TrialConfig, settings: SweepSettings) -> None:
+    """Jobs and concurrent trials must fit the devices the launcher can give them (sets
+    ``space.nodes``); ConfigError naming the fix otherwise."""
+    hw = base.hardware
+    slurm = settings.launcher is Launcher.slurm
+    space.nodes = settings.slurm.max_nodes if slurm else 1
+    job = space.devices or base.parallel.devices
+    if job > hw.devices * space.nodes:
+        where = (f"{space.nodes} node(s) of {hw.devices} devices" if slurm else
+                 f"the hardware profile {hw.name!r} has {hw.devices} devices")
+        fix = ("raise sweep.slurm.max_nodes" if slurm else
+               "run on a cluster with sweep.launcher=slurm sweep.slurm.max_nodes=N")
+        raise ConfigError(f"a job of {job} devices does not fit: {where}; lower "
+                          f"search.devices / parallel.split, or {fix}")
+    if not slurm and settings.parallel_trials > hw.devices:
+        raise ConfigError(f"sweep.parallel_trials={settings.parallel_trials} trials side by "
+                          f"side need at least as many devices, and the hardware profile "
+                          f"{hw.name!r} has {hw.devices}: lower sweep.parallel_trials")

@@ -14,7 +14,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from omegaconf import OmegaConf
 from rich.console import Console
 
 from autotune.running.repeat import run_once
@@ -68,18 +67,16 @@ def run_correctness(sweep, options: TuneSettings, console: Console) -> dict:
     precisions ruled out (``ruled_out: {"precision": {value: reason}}``)."""
     space = sweep.space
     base = dict(space.baseline)
-    out_dir = sweep.dir / "stages" / "correctness"
     steps = options.correctness_steps
 
     def curve(params: dict, name: str) -> tuple[list[float], str]:
         cfg, problem = feasibility.structural_problem(space, params)
         if problem:
             return [], problem
-        config = out_dir / name / "config.yaml"
-        config.parent.mkdir(parents=True, exist_ok=True)
-        config.write_text(OmegaConf.to_yaml(OmegaConf.structured(cfg)))
+        run_dir = sweep.layout.stage("correctness", name)
+        run_dir.write_config(cfg)
         console.print(f"  correctness: {name}, {steps} steps ...", markup=False)
-        result = run_once(config, config.parent, sweep.settings, marker="stage/correctness",
+        result = run_once(sweep.runner, run_dir, sweep.settings, name="stage/correctness",
                           overrides=("run.adaptive=false", "run.warmup_steps=0",
                                      f"run.measure_steps={steps - 1}"))
         losses = [s.loss for s in result.steps]

@@ -20,10 +20,10 @@ from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 
 from autotune.settings import TuneSettings
-from autotune.stages import store
 from autotune.stages.correctness import run_correctness
 from autotune.stages.memory import run_memory
 from autotune.study import budget
+from autotune.study import stage_results as store
 
 
 def run_tune(composed: DictConfig, overrides: list[str], console: Console) -> int:

@@ -97,10 +97,10 @@ def failure_rate_verdict(study: optuna.Study, launched: int, settings: SweepSett
             f"in {study_dir}/trial-*/stderr.log")
 
 
-def evaluated_result(study: optuna.Study, params: dict) -> FrozenTrial | None:
+def evaluated_result(trials: list[FrozenTrial], params: dict) -> FrozenTrial | None:
     """A finished trial with exactly these params whose result stands (to reuse)."""
-    finished = study.get_trials(deepcopy=False, states=FINISHED)
-    return next((t for t in finished if t.params == params and evaluated(t)), None)
+    return next((t for t in trials if t.state in FINISHED and t.params == params
+                 and evaluated(t)), None)
 
 
 def n_evaluated_points(study: optuna.Study) -> int:
@@ -108,3 +108,28 @@ def n_evaluated_points(study: optuna.Study) -> int:
     seen = {json.dumps(t.params, sort_keys=True, default=str)
             for t in study.get_trials(deepcopy=False) if evaluated(t)}
     return len(seen)
+
+
+def end_verdict(study: optuna.Study, idle: int, settings: SweepSettings, space_size: int,
+                study_dir: Path, *, max_idle: int) -> str | None:
+    """Why the sweep ends before its next proposal (budget spent, too many failures, the
+    space exhausted, the sampler proposing nothing new), or None."""
+    launched = count_launches(study)
+    if launched >= settings.n_trials:
+        return f"done: {launched} trial(s) launched (budget {settings.n_trials})"
+    stop = failure_rate_verdict(study, launched, settings, study_dir)
+    if stop:
+        return stop
+    if n_evaluated_points(study) >= space_size:
+        return (f"search space exhausted: all {space_size} configurations are "
+                f"evaluated or ruled out ({launched} launched)")
+    if idle >= max_idle:
+        return (f"stopped early: the sampler proposed {idle} evaluated or infeasible "
+                "configurations in a row")
+    return None
+
+
+def any_settled_launch(study: optuna.Study, besides: int) -> bool:
+    """Has any launch other than trial ``besides`` ended (or is the study new)?"""
+    return any(outcome_of(t) is not None for t in study.get_trials(deepcopy=False)
+               if t.user_attrs.get(LAUNCHED) and t.number != besides)

@@ -76,3 +76,18 @@ def requeue(study: optuna.Study, trial: FrozenTrial, outcome: Outcome, detail: s
                                                       "retry_of": trial.number},
                             skip_if_exists=False)
     return True
+
+
+class Heartbeat:
+    """A running trial's sign of life, written at most every ``interval_s`` seconds (each
+    write is a storage round trip)."""
+
+    def __init__(self, trial: optuna.Trial, interval_s: float) -> None:
+        self.trial = trial
+        self.interval_s = interval_s
+        self.last = time.time()
+
+    def maybe_beat(self) -> None:
+        if time.time() - self.last >= self.interval_s:
+            self.trial.set_user_attr(HEARTBEAT, time.time())
+            self.last = time.time()

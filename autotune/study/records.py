@@ -152,13 +152,14 @@ def add_repeats(study, runs: dict[int, list[dict]], source: str) -> None:
     study.set_user_attr(REPEATS_STUDY_KEY, stored)
 
 
-def load_records(study) -> list[TrialRecord]:
-    """Every trial, with what is kept on the study merged in: confirm's verdict as
-    attrs['confirm'], more runs of its configuration as ``repeats``."""
+def load_records(study, *, trials: list[FrozenTrial] | None = None) -> list[TrialRecord]:
+    """Every trial (``trials``, when already read), with what is kept on the study merged
+    in: confirm's verdict as attrs['confirm'], more runs of its configuration as
+    ``repeats``."""
     confirmed = study.user_attrs.get(CONFIRM_STUDY_KEY) or {}
     repeats = study.user_attrs.get(REPEATS_STUDY_KEY) or {}
     out = []
-    for trial in study.get_trials(deepcopy=False):
+    for trial in study.get_trials(deepcopy=False) if trials is None else trials:
         record = TrialRecord.from_trial(trial)
         if str(trial.number) in confirmed:
             record.attrs[CONFIRM] = confirmed[str(trial.number)]

@@ -22,6 +22,7 @@ import optuna
 from optuna.storages import RDBStorage
 
 from autotune.settings import Objective, SweepSettings
+from autotune.study.layout import StudyLayout
 from trials.contract.schema import ConfigError
 
 log = logging.getLogger(__name__)
@@ -39,7 +40,8 @@ def check_study_name(name: str) -> None:
 
 
 def study_dir(settings: SweepSettings) -> Path:
-    return Path(settings.runs_dir).resolve() / settings.study
+    """The study's directory (its layout: :class:`autotune.study.layout.StudyLayout`)."""
+    return StudyLayout.of(settings).root
 
 
 def storage_url(settings: SweepSettings) -> str:

@@ -74,15 +74,27 @@ class MetricsLog:
 
 
 class MetricsReader:
-    """Reads the records appended since the last call (complete lines only)."""
+    """Reads the records appended since the last call (complete lines only).
 
-    def __init__(self, path: Path) -> None:
+    ``from_end``: start at the file's current end, so that a run that continues a file
+    (a resumed production run appends) is read from its own first record on. A file that
+    shrank was started afresh by a new writer: it is read again from its start.
+    """
+
+    def __init__(self, path: Path, *, from_end: bool = False) -> None:
         self.path = path
         self.offset = 0
+        if from_end:
+            try:
+                self.offset = path.stat().st_size
+            except FileNotFoundError:
+                pass
 
     def read_new(self) -> list[Record]:
         try:
             with open(self.path, "rb") as f:
+                if f.seek(0, os.SEEK_END) < self.offset:
+                    self.offset = 0
                 f.seek(self.offset)
                 chunk = f.read()
         except FileNotFoundError:

@@ -1,0 +1,110 @@
+"""What a runner runs and what it hands back: the job, the running trial, the runner.
+
+The interface of :mod:`autotune.running.runner` (where the implementations are
+chosen) in a module of its own, so that every implementation (local, SLURM,
+replayed) imports it without importing the others.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from autotune.running.devices import UNPLACED, Placement
+from trials.contract.events import Record
+from trials.contract.launch import trial_argv
+from trials.contract.metrics import MetricsReader
+from trials.contract.outcomes import Outcome
+from trials.contract.schema import TrialConfig
+from trials.contract.trial_dir import TrialDir
+
+
+@dataclass(frozen=True)
+class TrialJob:
+    """One run of one configuration: the resolved config in its run directory, plus
+    overrides for this run only (a profile's steps, a soak's production settings)."""
+
+    dir: TrialDir
+    #: The configuration as this run sees it (overrides applied): world size, metrics path.
+    cfg: TrialConfig
+    #: Names the run's processes (its marker) and its SLURM job: ``study/3``, ``confirm/3``.
+    name: str
+    overrides: tuple[str, ...] = ()
+    #: False for a run that continues an earlier one's metrics file (a soak's resume).
+    fresh: bool = True
+
+    @classmethod
+    def of(cls, run_dir: TrialDir | Path, name: str, overrides: tuple[str, ...] = (), *,
+           fresh: bool = True) -> TrialJob:
+        """The job of the ``config.yaml`` already written in ``run_dir``."""
+        run_dir = run_dir if isinstance(run_dir, TrialDir) else TrialDir(Path(run_dir))
+        return cls(run_dir, run_dir.read_config(overrides), name, tuple(overrides), fresh)
+
+    @property
+    def world_size(self) -> int:
+        return self.cfg.parallel.devices
+
+    @property
+    def metrics(self) -> Path:
+        return self.dir.metrics(self.cfg)
+
+    def argv(self, program: list[str], **msrun) -> list[str]:
+        """The one launch recipe for this job (``program`` empty: the MindSpore trial)."""
+        return trial_argv(self.dir.config, world_size=self.world_size, trial_command=program,
+                          log_dir=self.dir.msrun_log, overrides=self.overrides, **msrun)
+
+    def new_marker(self) -> str:
+        return f"{self.name}/{time.time_ns()}"
+
+    def prepare(self) -> None:
+        """A fresh run never reads an earlier run's records from the same directory."""
+        self.dir.create()
+        if self.fresh:
+            self.metrics.unlink(missing_ok=True)
+
+
+class RunningTrial(Protocol):
+    """A started trial as the follow loop sees it, whatever started it."""
+
+    marker: str
+    #: When it began to run (the stop rules' clocks start here); None while queued.
+    started: float | None
+
+    def poll(self) -> int | None: ...
+    def read(self) -> list[Record]: ...
+    def stop(self, grace_s: float = 2.0) -> None: ...
+    def kill(self) -> None: ...
+    def cleanup(self) -> None: ...
+    def verdict(self) -> tuple[Outcome, str, bool] | None: ...
+    def record(self) -> dict: ...
+    def log_tail(self) -> str: ...
+    def now(self) -> float: ...
+    def wait(self, seconds: float) -> None: ...
+
+
+class Runner(Protocol):
+    def start(self, job: TrialJob, placement: Placement = UNPLACED) -> RunningTrial: ...
+
+
+class FollowedFile:
+    """What a real trial shares however it was started: its records come from the metrics
+    file it writes (only those written after it started), time is the wall clock."""
+
+    def __init__(self, job: TrialJob, marker: str) -> None:
+        self.job = job
+        self.marker = marker
+        self.reader = MetricsReader(job.metrics, from_end=True)
+
+    def read(self) -> list[Record]:
+        return self.reader.read_new()
+
+    def log_tail(self) -> str:
+        return self.job.dir.log_tail()
+
+    def now(self) -> float:
+        return time.time()
+
+    def wait(self, seconds: float) -> None:
+        time.sleep(seconds)

@@ -1,0 +1,114 @@
+"""How a trial runs: one small interface, one implementation per place it runs.
+
+Everything that runs a trial (the sweep, racing, ``confirm``, ``profile``, the
+correctness stage, ``soak``, the benchmarks) builds a :class:`TrialJob` and hands
+it to a :class:`Runner`; the one follow loop (:func:`autotune.running.monitor.watch`)
+follows what ``start`` returns, whatever started it:
+
+- :class:`LocalRunner`: a process group of its own on this machine (``launcher``);
+- :class:`SimulatedRunner`: the same, running the cost model's simulated trial
+  (``sweep.simulate``);
+- :class:`~autotune.running.slurm.SlurmRunner`: a SLURM job (``sweep.launcher=slurm``);
+- ``bench.search_efficiency.ReplayRunner``: a recorded run replayed in virtual time.
+
+Callers never branch on which one they hold: :func:`runner_for` picks it once from
+the settings.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from autotune.running import launcher
+from autotune.running.devices import UNPLACED, Placement
+from autotune.running.job import FollowedFile, Runner, TrialJob
+from autotune.running.slurm import SlurmRunner, cancel_job, check_cluster
+from autotune.settings import Launcher, SweepSettings
+from autotune.study.reaping import worker_identity
+from trials.contract.outcomes import Outcome
+
+#: The program a simulated trial runs (the cost model's prediction as a metrics file).
+SIMULATOR = [sys.executable, "-m", "autotune.plan.simulate"]
+
+
+class LocalTrial(FollowedFile):
+    """A trial running as a process group of its own on this machine."""
+
+    def __init__(self, job: TrialJob, process: launcher.Process) -> None:
+        super().__init__(job, process.marker)
+        self.process = process
+        self.started: float | None = process.started
+
+    def poll(self) -> int | None:
+        return self.process.popen.poll()
+
+    def stop(self, grace_s: float = 2.0) -> None:
+        launcher.stop(self.process, grace_s)
+
+    def kill(self) -> None:
+        launcher.kill9(self.process)
+
+    def cleanup(self) -> None:
+        """After the end: kill what it left behind (dataset workers, msrun ranks)."""
+        launcher.kill_marked(self.marker)
+
+    def verdict(self) -> tuple[Outcome, str, bool] | None:
+        """A local process says it all through its end record and exit code."""
+        return None
+
+    def record(self) -> dict:
+        """What the study keeps to find and kill it later (the reaper)."""
+        return {"host": worker_identity()["host"], "pgid": self.process.pgid,
+                "marker": self.marker}
+
+
+class LocalRunner:
+    """Trials as process groups on this machine; ``program`` replaces the MindSpore trial
+    program (``sweep.trial_command``: a user's own, or the tests' scripted fake)."""
+
+    def __init__(self, program: list[str] | tuple[str, ...] = ()) -> None:
+        self.program = list(program)
+
+    def start(self, job: TrialJob, placement: Placement = UNPLACED) -> LocalTrial:
+        job.prepare()
+        process = launcher.start(job.argv(self.program), job.dir.path, job.new_marker(),
+                                 placement=placement)
+        return LocalTrial(job, process)
+
+
+class SimulatedRunner(LocalRunner):
+    """The cost model's simulated trial (``sweep.simulate``): a prediction, run as a trial."""
+
+    def __init__(self) -> None:
+        super().__init__(SIMULATOR)
+
+
+def program_for(settings: SweepSettings) -> list[str]:
+    """The program a trial runs: the simulator, ``sweep.trial_command``, or (empty) the
+    MindSpore trial program."""
+    return list(SIMULATOR) if settings.simulate else list(settings.trial_command)
+
+
+def runner_for(settings: SweepSettings) -> Runner:
+    """The runner the settings ask for (SLURM: the cluster is checked first, ConfigError
+    naming the fix when it does not answer)."""
+    if settings.launcher is Launcher.slurm:
+        check_cluster(settings.slurm)
+        return SlurmRunner(settings.slurm, settings.study, program_for(settings))
+    if settings.simulate:
+        return SimulatedRunner()
+    return LocalRunner(settings.trial_command)
+
+
+def kill_recorded(process: dict | None, host: str) -> int:
+    """Kill what a study recorded of a trial's processes (``{"host", "pgid", "marker"}``),
+    when they run on this host, and cancel its SLURM job (``slurm_job``) wherever it runs;
+    how many processes (or jobs) there were."""
+    if not process:
+        return 0
+    killed = 0
+    if process.get("slurm_job"):
+        killed += cancel_job(str(process["slurm_job"]))
+    if process.get("host") == host and process.get("marker"):
+        killed += launcher.kill_marked(process["marker"])
+    return killed
