@@ -87,6 +87,8 @@ class Sweep:
                       else CostModel.for_profile(self.base.hardware))
         self._configs: dict = {}  # trial number -> its resolved config, read once
         self.multi = self.settings.objective is Objective.pareto
+        #: ``sweep.pruner``: installed as the study's pruner, asked after each new step.
+        self.pruner = pruning.build(self.settings, warmup_steps=self.base.run.warmup_steps)
         self.dir = S.study_dir(self.settings)
         #: Knob values an earlier tuning stage ruled out (``tune``: correctness).
         self.ruled_out: dict = {}
@@ -145,6 +147,7 @@ class Sweep:
         # What the report's diagnosis quotes: the stop rules the trials really ran under.
         study.set_user_attr(S.STOP_RULES, OmegaConf.to_container(
             OmegaConf.structured(self.settings.stop)))
+        study.pruner = self.pruner
         return study
 
     def run(self) -> SweepOutcome:
@@ -467,14 +470,11 @@ class Sweep:
 
     def _slow_verdict(self, trial: optuna.Trial, steps: list, best: float | None,
                       warmup_floor: int) -> str | None:
-        """After each new step of a running trial: report it to Optuna; why to stop it as
-        slow, or None."""
+        """After each new step of a running trial: report it to Optuna; why the pruner
+        (``sweep.pruner``) stops it, or None."""
         if self.multi:
             return None  # a slow trial may still be on the memory side of the Pareto front
-        tps, _, _ = pruning.estimate(steps, warmup_floor)
-        if tps is not None:
-            trial.report(tps, steps[-1].step)
-        return pruning.slow_verdict(steps, best, self.settings.stop, warmup_floor)
+        return self.pruner.verdict(trial, steps, best, warmup_floor)
 
     # -- the cost model -------------------------------------------------------------------
     def _predicted_over_budget(self, trial: optuna.Trial, cfg: TrialConfig, *,
