@@ -256,7 +256,7 @@ class Sweep:
         label = leaderboard.params_label(params) + (" (simulated)" if self.settings.simulate
                                                      else "")
         trial.set_user_attr(R.WORKER, reaping.worker_identity())
-        trial.set_user_attr(R.HEARTBEAT, time.time())
+        reaping.beat(trial)
         if budget.budget_spent(study, self.settings.n_trials):
             return self._budget_spent(study, trial)
         cfg, problem = feasibility.structural_problem(self.space, params)
@@ -335,7 +335,7 @@ class Sweep:
                       f"{ready.twin}; waiting to reuse its result instead of launching it again")
         def still_here() -> None:  # a waiting trial beats too, or a new worker reaps it
             self._check_stopping()
-            ready.trial.set_user_attr(R.HEARTBEAT, time.time())
+            reaping.beat(ready.trial)
 
         try:
             original = budget.wait_for(study, ready.twin, poll_s=2.0, should_stop=still_here)
@@ -459,7 +459,7 @@ class Sweep:
             self._check_stopping()
             progress.trial_phase(trial.number, label, phase)
             if time.time() - last_beat[0] >= self.settings.heartbeat_interval_s:
-                trial.set_user_attr(R.HEARTBEAT, time.time())
+                reaping.beat(trial)
                 last_beat[0] = time.time()
 
         return monitor.watch(proc, trial_dir / cfg.run.metrics_path, trial_dir,
