@@ -36,6 +36,14 @@ class Sampler(str, enum.Enum):
     grid = "grid"  # every point once, in a seeded order
 
 
+class Pruner(str, enum.Enum):
+    """What stops a running trial early as not worth finishing (autotune/running/pruning.py)."""
+
+    slow = "slow"  # clearly behind the best trial so far (sweep.stop.slow_ratio and friends)
+    median = "median"  # Optuna's MedianPruner: below the completed trials' median at that step
+    none = "none"  # never: every trial runs to its end
+
+
 @dataclass
 class StopRules:
     """When the orchestrator stops a trial early."""
@@ -117,6 +125,8 @@ class SweepSettings:
     #: Sampler seed; each (re)start adds the number of trials already in the study.
     seed: int = field(default=0, metadata=rule(ge=0))
     sampler: Sampler = Sampler.tpe
+    #: What stops a running trial early for its tokens/s so far: slow, median or none.
+    pruner: Pruner = Pruner.slow
     #: TPE startup trials before the model takes over.
     n_startup_trials: int = field(default=6, metadata=rule(ge=0))
     #: After the baseline, try each single-knob change of it before sampling.

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import signal
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -85,6 +84,8 @@ class Sweep:
         self.model = (None if self.base.workload.entry
                       else CostModel.for_profile(self.base.hardware))
         self.multi = self.settings.objective is Objective.pareto
+        #: ``sweep.pruner``: installed as the study's pruner, asked after each new step.
+        self.pruner = pruning.build(self.settings, warmup_steps=self.base.run.warmup_steps)
         self.layout = StudyLayout.of(self.settings)
         self.dir = self.layout.root
         #: Knob values an earlier tuning stage ruled out (``tune``: correctness).
@@ -115,6 +116,7 @@ class Sweep:
         # What the report's diagnosis quotes: the stop rules the trials really ran under.
         study.set_user_attr(S.STOP_RULES, OmegaConf.to_container(
             OmegaConf.structured(self.settings.stop)))
+        study.pruner = self.pruner
         return study
 
     def run(self) -> SweepOutcome:
@@ -204,7 +206,7 @@ class Sweep:
         label = leaderboard.params_label(trial.params) + (
             " (simulated)" if self.settings.simulate else "")
         trial.set_user_attr(R.WORKER, reaping.worker_identity())
-        trial.set_user_attr(R.HEARTBEAT, time.time())
+        reaping.beat(trial)
         if budget.budget_spent(study, self.settings.n_trials):
             return self._budget_spent(study, trial)
         proposal = filters.Proposal.of(trial, self.space)
@@ -285,7 +287,7 @@ class Sweep:
 
         def still_here() -> None:  # a waiting trial beats too, or a new worker reaps it
             self._check_stopping()
-            ready.trial.set_user_attr(R.HEARTBEAT, time.time())
+            reaping.beat(ready.trial)
 
         try:
             original = budget.wait_for(study, ready.twin, poll_s=2.0, should_stop=still_here)
@@ -344,7 +346,7 @@ class Sweep:
         def slow(steps) -> str | None:
             if self.multi:  # a slow trial may still be on the memory side of the Pareto front
                 return None
-            return pruning.judge(trial, steps, best, self.settings.stop, cfg.run.warmup_steps)
+            return self.pruner.verdict(trial, steps, best, cfg.run.warmup_steps)
 
         job = TrialJob.of(run_dir, f"{self.settings.study}/{trial.number}")
         return monitor.run(

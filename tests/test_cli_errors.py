@@ -22,6 +22,7 @@ def assert_one_line_error(code: int, err: str, *needles: str) -> None:
     ("precision=int8", ("precision/int8", "Available options in 'precision': bf16, fp16, fp32")),
     ("sweep.n_trials=many", ("sweep.n_trials=many", "could not be converted to Integer")),
     ("runtime.mode=eager", ("expected one of [graph, pynative]",)),
+    ("sweep.pruner=xyz", ("sweep.pruner=xyz", "expected one of [slow, median, none]")),
     ("sweep.study=../escape", ("not a safe directory name",)),
     ("parallel.dp=3", ("train.global_batch=8 is not divisible",)),
     ("parallel.dp=4", ("a job of 4 devices does not fit", "has 2 devices")),

@@ -1,9 +1,12 @@
-"""The slow rule on constructed step streams."""
+"""The slow rule on constructed step streams, and the pruners that ``sweep.pruner`` names."""
 
 from __future__ import annotations
 
-from autotune.running.pruning import slow_verdict
-from autotune.settings import StopRules
+import optuna
+from optuna.trial import TrialState
+
+from autotune.running.pruning import SlowPruner, build, slow_verdict
+from autotune.settings import Pruner, StopRules, SweepSettings
 from trials.contract.events import Phase, StepRecord
 
 RULES = StopRules(slow_ratio=0.5, slow_warmup_ratio=0.1, slow_min_steps=2)
@@ -58,3 +61,71 @@ def test_one_step_is_never_enough_even_far_behind():
     # A tiny model's 20 ms step hiccups to 200 ms on a busy machine: one step proves nothing.
     assert slow_verdict(stream([20.0], []), best=1000.0, rules=RULES) is None
     assert slow_verdict(stream([20.0, 20.0], []), best=1000.0, rules=RULES) is not None
+
+
+# -- the rule as the study's Optuna pruner ---------------------------------------------------
+def asked(pruner, directions: tuple[str, ...] = ("maximize",)):
+    """A running trial of an in-memory study whose pruner is ``pruner``."""
+    study = optuna.create_study(directions=list(directions))
+    study.pruner = pruner
+    return study, study.ask()
+
+
+def test_the_slow_rule_is_an_optuna_pruner_with_the_same_verdict():
+    pruner = SlowPruner(RULES)
+    # Rule: the rule is swappable as any Optuna pruner is (sweep.pruner).
+    assert isinstance(pruner, optuna.pruners.BasePruner)
+    study, trial = asked(pruner)
+    steps = stream([20.0, 20.0], [])
+    verdict = pruner.verdict(trial, steps, 1000.0, 0)
+    # Rule: the pruner stops exactly what the slow rule stops, with its message.
+    assert verdict == slow_verdict(steps, best=1000.0, rules=RULES)
+    assert verdict is not None and "0.1 x best 1,000" in verdict
+    # Rule: the estimate is reported to Optuna as the step's intermediate value.
+    assert study.trials[0].intermediate_values == {2: 50.0}
+    _, fast = asked(pruner)
+    assert pruner.verdict(fast, stream([1.0, 1.0], [1.0, 1.0]), 1000.0, 0) is None
+
+
+def test_the_none_pruner_never_stops_a_trial_however_far_behind():
+    pruner = build(SweepSettings(pruner=Pruner.none), warmup_steps=0)
+    study, trial = asked(pruner)
+    assert isinstance(pruner, optuna.pruners.BasePruner)
+    # Rule: sweep.pruner=none never prunes, even 100x behind after measured steps.
+    assert pruner.verdict(trial, stream([20.0], [20.0, 20.0, 20.0]), 1000.0, 0) is None
+    assert study.trials[0].intermediate_values  # still reported
+
+
+def test_the_median_pruner_judges_against_completed_trials_past_the_warm_up():
+    pruner = build(SweepSettings(pruner=Pruner.median), warmup_steps=1)
+    study = optuna.create_study(direction="maximize")
+    study.pruner = pruner
+    for _ in range(5):  # MedianPruner's startup trials, 1000 tok/s at every step
+        done = study.ask()
+        for step in range(5):
+            done.report(1000.0, step)
+        study.tell(done, 1000.0)
+    trial = study.ask()
+    # Rule: within the compile step and the warm-up floor nothing is judged...
+    assert pruner.verdict(trial, stream([2.5], []), None, 1) is None
+    # ...past them, below the completed trials' median at that step is pruned, and said so.
+    verdict = pruner.verdict(trial, stream([2.5], [2.5]), None, 1)
+    assert verdict is not None and "400 tok/s at step 2" in verdict and "MedianPruner" in verdict
+
+
+def test_a_pareto_study_is_never_pruned():
+    study, trial = asked(SlowPruner(RULES), ("maximize", "minimize"))
+    # Rule: multi-objective trials cannot report; a slow one may be on the memory front.
+    assert study.pruner.verdict(trial, stream([20.0, 20.0], []), 1000.0, 0) is None
+
+
+def test_sweep_pruner_none_lets_a_slow_trial_finish(harness):
+    space = harness.space("slowpoke", {"data.prefetch": [16, 7]})
+    harness.script([{"when": {"data.prefetch": 7}, "do": "slow"}])
+    code, _, err = harness.run(space, "sweep.neighbours=true", "sweep.n_trials=2",
+                               "sweep.pruner=none", "sweep.stop.slow_min_steps=2")
+    assert code == 0, err
+    slow = next(t for t in harness.study().trials if t.params["data.prefetch"] == 7)
+    # Rule: with sweep.pruner=none the trial 10x behind the best runs to its end.
+    assert (slow.state, slow.user_attrs["reason"]) == (TrialState.COMPLETE, "ok")
+    assert len(slow.intermediate_values) == 5  # every step after the compile step

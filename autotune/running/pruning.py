@@ -1,16 +1,33 @@
-"""The slow rule: stop a trial that is clearly slower than the best one so far.
+"""Pruning: stop a running trial that is clearly not worth finishing.
 
-Two bars, because warm-up steps can be much slower than steady state (a data-parallel
-trial measured 2x slower in warm-up than in its measured steps, where it was the
-fastest): during warm-up only a trial far behind (``slow_warmup_ratio``) is stopped;
-once measured steps exist they are judged against ``slow_ratio``.
+``sweep.pruner`` chooses the rule. Each is an Optuna pruner
+(:class:`optuna.pruners.BasePruner`) installed as the study's pruner, so that it is
+Optuna's own ``trial.report`` / ``trial.should_prune()`` that asks it:
+
+* ``slow`` (default, :class:`SlowPruner`): stop a trial clearly slower than the best one
+  so far. Two bars, because warm-up steps can be much slower than steady state (a
+  data-parallel trial measured 2x slower in warm-up than in its measured steps, where it
+  was the fastest): during warm-up only a trial far behind (``slow_warmup_ratio``) is
+  stopped; once measured steps exist they are judged against ``slow_ratio``.
+* ``median``: Optuna's ``MedianPruner`` over the reported tokens/s, past the compile step
+  and ``run.warmup_steps``, once 5 trials completed.
+* ``none``: never.
+
+The sweep calls one thing after each new step of a running trial,
+:meth:`StepPruner.verdict`: it reports the trial's tokens/s so far, asks Optuna, and says
+why the trial should stop, or None. Pareto studies prune nothing (Optuna cannot report
+to a multi-objective trial, and a slow trial may be the memory-light end of the front).
 """
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 
-from autotune.settings import StopRules
+import optuna
+from optuna.trial import FrozenTrial
+
+from autotune.settings import Pruner, StopRules, SweepSettings
 from trials.contract.events import Phase, StepRecord
 from trials.contract.scorecard import throughput
 
@@ -52,11 +69,98 @@ def slow_verdict(steps: list[StepRecord], best: float | None, rules: StopRules,
     return f"{tps:,.0f} tok/s after {n} {where} steps < {ratio:g} x best {best:,.0f}"
 
 
-def judge(trial, steps: list[StepRecord], best: float | None, rules: StopRules,
-          warmup_floor: int = 0) -> str | None:
-    """After each new step of a running trial: report its tokens/s so far to Optuna (the
-    intermediate values the dashboard plots); why to stop it as slow, or None."""
-    tps, _, _ = estimate(steps, warmup_floor)
-    if tps is not None:
+@dataclasses.dataclass(frozen=True)
+class Evidence:
+    """What the sweep knows of a running trial beyond its intermediate values."""
+
+    steps: list[StepRecord]
+    #: The best tokens/s of the study when the trial was launched (None: no best yet).
+    best: float | None
+    #: The trial's ``run.warmup_steps``.
+    warmup_floor: int
+
+
+class StepPruner(optuna.pruners.BasePruner):
+    """An Optuna pruner that is also shown the running trial's typed steps, and says why.
+
+    Install it as the study's pruner (``study.pruner = pruner``); then call
+    :meth:`verdict` after each new step. ``prune(study, trial)`` judges a trial while
+    :meth:`verdict` asks about it (the steps are shown to it for that call only).
+    """
+
+    def __init__(self) -> None:
+        # Keyed by trial number: concurrent trials (threads) share one pruner.
+        self._evidence: dict[int, Evidence] = {}
+        self._reasons: dict[int, str] = {}
+
+    @abc.abstractmethod
+    def reason(self, study: optuna.Study, trial: FrozenTrial) -> str | None:
+        """Why the trial should stop, or None (the message the trial's record keeps)."""
+
+    def evidence(self, trial: FrozenTrial) -> Evidence | None:
+        return self._evidence.get(trial.number)
+
+    def prune(self, study: optuna.Study, trial: FrozenTrial) -> bool:
+        why = self.reason(study, trial)
+        if why is not None:
+            self._reasons[trial.number] = why
+        return why is not None
+
+    def verdict(self, trial: optuna.Trial, steps: list[StepRecord], best: float | None,
+                warmup_floor: int) -> str | None:
+        """Report the trial's tokens/s so far to Optuna and ask the study's pruner; why the
+        trial should stop, or None."""
+        if len(trial.study.directions) > 1:
+            return None  # Optuna cannot report to a multi-objective trial
+        if trial.study.pruner is not self:
+            raise RuntimeError("the pruner is not the study's: set study.pruner to it first")
+        tps, _, _ = estimate(steps, warmup_floor)
+        if tps is None:
+            return None
         trial.report(tps, steps[-1].step)
-    return slow_verdict(steps, best, rules, warmup_floor)
+        self._evidence[trial.number] = Evidence(steps, best, warmup_floor)
+        try:
+            return self._reasons.get(trial.number) if trial.should_prune() else None
+        finally:
+            self._evidence.pop(trial.number, None)
+            self._reasons.pop(trial.number, None)
+
+
+class SlowPruner(StepPruner):
+    """``sweep.pruner=slow``: the slow rule (:func:`slow_verdict`) under ``sweep.stop``."""
+
+    def __init__(self, rules: StopRules) -> None:
+        super().__init__()
+        self.rules = rules
+
+    def reason(self, study: optuna.Study, trial: FrozenTrial) -> str | None:
+        seen = self.evidence(trial)
+        if seen is None:
+            return None  # only the steps say how far behind a trial is
+        return slow_verdict(seen.steps, seen.best, self.rules, seen.warmup_floor)
+
+
+class OptunaPruner(StepPruner):
+    """One of Optuna's own pruners over the reported tokens/s (``median``, ``none``)."""
+
+    def __init__(self, pruner: optuna.pruners.BasePruner) -> None:
+        super().__init__()
+        self.pruner = pruner
+
+    def reason(self, study: optuna.Study, trial: FrozenTrial) -> str | None:
+        if not self.pruner.prune(study, trial):
+            return None
+        step = trial.last_step
+        return (f"{trial.intermediate_values[step]:,.0f} tok/s at step {step}: pruned by "
+                f"Optuna's {type(self.pruner).__name__}")
+
+
+def build(settings: SweepSettings, *, warmup_steps: int) -> StepPruner:
+    """The pruner ``sweep.pruner`` names; ``warmup_steps`` is the trials' ``run.warmup_steps``."""
+    if settings.pruner is Pruner.none:
+        return OptunaPruner(optuna.pruners.NopPruner())
+    if settings.pruner is Pruner.median:
+        # Step 0 is the compile step, then the warm-up floor: neither says how fast a
+        # trial runs (too low a n_warmup_steps makes every trial look slow).
+        return OptunaPruner(optuna.pruners.MedianPruner(n_warmup_steps=warmup_steps + 1))
+    return SlowPruner(settings.stop)

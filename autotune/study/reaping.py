@@ -5,6 +5,18 @@ dead pid), silent past the heartbeat timeout, or never claimed. Taking it over
 means: its processes are killed (by the launcher side; this module kills
 nothing), the trial is failed with its reason, and its configuration is queued
 again so that the next launch retries it first.
+
+Everything here goes through Optuna's public API (user attributes, ``study.tell`` by
+trial number, ``enqueue_trial``) but for one read of a trial's storage id (see
+:func:`_writable`). Heartbeats are user attributes, not Optuna's storage heartbeat
+(``RDBStorage(heartbeat_interval=...)``, ``record_heartbeat``, ``fail_stale_trials``),
+because that one cannot keep today's record of a lost trial (checked on optuna 5.0):
+``fail_stale_trials`` sets the trial FAIL before its callback runs, and a finished trial
+refuses user attributes (``UpdateFinishedTrialError``), so its reason (``orphaned``, which
+keeps it out of the launch budget) and its detail could not be written; a trial that
+never beat is never stale to it (our "never claimed" case); its last heartbeat has no
+public reader; and with it enabled every ``study.ask()`` warns that the heartbeat is
+meant for ``study.optimize``.
 """
 
 from __future__ import annotations
@@ -28,6 +40,15 @@ RETRY_ROLE = "retry"
 def worker_identity() -> dict[str, Any]:
     """Who runs a trial: this host and this orchestrator's pid."""
     return {"host": socket.gethostname(), "pid": os.getpid()}
+
+
+def beat(trial: optuna.Trial) -> None:
+    """The trial's orchestrator is alive: stamp the trial's heartbeat now.
+
+    Called when the trial is asked for, while it waits for a twin, and every
+    ``sweep.heartbeat_interval_s`` while it runs; :func:`stale_trials` reads it.
+    """
+    trial.set_user_attr(HEARTBEAT, time.time())
 
 
 def _pid_alive(pid: int) -> bool:
@@ -59,17 +80,40 @@ def stale_trials(study: optuna.Study, settings: SweepSettings) -> list[FrozenTri
     return stale
 
 
-def requeue(study: optuna.Study, trial: FrozenTrial, outcome: Outcome, detail: str) -> bool:
+def _writable(study: optuna.Study, trial: optuna.Trial | FrozenTrial) -> optuna.Trial:
+    """A trial to write user attributes to, also for one this process did not ask for (a
+    lost trial of another orchestrator, read back as a FrozenTrial).
+
+    The one private use of this module: Optuna has no public way from a trial number to a
+    writable trial (``study.tell`` takes a number; user attributes need a ``Trial``, built
+    from the storage's trial id, which a FrozenTrial keeps only as ``_trial_id``).
+    Building one runs the sampler's ``before_trial`` hook: a no-op for TPE and random;
+    the grid's skips a trial it proposed and a queued one.
+    """
+    if isinstance(trial, optuna.Trial):
+        return trial
+    return optuna.trial.Trial(study, trial._trial_id)
+
+
+def requeue(study: optuna.Study, trial: optuna.Trial | FrozenTrial, outcome: Outcome,
+            detail: str) -> bool:
     """Fail the trial as ``outcome`` and queue its configuration again (first in line).
 
     False when another worker settled it first.
     """
-    storage = study._storage
+    # The reason first: a finished trial refuses it, so a trial settled meanwhile keeps
+    # its own record.
     try:
-        storage.set_trial_user_attr(trial._trial_id, REASON, outcome.value)
-        storage.set_trial_user_attr(trial._trial_id, DETAIL, detail[:500])
-        storage.set_trial_state_values(trial._trial_id, TrialState.FAIL)
+        writable = _writable(study, trial)
+        writable.set_user_attr(REASON, outcome.value)
+        writable.set_user_attr(DETAIL, detail[:500])
     except UpdateFinishedTrialError:
+        return False
+    try:
+        study.tell(trial.number, state=TrialState.FAIL)
+    except (ValueError, UpdateFinishedTrialError):
+        # Another worker finished it after the reason was written: tell refuses a trial it
+        # reads as finished (ValueError), the storage one finished since tell read it.
         return False
     if trial.params:
         study.enqueue_trial(trial.params, user_attrs={ROLE: RETRY_ROLE,
@@ -89,5 +133,5 @@ class Heartbeat:
 
     def maybe_beat(self) -> None:
         if time.time() - self.last >= self.interval_s:
-            self.trial.set_user_attr(HEARTBEAT, time.time())
+            beat(self.trial)
             self.last = time.time()
