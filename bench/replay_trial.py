@@ -23,8 +23,9 @@ from trials.contract.compose import load_resolved
 from trials.contract.events import EndRecord, StartRecord, SummaryRecord
 from trials.contract.metrics import MetricsLog
 from trials.contract.outcomes import Outcome
-from trials.contract.schema import format_split, memory_budget_gib, to_trial_config
+from trials.contract.schema import memory_budget_gib, to_trial_config
 from trials.contract.scorecard import scorecard
+from trials.contract.vocabulary import format_split
 
 #: Seconds between steps, and before the end, so that the monitor judges each step
 #: while the process still runs (as it does a real trial's).
@@ -36,7 +37,7 @@ def params_of(cfg) -> dict:
     """The landscape's knob values of a resolved trial config."""
     return {"runtime.mode": cfg.runtime.mode.value, "precision": cfg.precision.name,
             "train.micro_batches": cfg.train.micro_batches,
-            "train.recompute": cfg.train.recompute,
+            "train.recompute": cfg.train.recompute.value,
             "parallel.split": format_split(cfg.parallel.dp, cfg.parallel.mp, cfg.parallel.pp),
             "runtime.threads": cfg.runtime.threads}
 
