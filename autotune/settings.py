@@ -13,7 +13,8 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
 from trials.contract.rules import ConfigError, check_fields, rule
-from trials.contract.schema import DType, TrialConfig, to_trial_config, validate
+from trials.contract.schema import TrialConfig, to_trial_config, validate
+from trials.contract.vocabulary import precision_problem, recompute_problem
 
 
 class Objective(str, enum.Enum):
@@ -237,10 +238,12 @@ class PlanSettings:
     #: What to enumerate besides every dp x mp x pp split of the cluster. Micro-batch
     #: counts: empty = every power of two that divides the per-replica batch.
     micro_batches: list = field(default_factory=list)
+    #: Recompute modes (none, selective, full), as train.recompute spells them.
     recompute: list = field(default_factory=lambda: ["none", "selective", "full"])
     sequence_parallel: list = field(default_factory=lambda: [False, True])
     optimizer_shard: list = field(default_factory=lambda: [False, True])
-    #: dtypes (float32, float16, bfloat16); empty = every dtype the profile can run.
+    #: Precision names (fp32, fp16, bf16), as the precision group spells them; empty =
+    #: every precision the profile can run.
     precisions: list = field(default_factory=list)
     #: Rows shown on the terminal and in plan.png.
     show: int = field(default=15, metadata=rule(ge=1))
@@ -398,18 +401,22 @@ def _check_lists(cfg: SweepConfig) -> None:
 
 
 def _check_plan(plan: PlanSettings) -> None:
+    # Precisions and recompute modes are words of the vocabulary: a misspelt one is named
+    # with the word to write (plan.precisions=[float16] -> fp16).
+    for key, values, problem_of in (("plan.precisions", plan.precisions, precision_problem),
+                                    ("plan.recompute", plan.recompute, recompute_problem)):
+        problem = next(filter(None, (problem_of(v, key) for v in values)), None)
+        if problem:
+            raise ConfigError(problem)
     lists = {"plan.micro_batches": (plan.micro_batches, lambda v: isinstance(v, int) and v >= 1,
                                     "positive integers"),
-             "plan.recompute": (plan.recompute, lambda v: v in ("none", "selective", "full"),
-                                "none, selective or full"),
+             "plan.recompute": (plan.recompute, lambda v: True, "none, selective or full"),
              "plan.sequence_parallel": (plan.sequence_parallel, lambda v: isinstance(v, bool),
                                         "true or false"),
              "plan.optimizer_shard": (plan.optimizer_shard, lambda v: isinstance(v, bool),
-                                      "true or false"),
-             "plan.precisions": (plan.precisions, lambda v: v in DType.__members__,
-                                 ", ".join(DType.__members__))}
+                                      "true or false")}
     for key, (values, ok, what) in lists.items():
         bad = [v for v in values if not ok(v)]
-        if bad or (not values and key not in ("plan.precisions", "plan.micro_batches")):
+        if bad or (not values and key != "plan.micro_batches"):
             raise ConfigError(f"{key}={values}: each value must be {what} (and the list "
                               "not empty)")

@@ -50,7 +50,7 @@ COMMON = ["workload=gpt_small", "data=synthetic", "workload.n_heads=8", "run.war
 CONFIGS = [
     (512, 2, 256, []), (512, 4, 256, []), (512, 4, 512, []),
     (512, 4, 256, ["train.micro_batches=2"]), (512, 4, 256, ["train.micro_batches=4"]),
-    (512, 4, 256, ["train.recompute=true"]), (512, 4, 256, ["precision=fp16"]),
+    (512, 4, 256, ["train.recompute=full"]), (512, 4, 256, ["precision=fp16"]),
     (512, 4, 256, ["parallel.dp=2"]), (768, 2, 256, []), (768, 4, 128, []),
     (768, 4, 256, []), (768, 4, 256, ["train.micro_batches=2"]), (768, 6, 128, []),
     (768, 4, 256, ["parallel.dp=2"]), (768, 4, 256, ["precision=fp16"]),

@@ -48,6 +48,7 @@ from pathlib import Path
 import numpy as np
 
 from bench._common import REPO, log, print_table, write_result
+from trials.contract.vocabulary import LEGACY_RECOMPUTE
 
 NAME = "search_efficiency"
 LANDSCAPE = REPO / "bench" / "data" / "landscape_cpu.json.gz"
@@ -73,16 +74,27 @@ def key(params: dict) -> str:
     return json.dumps({k: params[k] for k in sorted(params)}, default=str)
 
 
+def in_modes(params: dict) -> dict:
+    """Recorded params in today's vocabulary: the landscape was recorded when
+    ``train.recompute`` was on/off (true = full)."""
+    value = params.get("train.recompute")
+    if isinstance(value, bool):
+        return {**params, "train.recompute": LEGACY_RECOMPUTE[value]}
+    return params
+
+
 class Landscape:
     """The recorded runs, by configuration."""
 
     def __init__(self, path: Path = LANDSCAPE) -> None:
         with gzip.open(path, "rt") as fh:
             data = json.load(fh)
-        self.space = data["space"]
-        self.grid = {key(r["params"]): r for r in data["runs"] if r["kind"] == "grid"}
+        self.space = {k: [in_modes({k: v})[k] for v in values]
+                      for k, values in data["space"].items()}
+        runs = [{**r, "params": in_modes(r["params"])} for r in data["runs"]]
+        self.grid = {key(r["params"]): r for r in runs if r["kind"] == "grid"}
         self.repeats: dict[str, list[dict]] = {}
-        for r in data["runs"]:
+        for r in runs:
             if r["kind"] == "repeat":
                 self.repeats.setdefault(key(r["params"]), []).append(r)
 
@@ -149,11 +161,11 @@ def replay_records(run: dict, factor: float) -> list:
 
 def params_of(cfg) -> dict:
     """The landscape's knob values of a resolved trial config."""
-    from trials.contract.schema import format_split
+    from trials.contract.vocabulary import format_split
 
     return {"runtime.mode": cfg.runtime.mode.value, "precision": cfg.precision.name,
             "train.micro_batches": cfg.train.micro_batches,
-            "train.recompute": cfg.train.recompute,
+            "train.recompute": cfg.train.recompute.value,
             "parallel.split": format_split(cfg.parallel.dp, cfg.parallel.mp, cfg.parallel.pp),
             "runtime.threads": cfg.runtime.threads}
 

@@ -26,11 +26,37 @@ def assert_one_line_error(code: int, err: str, *needles: str) -> None:
     ("sweep.study=../escape", ("not a safe directory name",)),
     ("parallel.dp=3", ("train.global_batch=8 is not divisible",)),
     ("parallel.dp=4", ("a job of 4 devices does not fit", "has 2 devices")),
+    # Old spellings of the vocabulary's words: one line naming the word to write.
+    ("precision=float16", ("precision: 'float16' is not a precision name; write fp16 "
+                           "(names: fp32, fp16, bf16)",)),
+    ("precision=bfloat16", ("'bfloat16' is not a precision name; write bf16",)),
+    ("train.recompute=true", ("train.recompute: 'true' is not a recompute mode; write full "
+                              "(modes: none, selective, full)",)),
+    ("train.recompute=false", ("'false' is not a recompute mode; write none",)),
+    ("train.recompute=selective", ("the trial program recomputes every block or nothing",
+                                   "write full or none")),
+    ("precision.dtype=float16", ("precision.dtype=float16 contradicts precision=fp32",
+                                 "write precision=fp16")),
+    ("parallel.split=2x1", ("parallel.split value '2x1' must look like 'DPxMPxPP'",)),
 ])
 def test_bad_overrides(harness, override, needles):
     space = harness.space("ok", {"train.micro_batches": [1, 2]})
     code, _, err = harness.run(space, override)
     assert_one_line_error(code, err, *needles)
+    assert not harness.runs.exists()
+
+
+def test_the_vocabulary_composes_in_the_sweep(harness):
+    from autotune.cli import main
+
+    space = harness.space("ok", {"train.micro_batches": [1, 2]})
+    code = main(["sweep", "--print-config", *harness.overrides(
+        space, "precision=fp16", "train.recompute=full", "parallel.split=2x1x1")])
+    out = harness.capsys.readouterr().out
+    # Rule: the canonical words compose: the precision's dtype, the mode, the split's fields.
+    assert code == 0
+    for line in ("dtype: float16", "recompute: full", "dp: 2"):
+        assert line in out, out
     assert not harness.runs.exists()
 
 
@@ -106,6 +132,7 @@ def test_print_config_runs_nothing(harness):
     ("precision.amp_level=O9", "precision.amp_level=O9 must be one of O0, O1, O2, O3, auto"),
     ("hardware.device_memory_gib=0", "hardware.device_memory_gib=0.0 must be > 0"),
     ("+hardware.supports.fp8=true", "hardware.supports.fp8: unknown capability"),
+    ("+hardware.peak_tflops.fp16=10", "hardware.peak_tflops.fp16: unknown dtype; write float16"),
     ("workload.vocab_size=100", "the text source yields byte tokens 0..255"),
     ("+sweep.n_trails=3", "unknown key 'sweep.n_trails'"),
     ("+banana=1", "unknown key 'banana'"),

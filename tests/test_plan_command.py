@@ -41,6 +41,18 @@ def test_plan_llama2_70b_on_4_nodes_of_ascend_910b(tmp_path):
     assert "Ruled out" in (out / "plan.md").read_text()
 
 
+def test_plan_takes_the_precision_names_and_recompute_modes_of_every_command(tmp_path):
+    out = tmp_path / "plan"
+    proc = autotune("plan", "workload=llama2_7b", "hardware=gpu_a100", "plan.precisions=[fp16]",
+                    "plan.recompute=[none,full]", f"plan.out={out}")
+    assert proc.returncode == 0, proc.stderr
+    rows = list(csv.DictReader((out / "plan.csv").open()))
+    # Rule: plan.precisions and plan.recompute take the sweep's words, and plan.csv writes
+    # them back the same way.
+    assert rows and {r["precision"] for r in rows} == {"fp16"}
+    assert {r["recompute"] for r in rows} == {"none", "full"}
+
+
 @pytest.mark.parametrize("overrides, needle", [
     (["workload=llama9"], "Could not find 'workload/llama9'"),
     (["workload=llama2_7b", "parallel.mp=3"], "is not divisible by parallel.mp=3"),
@@ -51,6 +63,13 @@ def test_plan_llama2_70b_on_4_nodes_of_ascend_910b(tmp_path):
     (["workload=llama2_7b", "hardware=ascend_910b", "plan.nodes=2",
       "hardware.inter_node.bandwidth_gbs=null"], "has no inter_node.bandwidth_gbs"),
     (["plan.nodes=0"], "plan.nodes=0 must be >= 1"),
+    # Old spellings: the one line names the word every command takes.
+    (["plan.precisions=[float16]"], "plan.precisions: 'float16' is not a precision name; "
+     "write fp16 (names: fp32, fp16, bf16)"),
+    (["plan.precisions=[fp32,bfloat16]"], "'bfloat16' is not a precision name; write bf16"),
+    (["plan.recompute=[true]"], "plan.recompute: 'true' is not a recompute mode; write full "
+     "(modes: none, selective, full)"),
+    (["plan.recompute=[none,false]"], "'false' is not a recompute mode; write none"),
 ])
 def test_plan_bad_input_is_one_line(tmp_path, overrides, needle):
     proc = autotune("plan", *overrides, f"plan.out={tmp_path / 'plan'}")

@@ -119,22 +119,22 @@ def test_diverged_rule():
 
 
 def test_oom_rule():
-    records = [rec(2, "oom", params={"train.micro_batches": 1, "train.recompute": False},
+    records = [rec(2, "oom", params={"train.micro_batches": 1, "train.recompute": "none"},
                    peak_memory_gib=9.5, micro_batch_size=8),
-               rec(5, "oom", params={"train.micro_batches": 2, "train.recompute": False},
+               rec(5, "oom", params={"train.micro_batches": 2, "train.recompute": "none"},
                    micro_batch_size=4)]
     (finding,) = by_rule(records, "oom", budget_gib=8.0)
     # Rule: OOM -> smaller micro-batch via accumulation, or recompute; cites peak and budget.
     for cited in ("2 trials", "#2, #5", "9.50 GiB", "8.00 GiB", "4/8 samples",
-                  "train.micro_batches=2 -> 4", "train.recompute=true"):
+                  "train.micro_batches=2 -> 4", "train.recompute=full"):
         assert cited in finding.sentence, (cited, finding.sentence)
 
 
 def test_oom_rule_negative():
     # Rule: no OOM, no OOM advice; with recompute already on, it is not suggested again.
     assert by_rule([rec(0, tokens_per_s=1.0)], "oom") == []
-    (finding,) = by_rule([rec(1, "oom", params={"train.recompute": True})], "oom")
-    assert "train.recompute=true" not in finding.sentence
+    (finding,) = by_rule([rec(1, "oom", params={"train.recompute": "full"})], "oom")
+    assert "train.recompute=full" not in finding.sentence
     assert "recompute was already on" in finding.sentence
 
 

@@ -80,7 +80,7 @@ def test_fast_trial_config_equals_a_full_hydra_compose():
 
     space = space_of({"precision": ["fp16"], "runtime.mode": ["pynative"],
                       "train.micro_batches": [2], "parallel.split": ["2x1x1"],
-                      "train.recompute": [True]}, "workload=gpt_tiny")
+                      "train.recompute": ["full"]}, "workload=gpt_tiny")
     for point in [space.baseline, *space.neighbours()]:
         # Rule: merging field knobs into the cached group composition is what Hydra gives.
         assert space.trial_config(point) == to_trial_config(
@@ -94,3 +94,79 @@ def test_a_bad_field_value_is_named():
 
     with pytest.raises(ConfigError, match="search knob train.micro_batches=many"):
         space_of({"train.micro_batches": [1, "many"]})
+
+
+def test_the_vocabulary_round_trips():
+    import pytest
+
+    from trials.contract.schema import ConfigError, DType
+    from trials.contract.vocabulary import (
+        PRECISIONS,
+        Recompute,
+        dtype_of,
+        format_split,
+        parse_split,
+        precision_name,
+        recompute_mode,
+    )
+
+    # Rule: a split parses to the numbers it was formatted from, and formats back to itself.
+    for split in [(1, 1, 1), (2, 1, 1), (4, 2, 8), (16, 1, 2)]:
+        assert parse_split(format_split(*split)) == split
+    assert format_split(*parse_split("8x1x1")) == "8x1x1"
+    for bad in ["2x1", "0x1x1", "2,1,1", "axbxc", ""]:
+        # Rule: anything but DPxMPxPP with positive integers is refused, naming the syntax.
+        with pytest.raises(ConfigError, match="DPxMPxPP"):
+            parse_split(bad)
+    # Rule: each precision name maps to one dtype and back; every dtype has a name.
+    assert {precision_name(dtype_of(name, "k")) for name in PRECISIONS} == set(PRECISIONS)
+    assert set(PRECISIONS.values()) == set(DType)
+    assert dtype_of("fp16", "k") is DType.float16 and precision_name(DType.bfloat16) == "bf16"
+    # Rule: every recompute mode reads back as itself.
+    assert [recompute_mode(m.value, "k") for m in Recompute] == list(Recompute)
+
+
+def test_a_knob_in_an_old_spelling_is_refused_with_the_word_to_write():
+    import pytest
+
+    from trials.contract.schema import ConfigError
+
+    for knobs, needle in [({"train.recompute": [False, True]},
+                           "search knob train.recompute: 'false' is not a recompute mode; "
+                           "write none (modes: none, selective, full)"),
+                          ({"precision": ["fp32", "float16"]},
+                           "search knob precision: 'float16' is not a precision name; "
+                           "write fp16 (names: fp32, fp16, bf16)")]:
+        # Rule: search spaces take the commands' words; an old one is named with the fix.
+        with pytest.raises(ConfigError) as info:
+            space_of(knobs)
+        assert str(info.value) == needle
+    # Rule: the canonical words compose; full recompute is the trial's on.
+    space = space_of({"train.recompute": ["none", "full"], "precision": ["fp32", "fp16"]})
+    cfg = space.trial_config({"train.recompute": "full", "precision": "fp16"})
+    assert cfg.train.recompute.value == "full" and cfg.precision.dtype.value == "float16"
+
+
+def test_parallel_split_on_the_command_line_sets_the_three_fields():
+    from trials.contract.schema import to_trial_config
+
+    cfg = to_trial_config(compose("sweep", ["parallel.split=2x1x1"], schema=SweepConfig))
+    # Rule: the split syntax of the search space works as an override of any command.
+    assert (cfg.parallel.dp, cfg.parallel.mp, cfg.parallel.pp) == (2, 1, 1)
+    assert cfg.parallel.split == "2x1x1"
+
+
+def test_a_stored_trial_config_with_recompute_on_off_reads_as_a_mode(tmp_path):
+    from omegaconf import OmegaConf
+
+    from trials.contract.compose import load_resolved
+    from trials.contract.schema import Recompute, to_trial_config
+
+    stored = compose("trial", [])
+    for old, mode in [(True, Recompute.full), (False, Recompute.none)]:
+        node = OmegaConf.to_container(stored)
+        node["train"]["recompute"] = old
+        path = tmp_path / f"config-{old}.yaml"
+        path.write_text(OmegaConf.to_yaml(node))
+        # Rule: configs written before recompute had modes (reports of old studies) still load.
+        assert to_trial_config(load_resolved(path, [])).train.recompute is mode

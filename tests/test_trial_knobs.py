@@ -38,7 +38,7 @@ def test_default_graph_fp32_text(run_trial):
 
 def test_fp16_pynative_accumulation_recompute_o1_threads(run_trial):
     run = run_trial("precision=fp16", "runtime.mode=pynative", "train.micro_batches=2",
-                    "train.recompute=true", "runtime.memory_optimize_level=O1",
+                    "train.recompute=full", "runtime.memory_optimize_level=O1",
                     "runtime.threads=1")
     assert run.returncode == 0, run.stderr[-2000:]
     a = applied(run)

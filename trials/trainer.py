@@ -29,6 +29,7 @@ from trials.contract.schema import (
     micro_batch_size,
 )
 from trials.contract.scorecard import scorecard
+from trials.contract.vocabulary import Recompute, precision_name
 from trials.measurement import Measurement
 from trials.memory import PeakMemory
 from trials.runtime.context import applied_settings, apply_jit_level
@@ -72,7 +73,7 @@ class Trainer:
         casts_itself = self.workload.takes_precision(cfg.precision.dtype.value)
         model = self.workload.build_model()
         blocks = self.workload.blocks(model)
-        if cfg.train.recompute:
+        if cfg.train.recompute is Recompute.full:
             for block in blocks:
                 block.recompute()
         if cfg.parallel.mp > 1:
@@ -104,8 +105,8 @@ class Trainer:
         self.applied = applied_settings(cfg)
         self.applied.update(
             jit_level=cfg.runtime.jit_level.value if cfg.runtime.mode.value == "graph" else None,
-            recomputed_blocks=len(blocks) if cfg.train.recompute else 0,
-            dense_compute_dtype=(_SHORT_DTYPES[cfg.precision.dtype.value] if casts_itself
+            recomputed_blocks=len(blocks) if cfg.train.recompute is Recompute.full else 0,
+            dense_compute_dtype=(precision_name(cfg.precision.dtype) if casts_itself
                                  else _first_dense_dtype(raw_model)),
             loss_scaler=type(self.scaler).__name__ if self.scaler else None,
             dataset_workers=cfg.data.num_workers, accumulation_steps=self.accumulation,
@@ -300,7 +301,8 @@ class Trainer:
         peaks = gather_floats(self.memory.sample(), self.world)
         peak_flops = peak_flops_for(self.cfg)
         card = scorecard(self.steps, flops_per_token=self.flops_per_token, peak_flops=peak_flops,
-                         recompute=self.cfg.train.recompute, peak_rss_gib=peaks,
+                         recompute=self.cfg.train.recompute is Recompute.full,
+                         peak_rss_gib=peaks,
                          budget_gib=self.budget_gib, spike_factor=self.cfg.guard.spike_factor)
         if self.cfg.run.mode is not RunMode.production:
             card["performance"].update(warmup_end=self.measurement.warmup_end,
@@ -324,9 +326,6 @@ class Trainer:
             out.update(self.communication, comm_share=self.communication["comm_s"] / step_s
                        if step_s else 0.0)
         return out
-
-
-_SHORT_DTYPES = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
 
 
 def _first_dense_dtype(model: nn.Cell) -> str:

@@ -44,7 +44,7 @@ class Workload(ABC):
         """
 
     def blocks(self, model: nn.Cell) -> list[nn.Cell]:
-        """The Cells to recompute when ``train.recompute=true`` (default: none)."""
+        """The Cells to recompute when ``train.recompute=full`` (default: none)."""
         return []
 
     def takes_precision(self, dtype: str) -> bool:

@@ -8,6 +8,7 @@ from pathlib import Path
 from autotune.study.records import TrialRecord
 from trials.contract.compose import load_resolved
 from trials.contract.schema import ConfigError, DType, TrialConfig, to_trial_config
+from trials.contract.vocabulary import Recompute
 
 
 def _pct(new: float | None, old: float | None) -> str:
@@ -57,7 +58,7 @@ def caveats(job: TrialConfig, base: TrialConfig | None) -> list[str]:
     if job.precision.dtype is DType.float16:
         notes.append(f"fp16: dynamic loss scaling is on (initial scale "
                      f"{job.precision.init_scale:g}); watch the overflow count in the metrics.")
-    if job.train.recompute:
+    if job.train.recompute is Recompute.full:
         notes.append("Recompute is on: hardware FLOPs exceed model FLOPs (HFU > MFU).")
     notes.append(f"Measured on hardware profile `{job.hardware.name}` "
                  f"({job.hardware.backend.value}); re-tune before moving to other hardware.")

@@ -32,6 +32,7 @@ from trials.contract.schema import (
     accumulation_steps,
     micro_batch_size,
 )
+from trials.contract.vocabulary import Recompute
 
 
 @dataclass
@@ -84,7 +85,7 @@ def fragment(job: TrialConfig, style: str = "legacy") -> dict:
         "parallel_config": {"data_parallel": p.dp, "model_parallel": p.mp,
                             "pipeline_stage": p.pp,
                             "micro_batch_num": t.micro_batches if p.pp > 1 else 1},
-        "recompute_config": {"recompute": bool(t.recompute)},
+        "recompute_config": {"recompute": t.recompute is Recompute.full},
         "runner_config": {
             "batch_size": micro_batch_size(job) * (accumulation if folds_accumulation else 1),
             "gradient_accumulation_steps": 1 if folds_accumulation else accumulation},

@@ -23,6 +23,7 @@ from autotune.plan.planner import PlanPoint, plan
 from autotune.report.tables import markdown_table
 from autotune.settings import PlanSettings, SweepSettings
 from trials.contract.schema import ConfigError, TrialConfig, memory_budget_gib, to_trial_config
+from trials.contract.vocabulary import precision_name
 
 os.environ.setdefault("MPLCONFIGDIR", "/tmp/autotune-mpl")
 
@@ -32,7 +33,7 @@ def row(rank: int | None, point: PlanPoint) -> dict:
     out = {"rank": rank, "split": j.split, "dp": j.dp, "mp": j.mp, "pp": j.pp,
            "micro_batches": j.micro_batches, "micro_batch_size": j.micro_batch_size,
            "recompute": j.recompute.value, "seq_parallel": j.sequence_parallel,
-           "opt_shard": j.optimizer_shard, "dtype": j.dtype.value}
+           "opt_shard": j.optimizer_shard, "precision": precision_name(j.dtype)}
     if p is not None:
         out.update({"tokens_per_s": p.tokens_per_s, "mfu": p.mfu, "step_s": p.step_s,
                     "peak_gib": p.peak_gib})
@@ -59,7 +60,7 @@ def frame(points: list[PlanPoint]) -> pd.DataFrame:
 
 SHOWN = {"rank": "rank", "split": "dp x mp x pp", "micro_batches": "m",
          "micro_batch_size": "b", "recompute": "recompute", "seq_parallel": "SP",
-         "opt_shard": "opt shard", "dtype": "dtype", "tokens_per_s": "tokens/s",
+         "opt_shard": "opt shard", "precision": "precision", "tokens_per_s": "tokens/s",
          "mfu": "MFU %", "peak_gib": "peak GiB", "mem_optimizer_states_gib": "states GiB",
          "mem_activations_gib": "activations GiB"}
 

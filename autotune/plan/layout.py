@@ -4,21 +4,14 @@ simulated trial describe a job the same way."""
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
 
 from trials.contract.schema import DType, HardwareConfig, TrialConfig
+from trials.contract.vocabulary import Recompute, format_split
+
+__all__ = ["BYTES", "Cluster", "Job", "Recompute"]
 
 BYTES = {DType.float32: 4, DType.float16: 2, DType.bfloat16: 2}
-
-
-class Recompute(str, enum.Enum):
-    """Activation recomputation (Korthikanti et al. 2022): none, selective (the attention
-    core: the same memory as flash attention), or full (every block; train.recompute)."""
-
-    none = "none"
-    selective = "selective"
-    full = "full"
 
 
 @dataclass(frozen=True)
@@ -39,7 +32,7 @@ class Job:
         p, t = cfg.parallel, cfg.train
         return cls(dp=p.dp, mp=p.mp, pp=p.pp, global_batch=t.global_batch,
                    micro_batches=t.micro_batches, dtype=cfg.precision.dtype,
-                   recompute=Recompute.full if t.recompute else Recompute.none,
+                   recompute=t.recompute,
                    sequence_parallel=sequence_parallel,
                    optimizer_shard=optimizer_shard)
 
@@ -63,7 +56,7 @@ class Job:
 
     @property
     def split(self) -> str:
-        return f"{self.dp}x{self.mp}x{self.pp}"
+        return format_split(self.dp, self.mp, self.pp)
 
 
 @dataclass(frozen=True)

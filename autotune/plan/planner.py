@@ -7,7 +7,7 @@ import itertools
 from dataclasses import dataclass, replace
 
 from autotune.plan.costmodel import CostModel
-from autotune.plan.layout import Job, Recompute
+from autotune.plan.layout import Job
 from autotune.plan.model_dims import ModelDims
 from autotune.plan.predict import Prediction
 from autotune.settings import PlanSettings
@@ -19,6 +19,7 @@ from trials.contract.schema import (
     WorkloadConfig,
     dimension_problem,
 )
+from trials.contract.vocabulary import dtype_of, recompute_mode
 
 
 @dataclass
@@ -46,7 +47,7 @@ def splits(devices: int) -> list[tuple[int, int, int]]:
 
 def dtypes(cfg: TrialConfig, settings: PlanSettings) -> list[DType]:
     if settings.precisions:
-        return [DType[name] for name in settings.precisions]
+        return [dtype_of(name, "plan.precisions") for name in settings.precisions]
     hw = cfg.hardware
     return [d for d in DType if d is not DType.bfloat16 or hw.supports.get("bf16", False)]
 
@@ -87,7 +88,8 @@ def enumerate_jobs(cfg: TrialConfig, settings: PlanSettings, devices: int) -> li
             continue  # the same job as without it
         for m in micro_batch_counts(batch, dp, settings):
             jobs.append(Job(dp=dp, mp=mp, pp=pp, global_batch=batch, micro_batches=m,
-                            dtype=dtype, recompute=Recompute(rc), sequence_parallel=sp,
+                            dtype=dtype, recompute=recompute_mode(rc, "plan.recompute"),
+                            sequence_parallel=sp,
                             optimizer_shard=shard))
     return jobs
 

@@ -30,6 +30,7 @@ from trials.contract.metrics import MetricsLog
 from trials.contract.outcomes import Outcome
 from trials.contract.schema import ConfigError, memory_budget_gib, to_trial_config, validate
 from trials.contract.scorecard import scorecard
+from trials.contract.vocabulary import Recompute
 
 
 def _rng() -> np.random.Generator:
@@ -92,7 +93,8 @@ def simulate(cfg, log: MetricsLog) -> tuple[Outcome, str]:
             return Outcome.OOM, (f"simulated: predicted peak {prediction.peak_gib:.2f} GiB over "
                                  f"the memory budget {budget:.2f} GiB")
     card = scorecard(steps, flops_per_token=prediction.model_flops_per_token,
-                     peak_flops=prediction.peak_flops_total, recompute=cfg.train.recompute,
+                     peak_flops=prediction.peak_flops_total,
+                     recompute=cfg.train.recompute is Recompute.full,
                      peak_rss_gib=[prediction.peak_gib] * cfg.parallel.devices,
                      budget_gib=budget, spike_factor=cfg.guard.spike_factor)
     card["performance"]["simulated"] = True

@@ -141,7 +141,7 @@ def memory_peaks(e: Evidence) -> Finding | None:
         f"{e.memory['peak_mib']:,.1f} MiB, {factor:.1f}x its mean of "
         f"{e.memory['mean_mib']:,.1f} MiB (above {MEMORY_PEAK_FACTOR:g}x): transient buffers, "
         "not the model, set the peak. Try a higher runtime.memory_optimize_level or "
-        "train.recompute=true."), {"peak_over_mean": factor})
+        "train.recompute=full."), {"peak_over_mean": factor})
 
 
 def slow_rank(e: Evidence) -> Finding | None:

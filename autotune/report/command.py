@@ -39,7 +39,7 @@ def config_values(cfg: TrialConfig, stop: dict) -> dict[str, Any]:
     return {
         "precision": cfg.precision.name, "train.micro_batches": cfg.train.micro_batches,
         "train.global_batch": cfg.train.global_batch, "train.lr": cfg.train.lr,
-        "train.clip_norm": cfg.train.clip_norm, "train.recompute": cfg.train.recompute,
+        "train.clip_norm": cfg.train.clip_norm, "train.recompute": cfg.train.recompute.value,
         "data.num_workers": cfg.data.num_workers, "data.prefetch": cfg.data.prefetch,
         "hardware.supports.bf16": cfg.hardware.supports.get("bf16"),
         "sweep.stop.compile_timeout_s": stop["compile_timeout_s"],

@@ -197,8 +197,9 @@ def oom(ctx: _Context) -> list[Finding]:
         facts.append(f"micro-batch of {'/'.join(map(str, sizes))} samples")
     micro = [m for r in hit if isinstance(m := ctx.value(r, "train.micro_batches"), int)]
     accumulate = _change("train.micro_batches", max(micro) if micro else None, 2)
-    recompute = ("recompute (train.recompute=true)"
-                 if not all(ctx.value(r, "train.recompute") is True for r in hit)
+    # True: a study from before recompute had modes.
+    recompute = ("recompute (train.recompute=full)"
+                 if not all(ctx.value(r, "train.recompute") in ("full", True) for r in hit)
                  else "a higher runtime.memory_optimize_level (recompute was already on)")
     return [Finding("oom", tuple(r.number for r in hit), (
         f"{_n(hit)} ran out of memory ({_ids(hit)}{'; ' if facts else ''}{'; '.join(facts)}): "

@@ -14,7 +14,8 @@ from autotune.search.space import SearchSpace
 from autotune.study.records import TrialRecord
 from trials.contract.capabilities import unsupported_reason
 from trials.contract.outcomes import Outcome
-from trials.contract.schema import ConfigError, TrialConfig, micro_batch_size, parse_split
+from trials.contract.schema import ConfigError, TrialConfig, micro_batch_size
+from trials.contract.vocabulary import parse_split
 
 MICRO_BATCH_KNOBS = ("train.micro_batches", "parallel.split")
 

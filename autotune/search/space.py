@@ -17,14 +17,8 @@ from optuna.distributions import CategoricalDistribution
 
 from autotune.settings import Launcher, SearchConfig, SweepConfig, SweepSettings
 from trials.contract.compose import compose, one_line
-from trials.contract.schema import (
-    CONF_DIR,
-    ConfigError,
-    TrialConfig,
-    parse_split,
-    to_trial_config,
-    validate,
-)
+from trials.contract.schema import CONF_DIR, ConfigError, TrialConfig, to_trial_config, validate
+from trials.contract.vocabulary import old_spelling, split_overrides
 
 SPLIT = "parallel.split"
 
@@ -33,11 +27,6 @@ def format_value(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
-
-
-def split_overrides(split: str) -> list[str]:
-    dp, mp, pp = parse_split(split)
-    return [f"parallel.dp={dp}", f"parallel.mp={mp}", f"parallel.pp={pp}"]
 
 
 @dataclass(frozen=True)
@@ -80,6 +69,8 @@ class SearchSpace:
         for path, values in raw.items():
             if not isinstance(values, list) or not values:
                 raise ConfigError(f"search knob {path!r} needs a non-empty list of values")
+            _check_spelling(path, [*values, *([search.baseline[path]]
+                                                if path in search.baseline else [])])
             is_group = (CONF_DIR / path).is_dir()
             current = _current_value(path, base, choices, is_group)
             if path in search.baseline:
@@ -163,6 +154,14 @@ class SearchSpace:
 
     def describe(self) -> dict[str, list]:
         return {k.path: list(k.choices) for k in self.knobs}
+
+
+def _check_spelling(path: str, values: list) -> None:
+    """Knob values in the commands' vocabulary: ``train.recompute: [none, full]``."""
+    for value in values:
+        problem = old_spelling(path, value, where=f"search knob {path}")
+        if problem:
+            raise ConfigError(problem)
 
 
 def _merge_fields(node: DictConfig, overrides: list[str]) -> DictConfig:

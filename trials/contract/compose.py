@@ -17,6 +17,7 @@ from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig, OmegaConf
 
 from trials.contract.schema import CONF_DIR, ConfigError, TrialConfig
+from trials.contract.vocabulary import LEGACY_RECOMPUTE, expand_override
 
 ConfigStore.instance().store(name="trial_schema", node=TrialConfig)
 
@@ -53,7 +54,8 @@ def compose(config_name: str, overrides: list[str], conf_dir: Path = CONF_DIR, *
     more, because Hydra's ``+key=value`` adds keys the schema does not know.
     """
     GlobalHydra.instance().clear()
-    overrides = [_dict_override(o, free_form_paths(schema)) for o in overrides]
+    overrides = [_dict_override(o, free_form_paths(schema))
+                 for override in overrides for o in expand_override(override)]
     try:
         with initialize_config_dir(config_dir=str(conf_dir), version_base="1.3"):
             cfg = hydra_compose(config_name=config_name, overrides=overrides,
@@ -110,10 +112,15 @@ def check_known_keys(cfg: DictConfig, schema: type) -> None:
 def load_resolved(path: Path, overrides: list[str]) -> DictConfig:
     """Load a resolved config file (as written for a trial or an export) plus dotlist overrides.
 
-    A file loaded back is untyped, so callers re-validate it against the schema.
+    A file loaded back is untyped, so callers re-validate it against the schema. Files
+    written before recompute had modes say ``train.recompute: true``; they read as ``full``.
     """
+    overrides = [o for override in overrides for o in expand_override(override)]
     try:
         cfg = OmegaConf.load(path)
+        recompute = OmegaConf.select(cfg, "train.recompute")
+        if isinstance(recompute, bool):
+            cfg.train.recompute = LEGACY_RECOMPUTE[recompute]
         if overrides:
             OmegaConf.set_struct(cfg, True)
             cfg = OmegaConf.merge(cfg, OmegaConf.from_dotlist(list(overrides)))

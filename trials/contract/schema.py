@@ -16,6 +16,14 @@ from pathlib import Path
 from omegaconf import MISSING, DictConfig, OmegaConf
 
 from trials.contract.rules import ConfigError, check_fields, rule
+from trials.contract.vocabulary import (
+    PRECISIONS,
+    TRIAL_RECOMPUTE,
+    DType,
+    Recompute,
+    format_split,
+    precision_name,
+)
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 
@@ -34,12 +42,6 @@ class JitLevel(str, enum.Enum):
 class MemoryLevel(str, enum.Enum):
     O0 = "O0"
     O1 = "O1"
-
-
-class DType(str, enum.Enum):
-    float32 = "float32"
-    float16 = "float16"
-    bfloat16 = "bfloat16"
 
 
 class LossScale(str, enum.Enum):
@@ -108,7 +110,11 @@ class WorkloadConfig:
 
 @dataclass
 class PrecisionConfig:
-    """Compute dtype and how mixed precision is applied (``mindspore.amp``)."""
+    """Compute dtype and how mixed precision is applied (``mindspore.amp``).
+
+    Chosen by the config group (``precision=fp16``): its name is a precision name and its
+    dtype the one :data:`~trials.contract.vocabulary.PRECISIONS` maps it to.
+    """
 
     name: str = "fp32"
     dtype: DType = DType.float32
@@ -133,7 +139,10 @@ class RuntimeConfig:
 
 @dataclass
 class ParallelConfig:
-    """The device split: data x model (tensor) x pipeline parallel."""
+    """The device split: data x model (tensor) x pipeline parallel.
+
+    ``parallel.split=2x1x1`` sets all three in any command (trials/contract/vocabulary.py).
+    """
 
     dp: int = field(default=1, metadata=rule(ge=1))
     mp: int = field(default=1, metadata=rule(ge=1))
@@ -149,22 +158,6 @@ class ParallelConfig:
         return format_split(self.dp, self.mp, self.pp)
 
 
-def format_split(dp: int, mp: int, pp: int) -> str:
-    return f"{dp}x{mp}x{pp}"
-
-
-def parse_split(text: object) -> tuple[int, int, int]:
-    """``"2x1x1"`` -> (2, 1, 1); ConfigError for anything else."""
-    try:
-        dp, mp, pp = (int(x) for x in str(text).split("x"))
-    except ValueError:
-        dp = 0
-    if dp < 1 or mp < 1 or pp < 1:
-        raise ConfigError(f"parallel.split value {text!r} must look like 'DPxMPxPP' with "
-                          "positive integers, e.g. '2x1x1'")
-    return dp, mp, pp
-
-
 @dataclass
 class TrainConfig:
     """Optimisation. ``global_batch`` stays fixed while the split changes."""
@@ -175,8 +168,9 @@ class TrainConfig:
     lr: float = field(default=1e-3, metadata=rule(gt=0))
     weight_decay: float = field(default=0.01, metadata=rule(ge=0))
     clip_norm: float = field(default=1.0, metadata=rule(gt=0))
-    #: Recompute each transformer block in the backward pass.
-    recompute: bool = False
+    #: Activation recompute: none, or full (``cell.recompute()`` on every block); the
+    #: trial program has no selective (the cost model has: ``plan.recompute``).
+    recompute: Recompute = Recompute.none
     seed: int = field(default=1234, metadata=rule(ge=0))
 
 
@@ -360,6 +354,7 @@ def validate(cfg: TrialConfig) -> None:
     for key in TRIAL_KEYS:
         check_fields(getattr(cfg, key), key)
     _check_hardware(cfg.hardware)
+    _check_vocabulary(cfg)
     p, t, w, r = cfg.parallel, cfg.train, cfg.workload, cfg.run
     if r.max_warmup_steps is not None and r.max_warmup_steps < r.warmup_steps:
         raise ConfigError(f"run.max_warmup_steps={r.max_warmup_steps} is below "
@@ -424,10 +419,25 @@ def runnable_problem(cfg: TrialConfig) -> str | None:
 CAPABILITY_FLAGS = ("bf16", "model_parallel", "pipeline_parallel")
 
 
+def _check_vocabulary(cfg: TrialConfig) -> None:
+    """The precision group's dtype is its name's; the trial program's recompute modes."""
+    name, dtype = cfg.precision.name, cfg.precision.dtype
+    if name in PRECISIONS and PRECISIONS[name] is not dtype:
+        raise ConfigError(f"precision.dtype={dtype.value} contradicts precision={name}; the "
+                          "precision group sets the dtype: write "
+                          f"precision={precision_name(dtype)}")
+    if cfg.train.recompute not in TRIAL_RECOMPUTE:
+        raise ConfigError(f"train.recompute={cfg.train.recompute.value}: the trial program "
+                          "recomputes every block or nothing; write full or none "
+                          "(selective is a mode of plan.recompute)")
+
+
 def _check_hardware(hw: HardwareConfig) -> None:
     for dtype, tflops in hw.peak_tflops.items():
         if dtype not in DType.__members__:
-            raise ConfigError(f"hardware.peak_tflops.{dtype}: unknown dtype; use "
+            # Keyed by dtype, not precision name: fp16 is float16 here.
+            hint = f"write {PRECISIONS[dtype].value}; " if dtype in PRECISIONS else ""
+            raise ConfigError(f"hardware.peak_tflops.{dtype}: unknown dtype; {hint}use "
                               f"{', '.join(DType.__members__)}")
         if tflops is not None and (not isinstance(tflops, (int, float)) or tflops <= 0):
             raise ConfigError(f"hardware.peak_tflops.{dtype}={tflops!r} must be a positive "
