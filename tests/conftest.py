@@ -59,6 +59,16 @@ class TrialRun:
         return [e["loss"] for e in self.of("step")]
 
 
+def run_trial_in(workdir: Path, *overrides: str, args: tuple[str, ...] = (),
+                 timeout: float = 240, tiny: bool = True) -> TrialRun:
+    """Run ``python -m trials.train`` in ``workdir`` (created); returns a TrialRun."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    argv = trial_argv(None, world_size=1, overrides=[*args, *(TINY if tiny else []), *overrides])
+    proc = subprocess.run(argv, cwd=workdir, env=project_env(), capture_output=True, text=True,
+                          timeout=timeout)
+    return TrialRun(proc, workdir)
+
+
 @pytest.fixture
 def run_trial(tmp_path):
     """Run ``python -m trials.train`` in a fresh directory; returns a TrialRun."""
@@ -67,12 +77,7 @@ def run_trial(tmp_path):
     def run(*overrides: str, args: tuple[str, ...] = (), cwd: Path | None = None,
             timeout: float = 240, tiny: bool = True) -> TrialRun:
         workdir = cwd or tmp_path / f"trial-{next(counter)}"
-        workdir.mkdir(parents=True, exist_ok=True)
-        argv = trial_argv(None, world_size=1,
-                          overrides=[*args, *(TINY if tiny else []), *overrides])
-        proc = subprocess.run(argv, cwd=workdir, env=project_env(), capture_output=True,
-                              text=True, timeout=timeout)
-        return TrialRun(proc, workdir)
+        return run_trial_in(workdir, *overrides, args=args, timeout=timeout, tiny=tiny)
 
     return run
 

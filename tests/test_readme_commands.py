@@ -4,6 +4,8 @@ Each runs with ``--print-config`` (composition and the whole validation, nothing
 launched); the commands that run trials for real are exercised end to end by
 test_export_confirm.py and test_sweep_e2e.py. Placeholders a reader replaces
 (``/path/to/conf``, ``/path/to/code``) are replaced with real directories.
+The help's examples compose the same way, and every command it lists dispatches to
+code that exists (each refuses a bad input from its own module).
 """
 
 from __future__ import annotations
@@ -64,10 +66,71 @@ def test_readme_command_line_composes_and_validates(line, tmp_path):
     assert "sweep:" in proc.stdout and not proc.stderr.strip(), proc.stderr
 
 
-def test_help_lists_the_commands():
+def help_text() -> str:
     proc = subprocess.run([sys.executable, "-m", "autotune", "--help"], cwd=ROOT,
                           env=project_env(), capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+#: Per command, input that composes and validates but that the command's own module
+#: rejects before it runs anything, and a phrase of its error. Reaching that error proves
+#: ``python -m autotune COMMAND`` dispatches to a module and function that exist.
+DISPATCH = {
+    "sweep": (["sweep.parallel_trials=3"], "sweep.parallel_trials=3 trials side by side"),
+    "tune": (["sweep.parallel_trials=3"], "sweep.parallel_trials=3 trials side by side"),
+    "plan": (["plan.out=/dev/null/plan"], "cannot write the plan to /dev/null/plan"),
+    "commbench": (["hardware=ascend_910b", "commbench.ranks=64"],
+                  "commbench.ranks=64 exceeds the 8 devices"),
+    "report": ([], "no study database"),
+    "confirm": ([], "no study database"),
+    "export": ([], "no study database"),
+    "profile": (["profile.trial=1"], "no study database"),
+    "soak": ([], "no study database"),
+}
+
+
+def test_help_lists_the_commands():
+    text = help_text()
+    commands = re.search(r"\{([a-z,]+)\}", text).group(1).split(",")
+    examples = re.findall(r"^\s*python -m autotune ([a-z]+)", text, flags=re.M)
     for verb in ("sweep", "plan", "report", "confirm", "export", "profile", "commbench", "soak",
                  "tune"):
-        assert verb in proc.stdout
+        assert verb in commands
+    # Rule: every example in the help names a command the parser accepts, and every
+    # command has an example.
+    assert set(examples) <= set(commands), set(examples) - set(commands)
+    assert set(commands) <= set(examples), set(commands) - set(examples)
+    # Every command the parser accepts has a dispatch case below (a new one needs one).
+    assert set(commands) == set(DISPATCH)
+
+
+def test_help_examples_compose(capsys):
+    from autotune.cli import main
+
+    lines = re.findall(r"^\s*python -m autotune (.*?)(?:\s+#.*)?$", help_text(), flags=re.M)
+    assert len(lines) >= len(DISPATCH)
+    for line in lines:
+        words = [w for w in shlex.split(line) if w != "--print-config"]
+        code = main([*words, "--print-config"])
+        out = capsys.readouterr()
+        # Rule: each example of the help composes and validates as shown.
+        assert code == 0, f"{line}\n{out.err}"
+
+
+@pytest.mark.parametrize("command", sorted(DISPATCH))
+def test_every_command_dispatches(command, tmp_path, capsys):
+    from autotune.cli import main
+
+    overrides, needle = DISPATCH[command]
+    runs = tmp_path / "runs"
+    code = main([command, f"sweep.runs_dir={runs}", "sweep.study=nothing-here", *overrides])
+    err = capsys.readouterr().err
+    # Rule: the command's own module ran and refused the input: one line naming the fix,
+    # exit code 2, no traceback (an ImportError or AttributeError would be one), nothing
+    # written.
+    assert code == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("autotune: error: "), err
+    assert needle in lines[0], lines[0]
+    assert not runs.exists()

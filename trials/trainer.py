@@ -32,7 +32,8 @@ from trials.contract.scorecard import scorecard
 from trials.contract.vocabulary import Recompute, precision_name
 from trials.measurement import Measurement
 from trials.memory import PeakMemory
-from trials.runtime.context import applied_settings, apply_jit_level
+from trials.runtime.applied import applied_settings
+from trials.runtime.context import apply_jit_level
 from trials.runtime.precision import apply_precision
 from trials.step import AccumulatingTrainStep, TrainStep, make_scaler
 from trials.workload import load_workload
@@ -72,14 +73,12 @@ class Trainer:
         self.workload = load_workload(cfg.workload)
         casts_itself = self.workload.takes_precision(cfg.precision.dtype.value)
         model = self.workload.build_model()
-        blocks = self.workload.blocks(model)
         if cfg.train.recompute is Recompute.full:
-            for block in blocks:
+            for block in self.workload.blocks(model):
                 block.recompute()
         if cfg.parallel.mp > 1:
             self.workload.shard(model, dp=cfg.parallel.dp, mp=cfg.parallel.mp)
         self.flops_per_token = self.workload.flops_per_token(model)
-        raw_model = model
         if not casts_itself:
             model = apply_precision(model, cfg)
         loss_net = self.workload.build_loss(model)
@@ -102,15 +101,12 @@ class Trainer:
             cfg.data, batch_size=micro_batch_size(cfg), num_shards=cfg.parallel.dp,
             shard_id=self.rank, seed=cfg.train.seed, cache_dir=cache_dir(cfg))
         self.tokens_per_step = cfg.train.global_batch * self.workload.tokens_per_sample
-        self.applied = applied_settings(cfg)
+        self.applied = applied_settings(cfg, step_cells=cells, dataset=self.dataset)
+        if casts_itself:  # no auto_mixed_precision flags to read: the model casts itself
+            self.applied["dense_compute_dtype"] = precision_name(cfg.precision.dtype)
         self.applied.update(
-            jit_level=cfg.runtime.jit_level.value if cfg.runtime.mode.value == "graph" else None,
-            recomputed_blocks=len(blocks) if cfg.train.recompute is Recompute.full else 0,
-            dense_compute_dtype=(precision_name(cfg.precision.dtype) if casts_itself
-                                 else _first_dense_dtype(raw_model)),
             loss_scaler=type(self.scaler).__name__ if self.scaler else None,
-            dataset_workers=cfg.data.num_workers, accumulation_steps=self.accumulation,
-            **self.extra_applied)
+            accumulation_steps=self.accumulation, **self.extra_applied)
 
     # -- loop -----------------------------------------------------------------------------
     def _phase(self, step: int) -> Phase:
@@ -328,13 +324,6 @@ class Trainer:
         return out
 
 
-def _first_dense_dtype(model: nn.Cell) -> str:
-    """The compute dtype auto_mixed_precision flagged on the first Dense layer."""
-    for _, cell in model.cells_and_names():
-        if isinstance(cell, nn.Dense):
-            flags = cell.get_flags()
-            return next((name for name in ("fp16", "bf16") if flags.get(name)), "fp32")
-    return "fp32"
 
 
 def gather_floats(value: float, world: int) -> list[float]:

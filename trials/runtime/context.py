@@ -26,18 +26,3 @@ def apply_jit_level(cells: list[nn.Cell], cfg: TrialConfig) -> None:
         for cell in cells:
             cell.set_jit_config(ms.JitConfig(jit_level=cfg.runtime.jit_level.value))
 
-
-def applied_settings(cfg: TrialConfig) -> dict:
-    """The knob values as MindSpore reports them back (what really took effect)."""
-    import mindspore.dataset as ds
-
-    mode = ms.get_context("mode")
-    out = {
-        "device_target": ms.get_context("device_target"),
-        "mode": "graph" if mode == ms.GRAPH_MODE else "pynative",
-        "prefetch_size": ds.config.get_prefetch_size(),
-        "dataset_seed": ds.config.get_seed(),
-    }
-    if cfg.hardware.backend is Backend.CPU:
-        out["cpu_threads"] = cfg.runtime.threads or None
-    return out
