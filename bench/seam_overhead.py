@@ -1,7 +1,7 @@
 """Orchestrator overhead of two revisions side by side (issue 19: the Runner seam refactor).
 
-    .venv/bin/python -m bench.seam_overhead --old 26a4878 --new main          # ~10 min
-    .venv/bin/python -m bench.seam_overhead --old 26a4878 --new main --quick  # ~3-4 min
+    .venv/bin/python -m bench.seam_overhead --old 26a4878 --new main          # 8 rounds, ~10 min
+    .venv/bin/python -m bench.seam_overhead --old 26a4878 --new main --quick  # 2 rounds, ~5 min
 
 Each revision is checked out as a detached git worktree of this repository in a temporary
 directory (byte-compiled first, so no run pays for it), and every measurement is a fresh
