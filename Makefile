@@ -13,6 +13,8 @@ export GLOG_v := 3
 MF_VENV := .venv-mindformers
 MF_PY := $(MF_VENV)/bin/python
 MF_STAMP := $(MF_VENV)/.installed
+# bench/seam_overhead.py compares HEAD's orchestrator with this revision's (issue 19).
+SEAM_OLD ?= 26a4878
 
 .PHONY: setup sweep test lint bench clean mindformers-setup sweep-mindformers test-mindformers
 
@@ -53,6 +55,7 @@ bench: setup
 	$(PY) -m bench.trial_repeatability
 	$(PY) -m bench.trial_rank_correlation
 	$(PY) -m bench.sweep_costs
+	$(PY) -m bench.seam_overhead --old $(SEAM_OLD) --new HEAD
 	$(PY) -m bench.trial_time_split
 	$(PY) -m bench.false_gains
 	$(PY) -m bench.search_efficiency --jobs 2
