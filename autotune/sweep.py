@@ -38,6 +38,7 @@ from autotune.study import budget, noise, reaping, scoring, selection
 from autotune.study import records as R
 from autotune.study import storage as S
 from trials.contract.outcomes import Outcome
+from trials.contract.performance import Performance
 from trials.contract.schema import (
     ConfigError,
     TrialConfig,
@@ -318,7 +319,7 @@ class Sweep:
         state = scoring.tell(study, trial, result, budget_gib=self.budget_gib,
                              multi_objective=self.multi, pooled_tokens_per_s=pooled)
         self._learn(study, trial.number)
-        tps = pooled or (result.summary.performance.get("tokens_per_s") if result.summary
+        tps = pooled or (result.summary.perf.tokens_per_s if result.summary
                          else None)
         progress.trial_done(trial.number, label, result.reason,
                             tps if state is TrialState.COMPLETE else None, launched=True,
@@ -390,8 +391,7 @@ class Sweep:
                 if perf is not None:
                     perfs[number].append(perf)
         R.add_repeats(study, perfs, "race")
-        return R.geometric_mean([result.summary.performance["tokens_per_s"],
-                                 *(p["tokens_per_s"] for p in perfs[trial.number])])
+        return Performance.pool([result.summary.performance, *perfs[trial.number]])
 
     def _repeat(self, params: dict, config: Path, out_dir: Path, *, marker: str) -> dict | None:
         """One more run of a launched configuration; its performance layer, or None."""

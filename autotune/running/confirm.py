@@ -24,12 +24,13 @@ from autotune.study import selection
 from autotune.study import storage as S
 from autotune.study.noise import PairedTest, paired_test
 from autotune.study.records import CONFIRM_STUDY_KEY, TrialRecord, add_repeats, load_records
+from trials.contract.performance import Performance
 from trials.contract.schema import ConfigError
 
 
 def spread(values: list[float]) -> dict:
     arr = np.asarray(values, dtype=float)
-    return {"tokens_per_s": [float(v) for v in arr], "median": float(np.median(arr)),
+    return {Performance.TOKENS_PER_S: [float(v) for v in arr], "median": float(np.median(arr)),
             "p10": float(np.percentile(arr, 10)), "p90": float(np.percentile(arr, 90)),
             "min": float(arr.min()), "max": float(arr.max()),
             "cv": float(arr.std() / arr.mean()) if arr.size > 1 and arr.mean() else 0.0}
@@ -76,7 +77,7 @@ def run_confirm(composed: DictConfig, console: Console) -> int:
             perf = rerun(Path(r.trial_dir) / "config.yaml",
                          base_dir / f"trial-{r.number:04d}-run-{rep}", settings,
                          marker=f"confirm/{r.number}")
-            runs[r.number].append(perf["tokens_per_s"] if perf else None)
+            runs[r.number].append(Performance.from_dict(perf).tokens_per_s if perf else None)
             if perf:
                 perfs[r.number].append(perf)
     add_repeats(study, perfs, "confirm")
