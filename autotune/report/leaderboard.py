@@ -44,8 +44,8 @@ def frame(records: list[TrialRecord], *, knobs: list[str] | None = None) -> pd.D
         row.update({
             # THE tokens/s of the trial (TOKENS_PER_S_LABEL): what the report and export say.
             "tokens/s": r.tokens_per_s,
-            "runs": r.n_runs if r.tokens_per_s is not None else None,
             **({CONFIRMED_COLUMN: r.confirmed_tokens_per_s} if any_confirmed else {}),
+            "runs": r.n_runs if r.tokens_per_s is not None else None,
             # Filled by autotune.study.noise.annotate; "~" marks a gain within noise.
             GAIN_COLUMN: ("baseline" if r.role == BASELINE_ROLE and r.reused_from is None
                           else r.vs_baseline.short() if r.vs_baseline is not None
