@@ -269,7 +269,7 @@ class Sweep:
         if self.refitter is not None:
             self.refitter.after_trial(after.records, trial.number)
         complete = state is TrialState.COMPLETE
-        tps = pooled or (result.summary.performance.get("tokens_per_s") if result.summary
+        tps = pooled or (result.summary.perf.tokens_per_s if result.summary
                          else None)
         progress.trial_done(trial.number, ready.label, result.reason, tps if complete else None,
                             launched=True, note=self._versus_baseline(after, trial.number)

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from trials.contract.launch import trial_argv, trial_env
+from trials.contract.performance import Performance
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS_DIR = REPO / "runs" / "bench"
@@ -129,12 +130,18 @@ class TrialRun:
         return self.summary.get("performance", {})
 
     @property
+    def perf(self) -> Performance:
+        return Performance.from_dict(self.performance)
+
+    @property
     def tokens_per_s(self) -> float:
-        return float(self.performance.get("tokens_per_s", float("nan")))
+        tps = self.perf.tokens_per_s
+        return float("nan") if tps is None else tps
 
     @property
     def step_time_median_s(self) -> float:
-        return float(self.performance.get("step_time_median_s", float("nan")))
+        step = self.perf.step_time_median_s
+        return float("nan") if step is None else step
 
     def check(self) -> "TrialRun":
         if not self.ok:

@@ -74,7 +74,7 @@ def compact(run, started_at: float) -> dict:
               "loss": s["loss"], "tokens": s["tokens"],
               "t_s": round(s["time"] - started_at, 3)} for s in run.steps]
     return {"outcome": run.outcome or ("crash" if run.rc else None), "rc": run.rc,
-            "wall_s": round(run.wall_s, 3), "tokens_per_s": run.performance.get("tokens_per_s"),
+            "wall_s": round(run.wall_s, 3), "tokens_per_s": run.perf.tokens_per_s,
             "steps": steps, "foreign_cores": round(run.load.get("foreign_cores", 0.0), 3)}
 
 

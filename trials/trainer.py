@@ -21,6 +21,7 @@ from trials.cache import cache_dir
 from trials.calibrate import peak_flops_for
 from trials.contract.events import CheckpointRecord, Phase, StartRecord, StepRecord
 from trials.contract.metrics import MetricsLog
+from trials.contract.performance import Performance, spike_limit
 from trials.contract.schema import (
     RunMode,
     TrialConfig,
@@ -122,10 +123,10 @@ class Trainer:
                                                                               self.world))
 
     def _loss_limit(self) -> float:
-        finite = [s.loss for s in self.steps if math.isfinite(s.loss)]
-        if len(finite) < self.cfg.guard.spike_after_steps:
-            return float("inf")
-        return self.cfg.guard.spike_factor * float(np.median(finite[-20:]))
+        """The spike rule's limit for the next step (the scorecard counts by the same)."""
+        g = self.cfg.guard
+        return spike_limit([s.loss for s in self.steps], g.spike_factor,
+                           min_history=g.spike_after_steps)
 
     def _one_step(self, iterator, limit: float):
         """Fetch the micro-batches (data wait), run the compiled step, sync on the loss."""
@@ -299,14 +300,16 @@ class Trainer:
         card = scorecard(self.steps, flops_per_token=self.flops_per_token, peak_flops=peak_flops,
                          recompute=self.cfg.train.recompute is Recompute.full,
                          peak_rss_gib=peaks,
-                         budget_gib=self.budget_gib, spike_factor=self.cfg.guard.spike_factor)
+                         budget_gib=self.budget_gib, spike_factor=self.cfg.guard.spike_factor,
+                         spike_after_steps=self.cfg.guard.spike_after_steps)
         if self.cfg.run.mode is not RunMode.production:
-            card["performance"].update(warmup_end=self.measurement.warmup_end,
-                                       measure_stop=self.measurement.stop_reason,
-                                       **self._per_rank(card["performance"]))
+            perf = Performance.from_dict(card["performance"])
+            card["performance"] = perf.replace(warmup_end=self.measurement.warmup_end,
+                                               measure_stop=self.measurement.stop_reason,
+                                               **self._per_rank(perf)).to_dict()
         return card
 
-    def _per_rank(self, perf: dict) -> dict:
+    def _per_rank(self, perf: Performance) -> dict:
         """dp > 1: every rank's median step time, their spread, and the communication
         share of the step (from the all-reduce timed alone)."""
         if self.world == 1:
@@ -315,10 +318,10 @@ class Trainer:
         mine = float(np.median(measured)) if measured else float("nan")
         ranks = gather_floats(mine, self.world)
         mean = float(np.mean(ranks))
-        out = {"rank_step_s": ranks,
+        out = {"rank_step_s": tuple(ranks),
                "rank_spread": (max(ranks) - min(ranks)) / mean if mean > 0 else 0.0}
         if self.communication:
-            step_s = perf.get("step_time_median_s") or mine
+            step_s = perf.step_time_median_s or mine
             out.update(self.communication, comm_share=self.communication["comm_s"] / step_s
                        if step_s else 0.0)
         return out

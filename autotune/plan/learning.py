@@ -41,10 +41,10 @@ def measurement_of(record: TrialRecord, model: CostModel,
     cfg = config_of(record, cache)
     if cfg is None:
         return None
-    perf = record.scorecard.get("performance") or {}
+    perf = record.perf
     if record.reason is Outcome.OK:
-        step = perf.get("step_time_median_s")
-        wait = (perf.get("data_wait_share") or 0.0) * (step or 0.0)
+        step = perf.step_time_median_s
+        wait = (perf.data_wait_share or 0.0) * (step or 0.0)
         return model.measurement(cfg, peak_gib=record.peak_memory_gib, step_s=step,
                                  data_wait_s=wait)
     if record.reason is Outcome.OOM:

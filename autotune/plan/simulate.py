@@ -28,6 +28,7 @@ from trials.contract.events import EndRecord, Phase, StartRecord, StepRecord, Su
 from trials.contract.launch import MARKER_ENV
 from trials.contract.metrics import MetricsLog
 from trials.contract.outcomes import Outcome
+from trials.contract.performance import Performance
 from trials.contract.schema import ConfigError, memory_budget_gib, to_trial_config, validate
 from trials.contract.scorecard import scorecard
 from trials.contract.vocabulary import Recompute
@@ -96,8 +97,10 @@ def simulate(cfg, log: MetricsLog) -> tuple[Outcome, str]:
                      peak_flops=prediction.peak_flops_total,
                      recompute=cfg.train.recompute is Recompute.full,
                      peak_rss_gib=[prediction.peak_gib] * cfg.parallel.devices,
-                     budget_gib=budget, spike_factor=cfg.guard.spike_factor)
-    card["performance"]["simulated"] = True
+                     budget_gib=budget, spike_factor=cfg.guard.spike_factor,
+                     spike_after_steps=cfg.guard.spike_after_steps)
+    card["performance"] = Performance.from_dict(card["performance"]).replace(
+        simulated=True).to_dict()
     log.emit(SummaryRecord(**card))
     return Outcome.OK, ""
 

@@ -29,8 +29,8 @@ def estimated_cost_s(winner: TrialRecord, cfg: TrialConfig, steps: int) -> float
     steps: compile, the warm-up and measuring floors, and the profiled steps at 1.5x
     (the profiler's overhead, BENCHMARKS.md), plus the profiler's fixed cost."""
     step_s = winner.step_time_s or 0.0
-    perf = winner.scorecard.get("performance") or {}
-    own = 1 + (perf.get("warmup_steps_used") or 0) + (perf.get("measured_steps") or 0)
+    perf = winner.perf
+    own = 1 + (perf.warmup_steps_used or 0) + (perf.measured_steps or 0)
     overhead = max(0.0, (winner.wall_s or 0.0) - own * step_s)
     fixed = 1 + cfg.run.warmup_steps + cfg.run.measure_steps
     return overhead + (fixed + 1.5 * steps) * step_s + PROFILER_FIXED_S

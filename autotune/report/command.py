@@ -26,7 +26,7 @@ from autotune.settings import SweepSettings
 from autotune.study import stage_results as stage_store
 from autotune.study.noise import annotate
 from autotune.study.records import TrialRecord, load_records
-from autotune.study.selection import baseline
+from autotune.study.selection import baseline, export_verdict
 from autotune.study.storage import STOP_RULES, load_existing, redact, storage_url, study_dir
 from trials.contract.compose import load_resolved
 from trials.contract.schema import ConfigError, TrialConfig, memory_budget_gib, to_trial_config
@@ -78,7 +78,8 @@ def write_report(records: list[TrialRecord], out: Path, *, summary: index.Summar
         + tables.markdown_table(table))
     (out / "ablation.md").write_text(tables.ablation_markdown(records))
     (out / "failures.md").write_text(tables.failures_markdown(records))
-    findings = diagnose(records, budget_gib=budget_gib, config=config)
+    findings = diagnose(records, budget_gib=budget_gib, config=config,
+                        study_verdict=summary.verdict)
     time_goes = where_time_goes.section(records, profiles or {}, summary.best, out)
     findings += time_goes.findings
     (out / "diagnosis.md").write_text(diagnosis.to_markdown(findings))
@@ -125,9 +126,14 @@ def run_report(composed: DictConfig, console: Console) -> int:
     stop = study.user_attrs.get(STOP_RULES) or OmegaConf.to_container(composed.sweep.stop)
     budget = memory_budget_gib(cfg)
     out = Path(composed.report.out) if composed.report.out else study_dir(settings) / "report"
+    # The one answer to "which trial is best", under export's options: the summary, the
+    # diagnosis, export and soak all name the same trials.
+    study_verdict = export_verdict(records, OmegaConf.to_object(composed.export),
+                                prior_cv=cfg.hardware.cost.run_to_run_cv, budget_gib=budget)
     summary = index.summarise(records, study=settings.study,
                               storage=redact(storage_url(settings)),
-                              n_objectives=len(study.directions), budget_gib=budget)
+                              n_objectives=len(study.directions), budget_gib=budget,
+                              verdict=study_verdict)
     try:
         write_report(records, out, summary=summary, budget_gib=budget,
                      config=config_values(cfg, stop), profiles=stored_profiles(study),

@@ -16,8 +16,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autotune.study.records import TrialRecord
-from autotune.study.selection import baseline, best, distinct, measured_tokens_per_s
+from autotune.study.selection import (
+    Verdict,
+    baseline,
+    confirmed_text,
+    distinct,
+    measured_tokens_per_s,
+    verdict,
+)
 from trials.contract.outcomes import Outcome
+from trials.contract.schema import CostPriors
 
 #: A data-wait share above this (fraction of step time) means the input pipeline is short.
 DATA_WAIT_HIGH = 0.10
@@ -42,10 +50,12 @@ class _Context:
     records: list[TrialRecord]
     budget_gib: float | None
     config: Mapping[str, Any]
+    verdict: Verdict
 
     @property
     def best(self) -> TrialRecord | None:
-        return best(self.records, self.budget_gib)
+        """The study's pick (what export and soak take): every rule is about that trial."""
+        return self.verdict.pick
 
     def value(self, record: TrialRecord, key: str) -> Any:
         return record.params.get(key, self.config.get(key))
@@ -107,13 +117,21 @@ def best_trial(ctx: _Context) -> list[Finding]:
         interval = f"; {gain.text()}" if gain is not None else ""
         parts.append(f"{100 * nums['change']:+.1f} % over the baseline "
                      f"(trial #{base.number}, {base.tokens_per_s:,.0f} tokens/s{interval})")
-    confirm = top.attrs.get("confirm") or {}
-    if confirm.get("median") is not None:
-        nums["confirmed_median"] = confirm["median"]
-        runs = len(confirm.get("tokens_per_s") or [])
-        parts.append(f"confirmed median {confirm['median']:,.0f} tokens/s over {runs} runs")
-    return [Finding("best", (top.number,), f"Trial #{top.number} is the fastest feasible "
-                    f"trial: {', '.join(parts)}.", nums)]
+    if top.confirmed_tokens_per_s is not None:
+        nums["confirmed_median"] = top.confirmed_tokens_per_s
+        parts.append(f"confirmed {confirmed_text(top)}")
+    v = ctx.verdict
+    fastest = v.best_measured
+    if fastest is not None and fastest.number == top.number:
+        head = f"Trial #{top.number} is the fastest feasible trial" + (
+            " and the best confirmed" if v.confirmed_best is top else "")
+    else:
+        head = f"Trial #{top.number} is the study's pick ({v.why})"
+        if fastest is not None and fastest.number != top.number:
+            nums["fastest_tokens_per_s"] = fastest.tokens_per_s
+            parts.append(f"the fastest measured is trial #{fastest.number} "
+                         f"({fastest.tokens_per_s:,.0f} tokens/s)")
+    return [Finding("best", (top.number,), f"{head}: {', '.join(parts)}.", nums)]
 
 
 def data_wait(ctx: _Context) -> list[Finding]:
@@ -307,14 +325,20 @@ RULES: tuple[Callable[[_Context], list[Finding]], ...] = (
 
 
 def diagnose(records: list[TrialRecord], *, budget_gib: float | None = None,
-             config: Mapping[str, Any] | None = None) -> list[Finding]:
+             config: Mapping[str, Any] | None = None,
+             study_verdict: Verdict | None = None) -> list[Finding]:
     """Every rule's findings, best trial first, then one or more per failure class.
 
     ``config`` maps override paths (``data.num_workers``, ``train.lr``, ``precision``,
     ``sweep.stop.compile_timeout_s``, ...) to the values trials used where their params
-    do not say; suggestions quote them.
+    do not say; suggestions quote them. ``study_verdict``: the study's
+    :func:`~autotune.study.selection.verdict` (the rules are about its pick); by default
+    computed with export's default options and the default run-to-run noise prior.
     """
-    ctx = _Context(distinct(records), budget_gib, dict(config or {}))
+    if study_verdict is None:
+        study_verdict = verdict(records, prior_cv=CostPriors.run_to_run_cv,
+                                budget_gib=budget_gib)
+    ctx = _Context(distinct(records), budget_gib, dict(config or {}), study_verdict)
     return [finding for rule in RULES for finding in rule(ctx)]
 
 

@@ -20,7 +20,7 @@ from autotune.report.leaderboard import frame, params_label
 from autotune.report.tables import markdown_table, reason_counts
 from autotune.report.where_time_goes import TimeSection
 from autotune.study.records import TrialRecord
-from autotune.study.selection import best, pareto_front
+from autotune.study.selection import CONFIRMED_LABEL, TOKENS_PER_S_LABEL, Verdict, pareto_front
 
 #: (file, title, what it holds), in page order.
 TABLES = (
@@ -50,10 +50,14 @@ class Summary:
     n_trials: int
     n_launched: int
     counts: dict[str, int]
-    best: TrialRecord | None
+    #: The study's answers to "which trial is best" (autotune/study/selection.py); its
+    #: best measured trial is ``best``.
+    verdict: Verdict
     front: list[TrialRecord]
-    #: Trials that `confirm` re-measured (attrs["confirm"] holds their spread).
-    confirmed: list[TrialRecord]
+
+    @property
+    def best(self) -> TrialRecord | None:
+        return self.verdict.best_measured
 
     def lines(self) -> list[str]:
         counts = ", ".join(f"{reason} {n}" for reason, n in self.counts.items()) or "none"
@@ -70,14 +74,8 @@ class Summary:
             gain = f"; vs baseline {b.vs_baseline.text()}" if b.vs_baseline else ""
             out.append(f"best: trial #{b.number}, {b.tokens_per_s:,.0f} tokens/s{mfu}{peak} "
                        f"({params_label(b.params) or 'no knobs'}){sim}{gain}")
-        if self.confirmed:
-            top = max(self.confirmed, key=lambda r: r.attrs["confirm"]["median"])
-            c = top.attrs["confirm"]
-            test = c.get("vs_baseline")
-            versus = f"; vs the baseline re-measured beside it: {test['text']}" if test else ""
-            out.append(f"best confirmed: trial #{top.number}, median {c['median']:,.0f} "
-                       f"tokens/s over {len(c['tokens_per_s'])} re-runs (CV "
-                       f"{100 * c['cv']:.1f} %){versus}")
+        out += self.verdict.lines()
+        out.append(f"({TOKENS_PER_S_LABEL}; confirmed = {CONFIRMED_LABEL})")
         if len(self.front) > 1:
             out.append("Pareto front (tokens/s vs peak memory): "
                        + ", ".join(f"#{r.number}" for r in self.front))
@@ -85,15 +83,14 @@ class Summary:
 
 
 def summarise(records: list[TrialRecord], *, study: str, storage: str, n_objectives: int,
-              budget_gib: float | None) -> Summary:
+              budget_gib: float | None, verdict: Verdict) -> Summary:
     budget = "?" if budget_gib is None else f"{budget_gib:.2f}"
     objective = (f"max tokens/s with peak memory <= {budget} GiB" if n_objectives == 1 else
                  f"Pareto: max tokens/s, min peak memory (budget {budget} GiB)")
     return Summary(study=study, storage=storage, objective=objective, n_trials=len(records),
                    n_launched=sum(r.launched for r in records),
                    counts=dict(reason_counts(records).most_common()),
-                   best=best(records, budget_gib), front=pareto_front(records),
-                   confirmed=[r for r in records if (r.attrs.get("confirm") or {}).get("median")])
+                   verdict=verdict, front=pareto_front(records))
 
 
 def _top(records: list[TrialRecord], n: int = 5) -> pd.DataFrame:

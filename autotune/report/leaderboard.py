@@ -7,10 +7,12 @@ import math
 import pandas as pd
 
 from autotune.study.records import TrialRecord
-from autotune.study.selection import BASELINE_ROLE
+from autotune.study.selection import BASELINE_ROLE, CONFIRMED_LABEL, TOKENS_PER_S_LABEL
 
 #: The column of gains over the baseline with their 95 % interval, in percent.
 GAIN_COLUMN = "vs base % (95% CI)"
+#: The column of confirm's medians (only when confirm has run).
+CONFIRMED_COLUMN = "confirmed tok/s"
 
 SHORT_NAMES = {
     "runtime.mode": "mode", "precision": "prec", "train.micro_batches": "micro",
@@ -31,6 +33,7 @@ def params_label(params: dict) -> str:
 def frame(records: list[TrialRecord], *, knobs: list[str] | None = None) -> pd.DataFrame:
     """Trials as a DataFrame, best tokens/s first, then the rest by trial number."""
     knobs = knobs or sorted({k for r in records for k in r.params})
+    any_confirmed = any(r.confirmed_tokens_per_s for r in records)
     rows = []
     for r in records:
         row = {"trial": r.number}
@@ -39,7 +42,9 @@ def frame(records: list[TrialRecord], *, knobs: list[str] | None = None) -> pd.D
         if r.reused_from is not None:
             reason += f" (=#{r.reused_from})"
         row.update({
+            # THE tokens/s of the trial (TOKENS_PER_S_LABEL): what the report and export say.
             "tokens/s": r.tokens_per_s,
+            **({CONFIRMED_COLUMN: r.confirmed_tokens_per_s} if any_confirmed else {}),
             "runs": r.n_runs if r.tokens_per_s is not None else None,
             # Filled by autotune.study.noise.annotate; "~" marks a gain within noise.
             GAIN_COLUMN: ("baseline" if r.role == BASELINE_ROLE and r.reused_from is None
@@ -69,6 +74,9 @@ def render(records: list[TrialRecord], *, limit: int = 20, noise_note: str = "")
     text = shown.to_string(index=False, na_rep="-", float_format=lambda v: f"{v:,.2f}")
     if len(df) > limit:
         text += f"\n... {len(df) - limit} more (python -m autotune report)"
+    text += f"\n{TOKENS_PER_S_LABEL}; runs = runs of the configuration the gains rest on"
+    if CONFIRMED_COLUMN in df.columns:
+        text += f"; {CONFIRMED_COLUMN} = {CONFIRMED_LABEL}"
     if noise_note:
         text += f"\n{noise_note}"
     return text

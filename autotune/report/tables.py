@@ -49,10 +49,6 @@ def experiments(records: list[TrialRecord]) -> pd.DataFrame:
     started = {n: r.started.strftime("%Y-%m-%d %H:%M:%S") if r.started else None
                for n, r in by_number.items()}
     df.insert(1, "started", df["trial"].map(started))
-    confirmed = {n: (r.attrs.get("confirm") or {}).get("median") for n, r in by_number.items()}
-    if any(v is not None for v in confirmed.values()):
-        df.insert(df.columns.get_loc("tokens/s") + 1, "confirmed tok/s",
-                  df["trial"].map(confirmed))
     df["role"] = df["trial"].map({n: r.role for n, r in by_number.items()})
     return df.sort_values("trial").reset_index(drop=True)
 

@@ -26,13 +26,14 @@ from autotune.study import storage as S
 from autotune.study.layout import StudyLayout
 from autotune.study.noise import PairedTest, paired_test
 from autotune.study.records import CONFIRM_STUDY_KEY, TrialRecord, add_repeats, load_records
+from trials.contract.performance import Performance
 from trials.contract.schema import ConfigError
 from trials.contract.trial_dir import TrialDir
 
 
 def spread(values: list[float]) -> dict:
     arr = np.asarray(values, dtype=float)
-    return {"tokens_per_s": [float(v) for v in arr], "median": float(np.median(arr)),
+    return {Performance.TOKENS_PER_S: [float(v) for v in arr], "median": float(np.median(arr)),
             "p10": float(np.percentile(arr, 10)), "p90": float(np.percentile(arr, 90)),
             "min": float(arr.min()), "max": float(arr.max()),
             "cv": float(arr.std() / arr.mean()) if arr.size > 1 and arr.mean() else 0.0}
@@ -78,7 +79,7 @@ def run_confirm(composed: DictConfig, console: Console) -> int:
                           highlight=False)
             perf = rerun(runner, TrialDir(Path(r.trial_dir)), layout.confirm(r.number, rep),
                          settings, name=f"confirm/{r.number}")
-            runs[r.number].append(perf["tokens_per_s"] if perf else None)
+            runs[r.number].append(Performance.from_dict(perf).tokens_per_s if perf else None)
             if perf:
                 perfs[r.number].append(perf)
     add_repeats(study, perfs, "confirm")

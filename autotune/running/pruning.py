@@ -41,16 +41,16 @@ def estimate(steps: list[StepRecord], warmup_floor: int = 0) -> tuple[float | No
     like one that measures; else every warm-up step, against the lenient warm-up bar.
     """
     measured = throughput(steps)
-    if measured:
-        return measured["tokens_per_s"], measured["measured_steps"], True
+    if measured.tokens_per_s is not None:
+        return measured.tokens_per_s, measured.measured_steps, True
     warm = [dataclasses.replace(s, phase=Phase.MEASURE) for s in steps
             if s.phase is Phase.WARMUP]
     past_floor = warm[warmup_floor:] if warmup_floor > 0 else []
     if past_floor:
-        return throughput(past_floor)["tokens_per_s"], len(past_floor), True
+        return throughput(past_floor).tokens_per_s, len(past_floor), True
     if not warm:
         return None, 0, False
-    return throughput(warm)["tokens_per_s"], len(warm), False
+    return throughput(warm).tokens_per_s, len(warm), False
 
 
 def slow_verdict(steps: list[StepRecord], best: float | None, rules: StopRules,

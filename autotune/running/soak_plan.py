@@ -13,7 +13,7 @@ from autotune.export.choose import choose_trial
 from autotune.settings import SoakSettings, SweepSettings
 from autotune.study import storage as S
 from autotune.study.records import TrialRecord
-from trials.contract.schema import ConfigError, TrialConfig, to_trial_config
+from trials.contract.schema import ConfigError, TrialConfig, memory_budget_gib, to_trial_config
 
 #: What <out> may hold from an earlier soak (anything else: refuse to write there).
 OWN_FILES = {"run", "soak.json", "soak.png"}
@@ -28,8 +28,10 @@ def pick_trial(study: optuna.Study, records: list[TrialRecord], composed: DictCo
         raise ConfigError(f"study {study.study_name!r} has no complete trial to soak: run the "
                           "sweep first")
     if options.trial is None:
+        base_cfg = to_trial_config(composed)
         record, why = choose_trial(study, records, OmegaConf.to_object(composed.export),
-                                   prior_cv=to_trial_config(composed).hardware.cost.run_to_run_cv)
+                                   prior_cv=base_cfg.hardware.cost.run_to_run_cv,
+                                   budget_gib=memory_budget_gib(base_cfg))
     else:
         by_number = {r.number: r for r in records}
         record = by_number.get(options.trial)
@@ -56,8 +58,7 @@ def pick_trial(study: optuna.Study, records: list[TrialRecord], composed: DictCo
 def trial_steps(record: TrialRecord, cfg: TrialConfig) -> int:
     """Steps the trial itself ran: compile + warm-up + measured (its configured counts
     when its scorecard lacks them)."""
-    perf = record.scorecard.get("performance") or {}
-    warm, measured = perf.get("warmup_steps_used"), perf.get("measured_steps")
+    warm, measured = record.perf.warmup_steps_used, record.perf.measured_steps
     if isinstance(warm, int) and isinstance(measured, int) and measured > 0:
         return 1 + warm + measured
     return 1 + cfg.run.warmup_steps + cfg.run.measure_steps

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import numpy as np
@@ -12,25 +11,13 @@ from autotune.running.soak_attempts import Attempt, kill_and_resume, stitch
 from autotune.running.soak_plan import SoakPlan
 from autotune.settings import SoakSettings
 from autotune.study import stability
+from trials.contract.jsonsafe import float_of, to_json
 
 #: Study attribute with the latest soak's result (tune's stability stage reads it too).
 SOAK_KEY = "autotune.soak"
 
 
 # -- the result -----------------------------------------------------------------------------
-def _clean(value):
-    """JSON-safe (the study attribute and soak.json): non-finite floats become None."""
-    if isinstance(value, dict):
-        return {str(k): _clean(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, np.generic):
-        return _clean(value.item())
-    return value
-
-
 def summarise(plan: SoakPlan, attempts: list[Attempt], failed: str | None,
               options: SoakSettings, wall_s: float, out: Path) -> dict:
     steps, restarts = stitch(attempts)
@@ -49,7 +36,8 @@ def summarise(plan: SoakPlan, attempts: list[Attempt], failed: str | None,
     verdicts.append(f"finished: {len(steps)} of {plan.steps} steps in {len(attempts)} "
                     f"launch(es), {wall_s:.1f} s" if finished else f"FAILED: {failed}")
     replayed = sum(len(a.steps) for a in attempts) - len(steps)
-    return _clean({
+    # JSON-safe (the study attribute and soak.json): non-finite numbers as "nan"/"inf".
+    return to_json({
         **plan.to_dict(), "out": str(out), "plot": str(out / "soak.png"),
         "metrics": str(out / "run" / "metrics.jsonl"),
         "finished": finished, "failure": failed, "exit_code": 0 if finished else 1,
@@ -66,7 +54,7 @@ def summarise(plan: SoakPlan, attempts: list[Attempt], failed: str | None,
 
 
 def _fmt(value, spec: str, none: str = "-") -> str:
-    return none if value is None else format(value, spec)
+    return none if value is None else format(float_of(value), spec)
 
 
 def render(r: dict) -> str:

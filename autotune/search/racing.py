@@ -14,6 +14,7 @@ import optuna
 from autotune.study import noise
 from autotune.study import records as R
 from autotune.study.layout import StudyLayout
+from trials.contract.performance import Performance
 from trials.contract.trial_dir import TrialDir
 
 #: ``measure(source, run_dir, name)``: one more run of ``source``'s configuration in
@@ -44,5 +45,4 @@ def race(study: optuna.Study, number: int, performance: dict, leader: R.TrialRec
             if perf is not None:
                 perfs[entrant].append(perf)
     R.add_repeats(study, perfs, "race")
-    return R.geometric_mean([performance["tokens_per_s"],
-                             *(p["tokens_per_s"] for p in perfs[number])])
+    return Performance.pool([performance, *perfs[number]])

@@ -23,6 +23,8 @@ from functools import lru_cache
 import numpy as np
 
 from autotune.study.records import TrialRecord
+from trials.contract.performance import Performance, pooled_tokens_per_s, positive_times
+from trials.contract.performance import tokens_per_s as tokens_per_s_of
 from trials.contract.stats import CONFIDENCE, N_BOOT, SEED, bootstrap_medians
 
 #: Degrees of freedom of the study's repeats before their run-to-run CV replaces the prior.
@@ -38,7 +40,7 @@ class Run:
 
     @property
     def tokens_per_s(self) -> float:
-        return self.tokens_per_step / float(np.median(self.step_times_s))
+        return tokens_per_s_of(self.tokens_per_step, self.step_times_s)
 
 
 @dataclass(frozen=True)
@@ -84,17 +86,17 @@ class Gain:
 
 def runs_of(record: TrialRecord) -> list[Run]:
     """The sweep's measurement of the trial, then every repeat stored for it."""
-    return runs_from([record.scorecard.get("performance") or {}, *record.repeats])
+    return runs_from(record.runs)
 
 
-def runs_from(perfs: list[dict]) -> list[Run]:
+def runs_from(perfs: list[Performance | dict]) -> list[Run]:
     """Runs from performance layers (a scorecard's, or a stored repeat)."""
     out = []
     for perf in perfs:
-        times = tuple(float(t) for t in perf.get("step_times_s") or () if t and t > 0)
-        tokens = perf.get("tokens_per_step")
-        if times and tokens:
-            out.append(Run(float(tokens), times))
+        p = perf if isinstance(perf, Performance) else Performance.from_dict(perf)
+        times = tuple(positive_times(p.step_times_s))
+        if times and p.tokens_per_step:
+            out.append(Run(float(p.tokens_per_step), times))
     return out
 
 
@@ -120,7 +122,8 @@ def _configs(records: list[TrialRecord]) -> int:
 
 @lru_cache(maxsize=4096)
 def _log_tps_draws(run: Run) -> np.ndarray:
-    """log tokens/s of ``N_BOOT`` resampled medians of one run (seeded per run)."""
+    """log tokens/s of ``N_BOOT`` resampled medians of one run (seeded per run): the
+    definition of tokens/s (tokens per step / median step time) over each resample."""
     seed = SEED + hash(run.step_times_s) % 1_000_000
     medians = bootstrap_medians(run.step_times_s, rng=np.random.default_rng(seed))
     return np.log(run.tokens_per_step / medians)
@@ -129,7 +132,7 @@ def _log_tps_draws(run: Run) -> np.ndarray:
 def _side(runs: list[Run]) -> tuple[float, np.ndarray]:
     """(log of the geometric mean of the runs' tokens/s, its bootstrap draws)."""
     draws = np.mean([_log_tps_draws(r) for r in runs], axis=0)
-    point = float(np.mean([math.log(r.tokens_per_s) for r in runs]))
+    point = math.log(pooled_tokens_per_s(r.tokens_per_s for r in runs))
     return point, draws
 
 

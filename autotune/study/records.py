@@ -7,13 +7,13 @@ study database alone is enough: optuna-dashboard and the ``optuna`` CLI see it t
 from __future__ import annotations
 
 import datetime as dt
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from optuna.trial import FrozenTrial, TrialState
 
 from trials.contract.outcomes import Outcome
+from trials.contract.performance import Performance
 
 #: User-attribute keys written by the orchestrator (one place, so readers agree).
 REASON = "reason"  # an Outcome value (trials/contract/outcomes.py)
@@ -32,7 +32,6 @@ PLACEMENT = "placement"  # the devices and cores of a concurrent trial ("devices
 PROCESS = "process"  # {"host": ..., "pgid": ..., "marker": ...} of the trial's process group
 PREDICTION = "prediction"  # the cost model's prediction before launch (autotune/plan)
 CONFIRM = "confirm"  # confirmation runs: {"tokens_per_s": [...], "median": ..., ...}
-
 
 
 def outcome_of(trial: FrozenTrial) -> Outcome | None:
@@ -63,6 +62,11 @@ class TrialRecord:
     detail: str
     launched: bool
     role: str
+    #: THE tokens/s of the trial (the leaderboard's, the report's, export's): the value
+    #: told to Optuna, i.e. its own run pooled with the racing re-runs made when it was
+    #: told. None unless it completed. Later re-runs (``confirm``, racing as the leader)
+    #: cannot change a finished Optuna trial, so they never change this figure either:
+    #: they are reported beside it (``confirmed_tokens_per_s``, ``vs_baseline``).
     tokens_per_s: float | None
     mfu: float | None
     peak_memory_gib: float | None
@@ -77,7 +81,7 @@ class TrialRecord:
     scorecard: dict = field(default_factory=dict)
     attrs: dict = field(default_factory=dict)
     #: More runs of the same configuration (racing, confirm): performance dicts with
-    #: tokens_per_s, tokens_per_step, step_times_s and their source.
+    #: REPEAT_FIELDS and their source (read them with Performance.from_dict).
     repeats: list = field(default_factory=list)
     #: Its gain over the baseline with an interval (autotune.study.noise.annotate).
     vs_baseline: Any = None
@@ -87,14 +91,31 @@ class TrialRecord:
         return self.state == TrialState.COMPLETE.name
 
     @property
+    def perf(self) -> Performance:
+        """What the trial's own run measured (its scorecard's performance layer)."""
+        return Performance.from_dict(self.scorecard.get("performance"))
+
+    @property
+    def runs(self) -> list[Performance]:
+        """Every measured run of its configuration: its own, then its repeats."""
+        return [self.perf, *(Performance.from_dict(r) for r in self.repeats)]
+
+    @property
     def n_runs(self) -> int:
-        """Runs its tokens/s rests on: the trial's own and its repeats (racing, confirm)."""
+        """Runs of its configuration measured so far: its own and its repeats (racing,
+        confirm); what the gains' intervals rest on."""
         return 1 + len(self.repeats)
+
+    @property
+    def confirmed_tokens_per_s(self) -> float | None:
+        """The median tokens/s of ``confirm``'s interleaved re-runs, where it ran."""
+        median = (self.attrs.get(CONFIRM) or {}).get("median")
+        return float(median) if median else None
 
     @property
     def simulated(self) -> bool:
         """Produced by the simulated trial program: a prediction, never a measurement."""
-        return bool((self.scorecard.get("performance") or {}).get("simulated"))
+        return self.perf.simulated
 
     @property
     def reason_text(self) -> str:
@@ -105,20 +126,29 @@ class TrialRecord:
     def from_trial(cls, trial: FrozenTrial) -> TrialRecord:
         a = trial.user_attrs
         card = a.get(SCORECARD) or {}
-        perf = card.get("performance", {})
+        perf = Performance.from_dict(card.get("performance"))
         res = card.get("resources", {})
         return cls(
             number=trial.number, state=trial.state.name, params=dict(trial.params),
             reason=outcome_of(trial),
             detail=a.get(DETAIL, ""), launched=bool(a.get(LAUNCHED, False)),
-            role=a.get(ROLE, "sampled"),
-            tokens_per_s=perf.get("tokens_per_s") if trial.state is TrialState.COMPLETE else None,
-            mfu=perf.get("mfu"), peak_memory_gib=res.get("peak_rss_gib_max_rank"),
-            step_time_s=perf.get("step_time_median_s"), compile_s=perf.get("compile_s"),
-            data_wait_share=perf.get("data_wait_share"),
+            role=a.get(ROLE, "sampled"), tokens_per_s=told_tokens_per_s(trial, perf),
+            mfu=perf.mfu, peak_memory_gib=res.get("peak_rss_gib_max_rank"),
+            step_time_s=perf.step_time_median_s, compile_s=perf.compile_s,
+            data_wait_share=perf.data_wait_share,
             micro_batch_size=a.get(MICRO_BATCH_SIZE), started=trial.datetime_start,
             wall_s=a.get(WALL_S), trial_dir=a.get(TRIAL_DIR), reused_from=a.get(REUSED_FROM),
             scorecard=card, attrs=dict(a))
+
+
+def told_tokens_per_s(trial: FrozenTrial, perf: Performance) -> float | None:
+    """The tokens/s Optuna was told (its first objective); the run's own where a completed
+    trial holds no value (never, from the sweep)."""
+    if trial.state is not TrialState.COMPLETE:
+        return None
+    if trial.values:
+        return float(trial.values[0])
+    return perf.tokens_per_s
 
 
 #: Study attribute where `confirm` stores its verdicts, keyed by trial number.
@@ -127,26 +157,21 @@ CONFIRM_STUDY_KEY = "autotune.confirm"
 #: cannot change), keyed by trial number: lists of performance dicts.
 REPEATS_STUDY_KEY = "autotune.repeats"
 #: What a repeat keeps of a run's performance (the samples comparisons resample).
-REPEAT_FIELDS = ("tokens_per_s", "tokens_per_step", "step_times_s", "step_time_median_s")
+REPEAT_FIELDS = (Performance.TOKENS_PER_S, Performance.TOKENS_PER_STEP,
+                 Performance.STEP_TIMES_S, Performance.STEP_TIME_MEDIAN_S)
 
 
-def pooled_tokens_per_s(record: TrialRecord) -> float:
-    """The geometric mean of tokens/s over the trial's run and its repeats."""
-    first = (record.scorecard.get("performance") or {}).get("tokens_per_s")
-    return geometric_mean([v for v in [first, *(r.get("tokens_per_s") for r in record.repeats)]
-                           if v and v > 0])
-
-
-def geometric_mean(values: list[float]) -> float:
-    """How runs of one configuration pool (speeds multiply: a log-scale mean)."""
-    return math.exp(sum(math.log(v) for v in values) / len(values))
+def pooled_tokens_per_s(record: TrialRecord) -> float | None:
+    """tokens/s pooled over every measured run of the trial's configuration (its own and
+    all its repeats; :meth:`Performance.pool`)."""
+    return Performance.pool(record.runs)
 
 
 def add_repeats(study, runs: dict[int, list[dict]], source: str) -> None:
     """Store more runs of trials' configurations (``{trial number: [performance, ...]}``)."""
     stored = dict(study.user_attrs.get(REPEATS_STUDY_KEY) or {})
     for number, perfs in runs.items():
-        kept = [{**{k: perf.get(k) for k in REPEAT_FIELDS}, "source": source}
+        kept = [{**Performance.from_dict(perf).pick(REPEAT_FIELDS), "source": source}
                 for perf in perfs]
         stored[str(number)] = [*stored.get(str(number), []), *kept]
     study.set_user_attr(REPEATS_STUDY_KEY, stored)
@@ -164,7 +189,5 @@ def load_records(study, *, trials: list[FrozenTrial] | None = None) -> list[Tria
         if str(trial.number) in confirmed:
             record.attrs[CONFIRM] = confirmed[str(trial.number)]
         record.repeats = list(repeats.get(str(trial.number), []))
-        if record.repeats and record.tokens_per_s is not None:
-            record.tokens_per_s = pooled_tokens_per_s(record)
         out.append(record)
     return out

@@ -18,6 +18,7 @@ from optuna.trial import TrialState
 
 from autotune.running.monitor import TrialResult
 from autotune.study import records as R
+from trials.contract.jsonsafe import to_json
 from trials.contract.outcomes import Constraint, Outcome
 from trials.contract.scorecard import scorecard
 
@@ -65,14 +66,14 @@ def tell(study: optuna.Study, trial: optuna.Trial, result: TrialResult, *, budge
                                        budget_gib=budget_gib, spike_factor=float("inf"))
     if result.log_tail:
         attrs[R.LOG_TAIL] = result.log_tail
-    for key, value in attrs.items():
-        trial.set_user_attr(key, value)
+    for key, value in attrs.items():  # non-finite numbers as the metrics file writes them
+        trial.set_user_attr(key, to_json(value))
     state = state_for(result.reason)
     if state is not TrialState.FAIL:
         for key, value in constraints_for(result.reason, peak, budget_gib).items():
             trial.set_constraint(key, value)
     if state is TrialState.COMPLETE:
-        tps = float(pooled_tokens_per_s or result.summary.performance["tokens_per_s"])
+        tps = float(pooled_tokens_per_s or result.summary.perf.tokens_per_s)
         values = [tps, float(peak or 0.0)] if multi_objective else tps
         study.tell(trial, values)
     else:

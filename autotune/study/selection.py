@@ -1,14 +1,36 @@
 """Which trials count, which fit, which is best: one answer for the sweep, the leaderboard,
-the report, ``confirm`` and ``export``.
+the report, ``confirm``, ``export`` and ``soak``.
+
+"Which trial is best" has three honest answers, and :func:`verdict` computes all three
+from the records in one place, so that every reader names the same trials:
+
+* **best measured**: the fastest feasible trial by THE tokens/s of a trial
+  (:data:`TOKENS_PER_S_LABEL`: the value told to Optuna);
+* **confirmed best**: among the trials ``confirm`` re-measured, the highest median of its
+  interleaved re-runs (:data:`CONFIRMED_LABEL`), with its paired test against the baseline;
+* **the pick**: what export and soak take, and what the report's diagnosis is about: the
+  confirmed best where confirm ran (else the best measured), then, among the
+  configurations it is not separably faster than, the one with the fewest changes from
+  the baseline (the baseline itself when the gain is within noise).
 
 Every function is pure over :class:`~autotune.study.records.TrialRecord` lists.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from autotune.settings import ExportSettings
+from autotune.study import noise
 from autotune.study.records import TrialRecord
+from trials.contract.performance import Performance
 
 BASELINE_ROLE = "baseline"
+#: What the tokens/s of a trial is, wherever it is shown (leaderboard, report, export).
+TOKENS_PER_S_LABEL = ("tokens/s = the value told to Optuna: the trial's run, pooled "
+                      "(geometric mean) with its racing re-runs")
+#: What a confirmed figure is.
+CONFIRMED_LABEL = "median of confirm's interleaved re-runs"
 
 
 def distinct(records: list[TrialRecord]) -> list[TrialRecord]:
@@ -88,4 +110,142 @@ def measured_tokens_per_s(record: TrialRecord) -> float | None:
     """tokens/s of a completed trial, or what a stopped one had measured so far."""
     if record.tokens_per_s is not None:
         return record.tokens_per_s
-    return (record.scorecard.get("performance") or {}).get("tokens_per_s")
+    return record.perf.tokens_per_s
+
+
+# -- the verdict -----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Verdict:
+    """The study's answers to "which trial is best" (see the module docstring)."""
+
+    best_measured: TrialRecord | None
+    confirmed_best: TrialRecord | None
+    #: What export and soak take and the diagnosis is about; None when nothing qualifies.
+    pick: TrialRecord | None
+    #: Why the pick, in words with the numbers behind them.
+    why: str
+
+    def lines(self) -> list[str]:
+        """The three answers, one line each (the report's summary)."""
+        out = []
+        if self.confirmed_best is not None:
+            c = self.confirmed_best
+            test = (c.attrs.get("confirm") or {}).get("vs_baseline")
+            versus = f"; vs the baseline re-measured beside it: {test['text']}" if test else ""
+            out.append(f"best confirmed: trial #{c.number}, {confirmed_text(c)}{versus}")
+        if self.pick is not None:
+            out.append(f"pick (what export and soak take): trial #{self.pick.number}, "
+                       f"{self.pick.tokens_per_s:,.0f} tokens/s: {self.why}")
+        return out
+
+
+def confirmed_text(record: TrialRecord) -> str:
+    """'median 1,234 tokens/s over 4 re-runs (CV 1.2 %)' of a confirmed trial."""
+    c = record.attrs.get("confirm") or {}
+    runs = len(c.get(Performance.TOKENS_PER_S) or [])
+    cv = f" (CV {100 * c['cv']:.1f} %)" if c.get("cv") is not None else ""
+    return f"median {record.confirmed_tokens_per_s:,.0f} tokens/s over {runs} re-runs{cv}"
+
+
+def verdict(records: list[TrialRecord], *, prior_cv: float, budget_gib: float | None = None,
+            min_headroom_gib: float = 0.0, use_confirmed: bool = True,
+            prefer_simpler: bool = True) -> Verdict:
+    """Best measured, confirmed best and the pick, from the records alone.
+
+    ``prior_cv``: the run-to-run noise to assume where the study has too few repeats
+    (the hardware profile's ``cost.run_to_run_cv``); ``min_headroom_gib``,
+    ``use_confirmed``, ``prefer_simpler``: export's options (``export.*``).
+    """
+    measured = best(records, budget_gib)
+    feasible_now = feasible_records(records, budget_gib)
+    confirmed_best = _confirmed_best(feasible_now)
+    candidates = feasible_records(records, budget_gib, min_headroom_gib=min_headroom_gib)
+    if not candidates:
+        return Verdict(measured, confirmed_best, None, "no complete trial within the memory "
+                       f"budget (headroom {min_headroom_gib:g} GiB)")
+    top, why = _fastest(candidates, min_headroom_gib, use_confirmed)
+    if not prefer_simpler:
+        return Verdict(measured, confirmed_best, top, why)
+    simpler, because = simplest_within_noise(top, candidates, records,
+                                             noise.run_to_run_noise(records, prior_cv))
+    if simpler is top:
+        return Verdict(measured, confirmed_best, top, f"{why}; {because}" if because else why)
+    return Verdict(measured, confirmed_best, simpler,
+                   f"{because}; pass export.trial={top.number} to export the fastest anyway")
+
+
+def export_verdict(records: list[TrialRecord], options: ExportSettings, *, prior_cv: float,
+                   budget_gib: float | None = None) -> Verdict:
+    """:func:`verdict` under export's options (``export.*``): what export, soak and the
+    report's summary and diagnosis all ask."""
+    return verdict(records, prior_cv=prior_cv, budget_gib=budget_gib,
+                   min_headroom_gib=options.min_headroom_gib,
+                   use_confirmed=options.use_confirmed, prefer_simpler=options.prefer_simpler)
+
+
+def _confirmed_best(candidates: list[TrialRecord]) -> TrialRecord | None:
+    confirmed = [r for r in candidates if r.confirmed_tokens_per_s]
+    return max(confirmed, key=lambda r: (r.confirmed_tokens_per_s, -r.number), default=None)
+
+
+def _fastest(candidates: list[TrialRecord], min_headroom_gib: float,
+             use_confirmed: bool) -> tuple[TrialRecord, str]:
+    confirmed = _confirmed_best(candidates)
+    if use_confirmed and confirmed is not None:
+        return confirmed, f"best confirmed, {confirmed_text(confirmed)}"
+    top = max(candidates, key=lambda r: (r.tokens_per_s, -r.number))
+    if min_headroom_gib > 0:
+        return top, (f"fastest trial with >= {min_headroom_gib:g} GiB memory headroom "
+                     f"({top.tokens_per_s:,.0f} tok/s)")
+    return top, f"best feasible trial ({top.tokens_per_s:,.0f} tok/s)"
+
+
+def changes_from(record: TrialRecord, base: TrialRecord | None) -> int:
+    if base is None:
+        return 0
+    return sum(1 for k, v in record.params.items() if base.params.get(k) != v)
+
+
+def versus_baseline(top: TrialRecord, base: TrialRecord,
+                    level: noise.Noise) -> tuple[bool, str]:
+    """(is ``top`` really faster than the baseline, the numbers that say so): confirm's
+    paired test where it compared the two, else the sweep's interval."""
+    confirm = top.attrs.get("confirm") or {}
+    test = confirm.get("vs_baseline")
+    if test and confirm.get("baseline") == base.number:
+        return test["real"] and test["ratio"] > 0, test["text"]
+    gain = noise.gain(top, base, level)
+    if gain is None:
+        return True, ""
+    return gain.better, gain.text()
+
+
+def simplest_within_noise(top: TrialRecord, candidates: list[TrialRecord],
+                          records: list[TrialRecord],
+                          level: noise.Noise) -> tuple[TrialRecord, str]:
+    """The candidate with the fewest knob changes from the baseline that ``top`` is not
+    separably faster than (``top`` itself when none is simpler), and why."""
+    base = baseline(records)
+    if base is None:
+        return top, ""
+    if base is top:
+        return top, "it is the baseline"
+    numbers = ""
+    if base in candidates:  # a completed baseline within the budget
+        real, numbers = versus_baseline(top, base, level)
+        if not real:
+            return base, (f"the fastest, trial {top.number}, against the baseline: "
+                          f"{numbers}; so the baseline (trial {base.number}) is exported")
+    within = []
+    for r in candidates:
+        if r is top or changes_from(r, base) >= changes_from(top, base):
+            continue
+        gain = noise.gain(top, r, level)
+        if gain is not None and not gain.better:
+            within.append((changes_from(r, base), -(r.tokens_per_s or 0), r.number, r, gain))
+    if not within:
+        return top, f"against the baseline: {numbers}" if numbers else ""
+    _, _, _, simpler, gain = min(within, key=lambda t: t[:3])
+    return simpler, (f"trial {simpler.number} changes {changes_from(simpler, base)} knob(s) "
+                     f"instead of {changes_from(top, base)}, and the fastest (trial "
+                     f"{top.number}) against it: {gain.text()}")

@@ -7,10 +7,13 @@ tested with synthetic records.
 
 Definitions (each verdict line quotes its numbers):
 
-* **loss spike**: a finite loss above ``spike_factor`` x the median of the previous
-  :data:`SPIKE_WINDOW` finite losses, judged once :data:`SPIKE_MIN_HISTORY` exist. A
-  falling loss never trips it; a jump that the trainer's own guard (8 x, a divergence)
-  lets through does.
+* **loss spike**: the one rule of trials/contract/performance.py (``loss_spikes``): a
+  finite loss at or above ``spike_factor`` x the median of the previous
+  ``SPIKE_WINDOW`` finite losses, judged once ``SPIKE_MIN_HISTORY`` exist; the
+  trainer's guard and the scorecard count by it too. Only the factor differs, passed
+  explicitly: a soak looks for instability far below a divergence, so it judges at
+  :data:`SPIKE_FACTOR` (1.5 x) where the guard stops a trial at ``guard.spike_factor``
+  (8 x). A falling loss never trips it; a jump that the guard lets through does.
 * **rates**: overflow (the loss scaler saw inf/nan gradients), skipped updates
   (``updated`` false), clipped steps, non-finite losses, each over all steps.
 * **steady steps**: each process's steps after its first :data:`WARMUP_SKIP` (10 %, at
@@ -37,14 +40,13 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
+from trials.contract import performance
 from trials.contract.events import Phase, StepRecord
+from trials.contract.performance import SPIKE_WINDOW
 
-#: A loss above this factor x the running median is counted as a spike.
+#: A soak counts a loss at or above this factor x the running median as a spike (the
+#: guard's ``guard.spike_factor`` is 8: a soak is looking for smaller trouble).
 SPIKE_FACTOR = 1.5
-#: The running median is over this many previous finite losses...
-SPIKE_WINDOW = 20
-#: ...and judges nothing until this many exist.
-SPIKE_MIN_HISTORY = 5
 #: Share of each process's first steps left out of the drift and memory fits.
 WARMUP_SKIP = 0.10
 #: tokens/s drifts when the first and last deciles differ by this much (%) too.
@@ -150,17 +152,9 @@ def steady(segment: list[StepRecord]) -> list[StepRecord]:
 
 # -- the parts ------------------------------------------------------------------------------
 def loss_spikes(steps: Sequence[StepRecord], spike_factor: float) -> list[int]:
-    """Steps whose loss exceeds spike_factor x the median of the previous SPIKE_WINDOW."""
-    history: list[float] = []
-    spikes = []
-    for s in steps:
-        if not math.isfinite(s.loss):
-            continue
-        if len(history) >= SPIKE_MIN_HISTORY:
-            if s.loss > spike_factor * float(np.median(history[-SPIKE_WINDOW:])):
-                spikes.append(s.step)
-        history.append(s.loss)
-    return spikes
+    """The steps that are spikes by the one rule (performance.loss_spikes) at this factor."""
+    return [steps[i].step for i in performance.loss_spikes([s.loss for s in steps],
+                                                           spike_factor)]
 
 
 def _rate(count: int, total: int) -> float:
@@ -168,10 +162,8 @@ def _rate(count: int, total: int) -> float:
 
 
 def _tokens_per_s(s: StepRecord, tokens_per_step: float | None) -> float | None:
-    tokens = tokens_per_step or s.tokens
-    if not tokens or not math.isfinite(s.step_s) or s.step_s <= 0:
-        return None
-    return tokens / s.step_s
+    """tokens/s of one step (the definition over a single step time)."""
+    return performance.tokens_per_s(tokens_per_step or s.tokens, [s.step_s])
 
 
 def throughput_drift(segments: list[list[StepRecord]], tokens_per_step: float | None) -> dict:

@@ -11,6 +11,9 @@ and ``autotune`` imports nothing else from ``trials``.
 - :mod:`.events`: the typed records a trial emits (start, step, summary, end);
 - :mod:`.metrics`: the one writer and the one reader of the metrics file;
 - :mod:`.outcomes`: how a trial ended, with exit codes and what each reason means;
+- :mod:`.performance`: what a trial measured (:class:`Performance`), and the one
+  definition of tokens/s, pooling of runs, loss spikes and MFU;
+- :mod:`.jsonsafe`: how numbers travel as JSON (non-finite floats as "nan"/"inf");
 - :mod:`.scorecard`: the four-layer scorecard, computed the same way on both sides;
 - :mod:`.launch`: the one recipe (argv + environment) that starts a trial.
 """

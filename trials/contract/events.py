@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import math
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from trials.contract.jsonsafe import float_of
 from trials.contract.outcomes import Outcome
+from trials.contract.performance import Performance
 
 #: Version of the metrics format; bump when an event changes meaning.
 FORMAT_VERSION = 2
@@ -40,14 +41,6 @@ class Phase(str, enum.Enum):
     MEASURE = "measure"
     TRAIN = "train"  # production mode
     PROFILE = "profile"  # after measuring, under the profiler: in no measured number
-
-
-def _float(value: Any) -> float:
-    """A float from JSON, where non-finite values travel as "nan"/"inf"/"-inf"."""
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return math.nan
 
 
 def _known_fields(cls, data: dict) -> dict:
@@ -103,7 +96,7 @@ class StepRecord:
         for key in ("loss", "grad_norm", "step_s", "data_wait_s", "peak_rss_gib", "loss_scale",
                     "rss_gib"):
             if key in d:
-                d[key] = _float(d[key])
+                d[key] = float_of(d[key])
         return cls(**d)
 
 
@@ -147,7 +140,11 @@ class ProfileRecord:
 
 @dataclass(frozen=True)
 class SummaryRecord:
-    """The four-layer scorecard (:func:`trials.contract.scorecard.scorecard`)."""
+    """The four-layer scorecard (:func:`trials.contract.scorecard.scorecard`).
+
+    ``performance`` is the JSON object of a :class:`Performance` (the wire format);
+    read it through :attr:`perf`.
+    """
 
     kind: ClassVar[Event] = Event.SUMMARY
     correctness: dict = field(default_factory=dict)
@@ -158,6 +155,11 @@ class SummaryRecord:
     @classmethod
     def from_json(cls, data: dict) -> SummaryRecord:
         return cls(**_known_fields(cls, data))
+
+    @property
+    def perf(self) -> Performance:
+        """The performance layer, typed."""
+        return Performance.from_dict(self.performance)
 
     def layers(self) -> dict[str, dict]:
         return {"correctness": self.correctness, "performance": self.performance,

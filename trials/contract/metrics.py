@@ -9,11 +9,9 @@ it is left for the next read, as optuna's JournalFileBackend does.
 from __future__ import annotations
 
 import json
-import math
 import os
 import time
 from pathlib import Path
-from typing import Any
 
 from trials.contract.events import (
     FORMAT_VERSION,
@@ -23,23 +21,7 @@ from trials.contract.events import (
     record_from_json,
     record_to_json,
 )
-
-
-def _clean(value: Any) -> Any:
-    """JSON-safe: numpy/MindSpore scalars to float, non-finite floats to strings."""
-    if isinstance(value, dict):
-        return {str(k): _clean(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
-    if isinstance(value, bool) or value is None or isinstance(value, (int, str)):
-        return value
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return str(value)
-    if math.isfinite(number):
-        return number
-    return "nan" if math.isnan(number) else ("inf" if number > 0 else "-inf")
+from trials.contract.jsonsafe import to_json
 
 
 class MetricsLog:
@@ -59,7 +41,7 @@ class MetricsLog:
     def emit(self, record: Record) -> None:
         if self._file is None:
             return
-        line = {**_clean(record_to_json(record)), "time": time.time()}
+        line = {**to_json(record_to_json(record)), "time": time.time()}
         if isinstance(record, StartRecord):
             line["format"] = FORMAT_VERSION
         self._file.write(json.dumps(line, separators=(",", ":")) + "\n")

@@ -241,9 +241,10 @@ class GuardConfig:
 
     #: Consecutive non-finite losses before the run counts as diverged.
     nonfinite_patience: int = field(default=3, metadata=rule(ge=1))
-    #: A loss above this factor x the running median is a spike: no update, diverged.
+    #: A loss at or above this factor x the median of the previous 20 finite losses is a
+    #: spike: no update, diverged (trials/contract/performance.py, the one spike rule).
     spike_factor: float = field(default=8.0, metadata=rule(gt=1))
-    #: Steps before spike detection starts.
+    #: Finite losses before spike detection starts.
     spike_after_steps: int = field(default=3, metadata=rule(ge=1))
     #: Memory budget per rank in GiB; null = the hardware profile's device memory.
     memory_budget_gib: float | None = field(default=None, metadata=rule(gt=0))
