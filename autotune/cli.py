@@ -31,18 +31,12 @@ from rich.console import Console
 from autotune.signals import Stopped, stop_on_signals
 from trials.contract.schema import ConfigError
 
-#: Commands other than sweep and tune: the module and the ``run(composed, console)`` that
-#: runs them, imported only when chosen (start-up stays light).
-RUNNERS = {
-    "plan": ("autotune.plan.command", "run_plan"),
-    "report": ("autotune.report.command", "run_report"),
-    "confirm": ("autotune.running.confirm", "run_confirm"),
-    "export": ("autotune.export.job", "run_export"),
-    "profile": ("autotune.profiling.command", "run_profile"),
-    "commbench": ("autotune.running.commbench", "run_commbench"),
-    "soak": ("autotune.running.soak", "run_soak"),
-}
-COMMANDS = ("sweep", *RUNNERS, "tune")
+#: The verbs, in the order ``--help`` lists them; each is ``autotune.commands.<verb>``, whose
+#: ``run(composed, overrides, console)`` runs it (imported only when chosen).
+COMMANDS = ("sweep", "plan", "report", "confirm", "export", "profile", "commbench", "soak",
+            "tune")
+#: The verbs that compose the search space's config-group choices too.
+SEARCHING = ("sweep", "tune")
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -89,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
 
             # The commands that search compose the space's config-group choices too.
             composed = compose("sweep", args.overrides,
-                               with_choices=args.command in ("sweep", "tune"),
+                               with_choices=args.command in SEARCHING,
                                schema=SweepConfig)
             validate_settings(composed)
             if args.print_config:
@@ -108,15 +102,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run_command(command: str, composed, overrides: list[str], console: Console) -> int:
-    if command == "sweep":
-        from autotune.sweep import Sweep
-
-        return Sweep(composed, overrides, console).run().exit_code
-    if command == "tune":
-        from autotune.stages.tune import run_tune
-
-        return run_tune(composed, overrides, console)
     import importlib
 
-    module, function = RUNNERS[command]
-    return getattr(importlib.import_module(module), function)(composed, console)
+    return importlib.import_module(f"autotune.commands.{command}").run(composed, overrides,
+                                                                      console)

@@ -21,34 +21,34 @@ from rich.console import Console
 
 from autotune.plan.costmodel import CostModel
 from autotune.plan.learning import Refitter
+from autotune.presentation.labels import params_label
 from autotune.profiling.winner import profile_winner
 from autotune.progress import SweepProgress
 from autotune.report import leaderboard
 from autotune.running import monitor, preflight, pruning
 from autotune.running.devices import UNPLACED, Placement
 from autotune.running.dispatch import Dispatcher, Ready, Settled, device_pool
-from autotune.running.job import Runner, TrialJob
+from autotune.running.job import Runner
+from autotune.running.launch import launch_trial
 from autotune.running.repeat import rerun
-from autotune.running.runner import kill_recorded, runner_for
+from autotune.running.runner import reap_lost, runner_for
 from autotune.search import feasibility, filters, proposals
 from autotune.search.racing import race
 from autotune.search.space import SearchSpace, check_devices, fingerprint_parts
 from autotune.settings import Objective, SweepSettings
 from autotune.signals import Stopped
-from autotune.study import budget, noise, reaping, scoring, selection
+from autotune.study import budget, reaping, scoring, selection, twins
 from autotune.study import records as R
 from autotune.study import stage_results as stages
 from autotune.study import storage as S
 from autotune.study.layout import StudyLayout
 from autotune.study.view import StudyView
 from trials.contract.outcomes import Outcome
-from trials.contract.schema import ConfigError, TrialConfig, memory_budget_gib, runnable_problem
+from trials.contract.schema import ConfigError, TrialConfig, memory_budget_gib
 from trials.contract.schema import to_trial_config as trial_config_of
 
 #: Proposals in a row that launch nothing (duplicates, rejections) before the sweep gives up.
 MAX_IDLE_PROPOSALS = 200
-#: Outcomes of the baseline that end the sweep: the rest would fail the same way.
-FATAL_FOR_BASELINE = (Outcome.CONFIG_ERROR, Outcome.CRASH)
 
 
 @dataclass
@@ -75,15 +75,13 @@ class Sweep:
         self.real_trials = runner is None and not (self.settings.simulate
                                                    or self.settings.trial_command)
         if self.real_trials:
-            problem = runnable_problem(self.base)
-            if problem:
-                raise ConfigError(problem)
-            preflight.check_workload_entry(self.base.workload.entry)
+            preflight.check_runnable(self.base)
         self.budget_gib = memory_budget_gib(self.base)
         # The cost model of this profile; None for a user workload (no dimensions).
         self.model = (None if self.base.workload.entry
                       else CostModel.for_profile(self.base.hardware))
         self.multi = self.settings.objective is Objective.pareto
+        self.prior_cv = self.base.hardware.cost.run_to_run_cv
         #: ``sweep.pruner``: installed as the study's pruner, asked after each new step.
         self.pruner = pruning.build(self.settings, warmup_steps=self.base.run.warmup_steps)
         self.layout = StudyLayout.of(self.settings)
@@ -123,7 +121,7 @@ class Sweep:
         study = self.open_study()
         self.ruled_out = stages.ruled_out(study)
         self.filters = self._filters()
-        reaped = self._reap(study)
+        reaped = reap_lost(study, self.settings)
         if reaped:
             self.console.print(f"reaped {len(reaped)} trial(s) left RUNNING by a stopped "
                                f"orchestrator: {reaped}; their configurations are re-queued")
@@ -142,7 +140,7 @@ class Sweep:
         finally:
             progress.close()
         records = R.load_records(study)
-        level = noise.annotate(records, self.base.hardware.cost.run_to_run_cv)
+        level = selection.annotate(records, self.prior_cv)
         self.console.print(leaderboard.render(records, noise_note=leaderboard.noise_line(level)),
                            highlight=False, soft_wrap=True)
         self.console.print(f"{message}\nstudy: {S.redact(S.storage_url(self.settings))} "
@@ -203,7 +201,7 @@ class Sweep:
         if self.settings.neighbours:
             proposals.queue_next_neighbour(study, self.space)
         trial = study.ask(self.space.distributions())
-        label = leaderboard.params_label(trial.params) + (
+        label = params_label(trial.params) + (
             " (simulated)" if self.settings.simulate else "")
         trial.set_user_attr(R.WORKER, reaping.worker_identity())
         reaping.beat(trial)
@@ -256,7 +254,7 @@ class Sweep:
             if result.reason is Outcome.OK and result.summary is not None and not self.multi:
                 pooled = race(study, trial.number, result.summary.performance, leader,
                               before.records, rounds=self.settings.race.rounds,
-                              prior_cv=self.base.hardware.cost.run_to_run_cv,
+                              prior_cv=self.prior_cv,
                               layout=self.layout, measure=self._measure, note=progress.note)
         except Stopped as stopped:
             reaping.requeue(study, trial, Outcome.INTERRUPTED,
@@ -272,9 +270,11 @@ class Sweep:
         tps = pooled or (result.summary.perf.tokens_per_s if result.summary
                          else None)
         progress.trial_done(trial.number, ready.label, result.reason, tps if complete else None,
-                            launched=True, note=self._versus_baseline(after, trial.number)
-                            if complete else "")
-        return Settled(launched=True, stop=self._baseline_verdict(trial, ready.params, result))
+                            launched=True, note=selection.versus_baseline_text(
+                                after.records, trial.number, self.prior_cv) if complete else "")
+        stop = (budget.fatal_baseline(trial.number, result)
+                if ready.params == self.space.baseline else None)
+        return Settled(launched=True, stop=stop)
 
     def _measure(self, source, run_dir, name: str) -> dict | None:
         """One more run of a trial's configuration through the sweep's runner (racing)."""
@@ -289,82 +289,30 @@ class Sweep:
             self._check_stopping()
             reaping.beat(ready.trial)
 
-        try:
-            original = budget.wait_for(study, ready.twin, poll_s=2.0, should_stop=still_here)
-        except Stopped:
-            reaping.requeue(study, ready.trial, Outcome.INTERRUPTED,
-                            "the orchestrator stopped while waiting for a twin; re-queued")
-            raise
-        if R.evaluated(original):
-            return self._reuse(study, ready.trial, ready.label, original, progress)
-        # The twin was lost (its orchestrator died, or it was interrupted): it is re-queued.
-        scoring.tell_rejected(study, ready.trial, f"trial {ready.twin}, the same configuration, "
-                              "was lost and re-queued; not launched twice",
-                              budget_gib=self.budget_gib, outcome=Outcome.BUDGET)
-        return Settled(launched=False)
+        original = twins.await_twin(study, ready.trial, ready.twin, still_here=still_here,
+                                    budget_gib=self.budget_gib)
+        if original is None:
+            return Settled(launched=False)
+        return self._reuse(study, ready.trial, ready.label, original, progress)
 
     def _check_stopping(self) -> None:
         """In a trial thread: the main thread was told to stop (raise, to unwind)."""
         if self._stopping.is_set():
             raise Stopped(getattr(self._stopped_by, "signum", signal.SIGTERM))
 
-    def _versus_baseline(self, view: StudyView, number: int) -> str:
-        """The trial's gain over the baseline with its interval, for its progress line."""
-        noise.annotate(view.records, self.base.hardware.cost.run_to_run_cv)
-        record = view.record(number)
-        if record.role == selection.BASELINE_ROLE:
-            return "the baseline: every gain below is measured against it"
-        return f"vs baseline {record.vs_baseline.text()}" if record.vs_baseline else ""
-
-    def _baseline_verdict(self, trial: optuna.Trial, params: dict,
-                          result: monitor.TrialResult) -> str | None:
-        """The baseline ending config_error or crash ends the sweep, with its log tail."""
-        if params != self.space.baseline or result.reason not in FATAL_FOR_BASELINE:
-            return None
-        tail = f"\n{result.log_tail}" if result.log_tail else ""
-        return (f"stopped: the baseline (trial {trial.number}) ended {result.reason.value}: "
-                f"{result.detail}; every other trial would fail the same way. Fix the "
-                f"baseline, then run the same command again.{tail}")
-
     def _launch(self, trial: optuna.Trial, cfg: TrialConfig, label: str,
                 progress: SweepProgress, placement: Placement, *,
                 best: float | None) -> monitor.TrialResult:
-        """Start the trial through the runner and follow it; ``best`` is the tokens/s the
-        slow rule judges by."""
-        run_dir = self.layout.trial(trial.number)
-        run_dir.write_config(cfg)
-        trial.set_user_attr(R.TRIAL_DIR, str(run_dir.path))
-        if placement.devices:
-            trial.set_user_attr(R.PLACEMENT, placement.text())
-        beats = reaping.Heartbeat(trial, self.settings.heartbeat_interval_s)
+        """Start the trial and follow it; ``best`` is the tokens/s the slow rule judges by
+        (no slow rule in a Pareto study: a slow trial may be the memory-light end)."""
+        def slow(steps) -> str | None:
+            return None if self.multi else self.pruner.verdict(trial, steps, best,
+                                                               cfg.run.warmup_steps)
 
         def tick(phase: str) -> None:
             self._check_stopping()
             progress.trial_phase(trial.number, label, phase)
-            beats.maybe_beat()
 
-        def slow(steps) -> str | None:
-            if self.multi:  # a slow trial may still be on the memory side of the Pareto front
-                return None
-            return self.pruner.verdict(trial, steps, best, cfg.run.warmup_steps)
-
-        job = TrialJob.of(run_dir, f"{self.settings.study}/{trial.number}")
-        return monitor.run(
-            self.runner, job, monitor.Clocks.of(self.settings.stop), placement=placement,
-            hooks=monitor.Hooks(step=slow, tick=tick),
-            on_start=lambda running: trial.set_user_attr(R.PROCESS, running.record()),
-            on_retry=lambda r: progress.note(f"trial {trial.number}: {r.detail}; starting it "
-                                             "once more"))
-
-    # -- lost trials ----------------------------------------------------------------------
-    def _reap(self, study: optuna.Study) -> list[int]:
-        """Trials whose orchestrator is gone: kill their processes here, re-queue them."""
-        host = reaping.worker_identity()["host"]
-        reaped = []
-        for trial in reaping.stale_trials(study, self.settings):
-            killed = kill_recorded(trial.user_attrs.get(R.PROCESS), host)
-            detail = (f"orchestrator gone; {killed} orphan process(es) killed; "
-                      "configuration re-queued")
-            if reaping.requeue(study, trial, Outcome.ORPHANED, detail):
-                reaped.append(trial.number)
-        return reaped
+        return launch_trial(trial, cfg, runner=self.runner, layout=self.layout,
+                            settings=self.settings, placement=placement, slow=slow, tick=tick,
+                            note=progress.note)

@@ -46,14 +46,14 @@ def sweep(conf: Path, runs: Path, study: str) -> None:
 def verdicts(runs: Path, study: str, prior_cv: float) -> dict:
     import optuna
 
-    from autotune.export.choose import choose_trial
     from autotune.settings import ExportSettings
-    from autotune.study import noise, selection
+    from autotune.study import selection
+    from autotune.study.choice import choose_trial
     from autotune.study.records import load_records
 
     s = optuna.load_study(study_name=study, storage=f"sqlite:///{runs / study / 'study.db'}")
     records = load_records(s)
-    level = noise.annotate(records, prior_cv)
+    level = selection.annotate(records, prior_cv)
     base = selection.baseline(records)
     others = [r for r in selection.feasible_records(records, None) if r is not base]
     fastest = selection.best(records, None)

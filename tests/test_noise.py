@@ -8,9 +8,9 @@ import math
 import numpy as np
 import pytest
 
-from autotune.export.choose import choose_trial
 from autotune.settings import ExportSettings
 from autotune.study import noise
+from autotune.study.choice import choose_trial
 from autotune.study.records import TrialRecord, pooled_tokens_per_s
 from trials.contract.events import Phase
 from trials.contract.schema import RunConfig

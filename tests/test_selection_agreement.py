@@ -16,11 +16,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from autotune.export.choose import choose_trial
 from autotune.export.job import provenance
 from autotune.report import leaderboard
 from autotune.settings import ExportSettings, SweepSettings
 from autotune.study import selection
+from autotune.study.choice import choose_trial
 from autotune.study.records import load_records
 from trials.contract.events import Phase, StepRecord, SummaryRecord
 from trials.contract.metrics import MetricsLog, MetricsReader
@@ -184,7 +184,7 @@ def guard_trips(steps: list[StepRecord], factor: float, after: int) -> list[int]
 
 
 def test_trainer_scorecard_and_soak_count_spikes_by_one_rule():
-    from autotune.study import stability
+    from autotune.soak import stability
 
     steps = spike_steps(LOSSES)
     trips = guard_trips(steps, 8.0, 3)

@@ -12,9 +12,11 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from autotune.running import soak, soak_attempts, soak_plan
-from autotune.study import stability
-from autotune.study.stability import analyse, resume_check
+from autotune.commands import soak
+from autotune.soak import attempts as soak_attempts
+from autotune.soak import plan as soak_plan
+from autotune.soak import stability
+from autotune.soak.stability import analyse, resume_check
 from tests.test_export_confirm import STUDY, autotune
 from trials.contract.events import Phase, StepRecord
 from trials.contract.schema import ConfigError

@@ -3,11 +3,8 @@ what to watch out for when it goes to production."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from autotune.study.records import TrialRecord
-from trials.contract.compose import load_resolved
-from trials.contract.schema import ConfigError, DType, TrialConfig, to_trial_config
+from trials.contract.schema import DType, TrialConfig
 from trials.contract.vocabulary import Recompute
 
 
@@ -31,12 +28,7 @@ def _alone(knob: str, value, baseline: TrialRecord, records: list[TrialRecord]) 
 
 
 def _config_of(record: TrialRecord | None) -> TrialConfig | None:
-    if record is None or not record.trial_dir:
-        return None
-    try:
-        return to_trial_config(load_resolved(Path(record.trial_dir) / "config.yaml", []))
-    except ConfigError:
-        return None
+    return record.config() if record is not None else None
 
 
 def caveats(job: TrialConfig, base: TrialConfig | None) -> list[str]:

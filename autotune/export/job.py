@@ -18,7 +18,6 @@ leaves nothing half-written):
 from __future__ import annotations
 
 import datetime as dt
-import json
 import math
 import platform
 import re
@@ -28,18 +27,12 @@ from importlib import metadata
 from pathlib import Path
 
 import optuna
-from omegaconf import DictConfig, OmegaConf
-from rich.console import Console
 
-from autotune.export.changes import describe_changes
-from autotune.export.choose import choose_trial
-from autotune.export.mindformers import changes_section, export_mindformers
 from autotune.plan.costmodel import CostModel
 from autotune.settings import ExportSettings, SweepSettings
 from autotune.study import selection
 from autotune.study import storage as S
-from autotune.study.records import TrialRecord, load_records
-from trials.contract.compose import load_resolved
+from autotune.study.records import TrialRecord
 from trials.contract.launch import shell_script, trial_argv
 from trials.contract.performance import Performance
 from trials.contract.schema import (
@@ -47,50 +40,7 @@ from trials.contract.schema import (
     RunMode,
     TrialConfig,
     memory_budget_gib,
-    to_trial_config,
 )
-
-
-def run_export(composed: DictConfig, console: Console) -> int:
-    settings: SweepSettings = OmegaConf.to_object(composed.sweep)
-    options: ExportSettings = OmegaConf.to_object(composed.export)
-    out = Path(options.out) if options.out else S.study_dir(settings) / "export"
-    if out.exists() and any(out.iterdir()) and not options.overwrite:
-        raise ConfigError(f"{out} is not empty: choose another export.out=DIR or set "
-                          "export.overwrite=true")
-    study = S.load_existing(settings)
-    records = load_records(study)
-    base_cfg = to_trial_config(composed)
-    chosen, why = choose_trial(study, records, options,
-                               prior_cv=base_cfg.hardware.cost.run_to_run_cv,
-                               budget_gib=memory_budget_gib(base_cfg))
-    job = production_config(chosen, options)
-    baseline = selection.baseline(records)
-    headroom = predicted_headroom(job)
-    mindformers = export_mindformers(job, base=options.mindformers_base,
-                                     style=options.mindformers_style,
-                                     overrides=options.mindformers_overrides)
-    files = {
-        "job.yaml": OmegaConf.to_yaml(OmegaConf.structured(job)),
-        "launch.sh": launch_script(job),
-        "job.sbatch": sbatch_script(job, study=settings.study, trial=chosen.number),
-        "mindformers.yaml": mindformers.yaml(),
-        "provenance.json": json.dumps({**provenance(study, settings, chosen, why),
-                                       "predicted_memory": headroom}, indent=2,
-                                      default=str) + "\n",
-        "CHANGES.md": describe_changes(chosen, baseline, job, records)
-        + headroom_note(headroom, chosen.simulated) + changes_section(mindformers),
-        "README.md": EXPORT_README.format(trial=chosen.number, study=settings.study)
-        + stability_note(study, chosen.number),
-    }
-    write_atomically(out, files, overwrite=options.overwrite)
-    nodes = job_nodes(job)
-    where = f" on each of its {nodes} nodes" if nodes > 1 else ""
-    console.print(f"exported trial {chosen.number} ({why}) to {out}\n"
-                  f"run it{where}: bash {out / 'launch.sh'}\n"
-                  f"or on SLURM: cd {out} && sbatch job.sbatch", highlight=False,
-                  soft_wrap=True)
-    return 0
 
 
 def predicted_headroom(job: TrialConfig) -> dict | None:
@@ -109,7 +59,7 @@ def predicted_headroom(job: TrialConfig) -> dict | None:
 
 def stability_note(study: optuna.Study, trial: int) -> str:
     """The soak of this trial (``python -m autotune soak``), or how to run one."""
-    from autotune.running.soak import soak_section
+    from autotune.soak.report import soak_section
 
     section = soak_section(study, trial)
     if section:
@@ -133,10 +83,10 @@ def headroom_note(headroom: dict | None, simulated: bool) -> str:
 
 def production_config(record: TrialRecord, options: ExportSettings) -> TrialConfig:
     """The trial's resolved config, switched to a long production run."""
-    if not record.trial_dir or not (Path(record.trial_dir) / "config.yaml").exists():
+    if record.run_dir is None or not record.run_dir.has_config():
         raise ConfigError(f"trial {record.number} has no config.yaml in its run directory "
                           f"({record.trial_dir}): export another export.trial=N")
-    cfg = to_trial_config(load_resolved(Path(record.trial_dir) / "config.yaml", []))
+    cfg = record.run_dir.read_config()
     cfg.run.mode = RunMode.production
     cfg.run.steps = options.steps
     cfg.run.checkpoint_every = options.checkpoint_every

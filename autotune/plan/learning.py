@@ -12,8 +12,7 @@ from autotune.plan.costmodel import CostModel
 from autotune.study.records import PREDICTION, TrialRecord
 from autotune.study.selection import distinct
 from trials.contract.outcomes import Outcome
-from trials.contract.schema import ConfigError, TrialConfig, memory_budget_gib
-from trials.contract.trial_dir import of_record
+from trials.contract.schema import TrialConfig, memory_budget_gib
 
 
 def config_of(record: TrialRecord, cache: dict[int, TrialConfig | None] | None = None,
@@ -21,13 +20,7 @@ def config_of(record: TrialRecord, cache: dict[int, TrialConfig | None] | None =
     """The trial's resolved config (read once per trial when a cache is given)."""
     if cache is not None and record.number in cache:
         return cache[record.number]
-    cfg = None
-    run_dir = of_record(record.trial_dir)
-    if run_dir is not None and run_dir.has_config():
-        try:
-            cfg = run_dir.read_config()
-        except ConfigError:
-            cfg = None
+    cfg = record.config()
     if cache is not None:
         cache[record.number] = cfg
     return cfg

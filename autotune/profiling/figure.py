@@ -6,7 +6,7 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
-from autotune.report.plots import _save
+from autotune.presentation.figures import save
 from trials.contract.breakdown import CATEGORIES
 
 COLOURS = {"forward": "tab:blue", "backward": "tab:orange", "optimizer": "tab:green",
@@ -43,4 +43,4 @@ def where_the_time_goes(profile: dict, path: Path, *, title: str) -> Path:
     mem.set_ylabel("MiB")
     mem.set_title(f"memory: {m.get('source', 'none')}")
     fig.suptitle(title)
-    return _save(fig, path)
+    return save(fig, path)

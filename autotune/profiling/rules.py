@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from autotune.report.diagnosis import Finding
+from autotune.presentation.findings import Finding
 
 COMM_SHARE_HIGH = 0.20
 DATA_WAIT_SHARE_HIGH = 0.10

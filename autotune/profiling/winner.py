@@ -11,13 +11,12 @@ from __future__ import annotations
 import optuna
 from rich.console import Console
 
-from autotune.profiling.command import profile_config, store, stored_profiles, write_result
+from autotune.profiling.profile import profile_config, store, stored_profiles, write_result
 from autotune.running.job import Runner
 from autotune.settings import ProfileSettings, SweepSettings
 from autotune.study.layout import StudyLayout
 from autotune.study.records import TrialRecord
 from trials.contract.schema import TrialConfig
-from trials.contract.trial_dir import of_record
 
 #: Seconds the profiler adds on top of the profiled steps: start-up and parsing (measured
 #: about 1-3 s on this CPU, BENCHMARKS.md "profiler overhead").
@@ -46,7 +45,7 @@ def profile_winner(study: optuna.Study, records: list[TrialRecord], winner: Tria
                    console: Console, runner: Runner) -> dict | None:
     if winner is None or not options.after_sweep:
         return None
-    run_dir = of_record(winner.trial_dir)
+    run_dir = winner.run_dir
     if run_dir is None or not run_dir.has_config():  # no resolved config: nothing to re-run
         return None
     if winner.number in stored_profiles(study):

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
+from autotune.presentation.findings import Finding
 from autotune.study.records import TrialRecord
 from autotune.study.selection import (
     Verdict,
@@ -33,16 +34,6 @@ DATA_WAIT_HIGH = 0.10
 MFU_LOW = 0.10
 SMALL_MICRO_BATCH = 2
 NOT_RUN = (Outcome.UNSUPPORTED, Outcome.INFEASIBLE, Outcome.CONFIG_ERROR)
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One diagnosis: ``rule`` id, subject ``trials``, a ``sentence``, the ``numbers`` it cites."""
-
-    rule: str
-    trials: tuple[int, ...]
-    sentence: str
-    numbers: dict[str, float] = field(default_factory=dict, hash=False)
 
 
 @dataclass
@@ -341,8 +332,3 @@ def diagnose(records: list[TrialRecord], *, budget_gib: float | None = None,
     ctx = _Context(distinct(records), budget_gib, dict(config or {}), study_verdict)
     return [finding for rule in RULES for finding in rule(ctx)]
 
-
-def to_markdown(findings: list[Finding]) -> str:
-    lines = ["# Diagnosis", ""]
-    lines += [f"- **{f.rule}**: {f.sentence}" for f in findings] or ["- Nothing to report."]
-    return "\n".join(lines) + "\n"

@@ -14,10 +14,12 @@ from pathlib import Path
 
 import pandas as pd
 
+from autotune.presentation.labels import params_label
+from autotune.presentation.tables import markdown_table
 from autotune.report import where_time_goes
 from autotune.report.diagnosis import Finding
-from autotune.report.leaderboard import frame, params_label
-from autotune.report.tables import markdown_table, reason_counts
+from autotune.report.leaderboard import frame
+from autotune.report.tables import reason_counts
 from autotune.report.where_time_goes import TimeSection
 from autotune.study.records import TrialRecord
 from autotune.study.selection import CONFIRMED_LABEL, TOKENS_PER_S_LABEL, Verdict, pareto_front

@@ -6,6 +6,7 @@ import math
 
 import pandas as pd
 
+from autotune.presentation.labels import short
 from autotune.study.records import TrialRecord
 from autotune.study.selection import BASELINE_ROLE, CONFIRMED_LABEL, TOKENS_PER_S_LABEL
 
@@ -13,22 +14,6 @@ from autotune.study.selection import BASELINE_ROLE, CONFIRMED_LABEL, TOKENS_PER_
 GAIN_COLUMN = "vs base % (95% CI)"
 #: The column of confirm's medians (only when confirm has run).
 CONFIRMED_COLUMN = "confirmed tok/s"
-
-SHORT_NAMES = {
-    "runtime.mode": "mode", "precision": "prec", "train.micro_batches": "micro",
-    "runtime.threads": "thr", "train.recompute": "recomp", "data.num_workers": "workers",
-    "runtime.memory_optimize_level": "mem", "parallel.split": "split",
-    "runtime.jit_level": "jit", "data.prefetch": "prefetch",
-}
-
-
-def short(knob: str) -> str:
-    return SHORT_NAMES.get(knob, knob.rsplit(".", 1)[-1])
-
-
-def params_label(params: dict) -> str:
-    return " ".join(f"{short(k)}={v}" for k, v in params.items())
-
 
 def frame(records: list[TrialRecord], *, knobs: list[str] | None = None) -> pd.DataFrame:
     """Trials as a DataFrame, best tokens/s first, then the rest by trial number."""
@@ -46,7 +31,7 @@ def frame(records: list[TrialRecord], *, knobs: list[str] | None = None) -> pd.D
             "tokens/s": r.tokens_per_s,
             **({CONFIRMED_COLUMN: r.confirmed_tokens_per_s} if any_confirmed else {}),
             "runs": r.n_runs if r.tokens_per_s is not None else None,
-            # Filled by autotune.study.noise.annotate; "~" marks a gain within noise.
+            # Filled by autotune.study.selection.annotate; "~" marks a gain within noise.
             GAIN_COLUMN: ("baseline" if r.role == BASELINE_ROLE and r.reused_from is None
                           else r.vs_baseline.short() if r.vs_baseline is not None
                           else math.nan),

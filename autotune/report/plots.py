@@ -7,12 +7,13 @@ figure then carries a note saying why, so the index never links a missing file.
 from __future__ import annotations
 
 import math
-import os
 import statistics
 from pathlib import Path
 
 import numpy as np
 
+# Figure comes through figures, which sets MPLCONFIGDIR before matplotlib is imported.
+from autotune.presentation.figures import Figure, placeholder, save, thousands
 from autotune.study.records import TrialRecord
 from autotune.study.selection import (
     baseline,
@@ -23,35 +24,10 @@ from autotune.study.selection import (
     pareto_front,
 )
 
-os.environ.setdefault("MPLCONFIGDIR", "/tmp/autotune-mpl")
-
-from matplotlib.figure import Figure  # noqa: E402 - after MPLCONFIGDIR
-from matplotlib.ticker import FuncFormatter  # noqa: E402
-
-DPI = 110
-
 
 def colour(record: TrialRecord) -> str:
     """The marker colour of a trial's reason (trials/contract/outcomes.py); grey before one."""
     return record.reason.colour if record.reason is not None else "tab:gray"
-
-
-def _save(fig: Figure, path: Path) -> Path:
-    fig.savefig(path, dpi=DPI, bbox_inches="tight")
-    return path
-
-
-def placeholder(path: Path, title: str, note: str) -> Path:
-    fig = Figure(figsize=(6, 2.2))
-    ax = fig.subplots()
-    ax.axis("off")
-    ax.set_title(title)
-    ax.text(0.5, 0.45, note, ha="center", va="center", wrap=True, fontsize=11)
-    return _save(fig, path)
-
-
-def _thousands(ax) -> None:
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
 
 
 def _ended(records: list[TrialRecord]) -> list[TrialRecord]:
@@ -106,12 +82,12 @@ def history(records: list[TrialRecord], path: Path, *, budget_gib: float | None)
         ax.axhline(base.tokens_per_s, color="tab:gray", linestyle=":",
                    label=f"baseline #{base.number}")
     ax.set(title=title, xlabel="trial", ylabel="tokens/s (steady state)")
-    _thousands(ax)
+    thousands(ax)
     ax.set_ylim(bottom=0)
     ax.xaxis.get_major_locator().set_params(integer=True)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
-    return _save(fig, path)
+    return save(fig, path)
 
 
 def memory_vs_throughput(records: list[TrialRecord], path: Path, *,
@@ -159,11 +135,11 @@ def memory_vs_throughput(records: list[TrialRecord], path: Path, *,
     elif budget is not None:  # far right of every point: say so instead of squashing them
         xlabel += f"; the memory budget, {budget:.2f} GiB, is far off the right edge"
     ax.set(title=title, xlabel=xlabel, ylabel="tokens/s (steady state)")
-    _thousands(ax)
+    thousands(ax)
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
-    return _save(fig, path)
+    return save(fig, path)
 
 
 def _by_value(records: list[TrialRecord], knob: str) -> dict:
@@ -225,7 +201,7 @@ def importance(records: list[TrialRecord], path: Path) -> bool:
                   f"({len(done)} completed trials)")
     ax.set_xlim(0, max(max(scores.values()) * 1.35, 1.0))
     ax.grid(axis="x", alpha=0.3)
-    _save(fig, path)
+    save(fig, path)
     return True
 
 
@@ -260,7 +236,7 @@ def knob_effects(records: list[TrialRecord], path: Path) -> Path:
                       fontsize=8)
         ax.set_title(knob, fontsize=10)
         ax.grid(axis="y", alpha=0.3)
-        _thousands(ax)
+        thousands(ax)
     for ax in axes[len(knobs):]:
         ax.axis("off")
     for ax in axes[::ncols]:
@@ -268,4 +244,4 @@ def knob_effects(records: list[TrialRecord], path: Path) -> Path:
     fig.suptitle(f"{title}\ndots: completed trials, bars: their mean, crosses: trials that "
                  "failed (red oom, purple diverged, black crash, brown hang/timeout, grey slow)",
                  fontsize=10)
-    return _save(fig, path)
+    return save(fig, path)

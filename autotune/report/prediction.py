@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from autotune.report.tables import markdown_table
+from autotune.presentation.tables import markdown_table
 from autotune.study.records import PREDICTION, TrialRecord
 from autotune.study.selection import distinct
 from trials.contract.outcomes import Outcome

@@ -6,13 +6,14 @@ same one the sweep, ``confirm`` and ``export`` use.
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from typing import Any
 
 import pandas as pd
 
-from autotune.report.leaderboard import frame, short
+from autotune.presentation.labels import short
+from autotune.presentation.tables import cell, markdown_table
+from autotune.report.leaderboard import frame
 from autotune.study.records import TrialRecord
 from autotune.study.selection import baseline, distinct
 from trials.contract.outcomes import Outcome
@@ -20,10 +21,6 @@ from trials.contract.outcomes import Outcome
 #: States that have no reason yet, for readers of failures.md.
 NO_REASON_YET = {"running": "still running", "waiting": "queued; not started yet"}
 
-#: Number formats of the Markdown tables, by column.
-FORMATS = {"tokens/s": "{:,.0f}", "confirmed tok/s": "{:,.0f}", "MFU %": "{:.2f}",
-           "peak GiB": "{:.3f}", "step s": "{:.4f}", "compile s": "{:.1f}",
-           "change %": "{:+.1f}", "peak change GiB": "{:+.3f}"}
 
 
 def meaning(reason_text: str) -> str:
@@ -51,29 +48,6 @@ def experiments(records: list[TrialRecord]) -> pd.DataFrame:
     df.insert(1, "started", df["trial"].map(started))
     df["role"] = df["trial"].map({n: r.role for n, r in by_number.items()})
     return df.sort_values("trial").reset_index(drop=True)
-
-
-def _cell(column: str, value: Any) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "-"
-    if isinstance(value, float):
-        if column in FORMATS:
-            return FORMATS[column].format(value)
-        return str(int(value)) if value.is_integer() else f"{value:g}"
-    return str(value).replace("|", "\\|").replace("\n", " ")
-
-
-def markdown_table(df: pd.DataFrame) -> str:
-    """A GitHub-flavoured Markdown table (numbers right-aligned)."""
-    if df.empty:
-        return "(none)\n"
-    numeric = [pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c])
-               for c in df.columns]
-    lines = ["| " + " | ".join(str(c) for c in df.columns) + " |",
-             "|" + "|".join("---:" if n else "---" for n in numeric) + "|"]
-    for row in df.itertuples(index=False):
-        lines.append("| " + " | ".join(_cell(c, v) for c, v in zip(df.columns, row)) + " |")
-    return "\n".join(lines) + "\n"
 
 
 def knob_legend(records: list[TrialRecord]) -> str:
@@ -145,6 +119,6 @@ def failures_markdown(records: list[TrialRecord]) -> str:
     for row in rows:
         text += f"## {row['reason']} ({row['trials']})\n\n"
         for number, detail in row["examples"]:
-            text += f"- trial #{number}: {_cell('detail', detail or '(no detail)')}\n"
+            text += f"- trial #{number}: {cell('detail', detail or '(no detail)')}\n"
         text += "\n"
     return text

@@ -12,10 +12,10 @@ import html
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from autotune.presentation.findings import Finding
 from autotune.profiling import rules
-from autotune.profiling.command import findings_of
 from autotune.profiling.figure import where_the_time_goes
-from autotune.report.diagnosis import Finding
+from autotune.profiling.profile import findings_of
 from autotune.study.records import TrialRecord
 
 FIGURE = "where_the_time_goes.png"

@@ -39,7 +39,7 @@ class TrialJob:
     def of(cls, run_dir: TrialDir | Path, name: str, overrides: tuple[str, ...] = (), *,
            fresh: bool = True) -> TrialJob:
         """The job of the ``config.yaml`` already written in ``run_dir``."""
-        run_dir = run_dir if isinstance(run_dir, TrialDir) else TrialDir(Path(run_dir))
+        run_dir = run_dir if isinstance(run_dir, TrialDir) else TrialDir(run_dir)
         return cls(run_dir, run_dir.read_config(overrides), name, tuple(overrides), fresh)
 
     @property

@@ -13,11 +13,12 @@ in as :class:`Clocks` (the sweep's stop rules, or a soak's limits for a long run
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from autotune.running.devices import UNPLACED, Placement
 from autotune.running.job import Runner, RunningTrial, TrialJob
 from autotune.settings import StopRules
+from autotune.study.result import TrialResult
 from trials.contract.events import (
     EndRecord,
     Phase,
@@ -37,26 +38,6 @@ EXIT_GRACE_S = 1.0
 #: SIGTERM-to-SIGKILL grace when nothing is left to save (the outcome is known, or the
 #: trial is slow): msrun's clean-up after SIGTERM took up to 4 s of a trial's time.
 QUICK_KILL_S = 0.3
-
-
-@dataclass
-class TrialResult:
-    """How a launched trial ended."""
-
-    reason: Outcome
-    detail: str = ""
-    summary: SummaryRecord | None = None
-    steps: list[StepRecord] = field(default_factory=list)
-    start: StartRecord | None = None
-    exit_code: int | None = None
-    wall_s: float = 0.0
-    log_tail: str = ""
-    #: run.profile_steps > 0: where the profiled steps' time went.
-    profile: ProfileRecord | None = None
-    #: Lost to its node (failure, preemption), not to its configuration: worth one retry.
-    retry: bool = False
-    #: Killed on purpose by a hook (a soak's SIGKILL drill); ``detail`` says when.
-    killed: bool = False
 
 
 @dataclass(frozen=True)

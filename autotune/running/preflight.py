@@ -9,7 +9,7 @@ import tempfile
 
 from trials.contract.launch import trial_env
 from trials.contract.mindformers import ADAPTER_ENTRY
-from trials.contract.schema import ConfigError
+from trials.contract.schema import ConfigError, TrialConfig, runnable_problem
 
 #: Imports the module and looks the factory up, in the environment a trial gets.
 _IMPORT_CHECK = ("import importlib, sys\n"
@@ -47,3 +47,12 @@ def check_workload_entry(entry: str, *, timeout_s: float = 120.0) -> None:
                 ".venv-mindformers/bin/python -m autotune ...")
         raise ConfigError(f"workload.entry={entry!r} cannot be imported ({why}); check the "
                           "name and PYTHONPATH")
+
+
+def check_runnable(cfg: TrialConfig) -> None:
+    """ConfigError when the configuration cannot run here at all (the backend, the devices)
+    or its workload does not import."""
+    problem = runnable_problem(cfg)
+    if problem:
+        raise ConfigError(problem)
+    check_workload_entry(cfg.workload.entry)

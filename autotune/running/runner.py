@@ -24,7 +24,9 @@ from autotune.running.devices import UNPLACED, Placement
 from autotune.running.job import FollowedFile, Runner, TrialJob
 from autotune.running.slurm import SlurmRunner, cancel_job, check_cluster
 from autotune.settings import Launcher, SweepSettings
+from autotune.study import reaping
 from autotune.study.reaping import worker_identity
+from autotune.study.records import PROCESS
 from trials.contract.outcomes import Outcome
 
 #: The program a simulated trial runs (the cost model's prediction as a metrics file).
@@ -112,3 +114,17 @@ def kill_recorded(process: dict | None, host: str) -> int:
     if process.get("host") == host and process.get("marker"):
         killed += launcher.kill_marked(process["marker"])
     return killed
+
+
+def reap_lost(study, settings: SweepSettings) -> list[int]:
+    """Trials whose orchestrator is gone (:func:`autotune.study.reaping.stale_trials`): their
+    processes are killed here (their SLURM jobs cancelled), their configurations re-queued;
+    the numbers of the trials taken over."""
+    host = worker_identity()["host"]
+    reaped = []
+    for trial in reaping.stale_trials(study, settings):
+        killed = kill_recorded(trial.user_attrs.get(PROCESS), host)
+        detail = f"orchestrator gone; {killed} orphan process(es) killed; configuration re-queued"
+        if reaping.requeue(study, trial, Outcome.ORPHANED, detail):
+            reaped.append(trial.number)
+    return reaped

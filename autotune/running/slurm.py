@@ -32,7 +32,6 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 from autotune.running.devices import UNPLACED, Placement
 from autotune.running.job import FollowedFile, TrialJob
@@ -111,7 +110,7 @@ class NodeTask:
         import submitit
 
         job = submitit.JobEnvironment()
-        run_dir = TrialDir(Path(self.trial_dir))
+        run_dir = TrialDir(self.trial_dir)
         # msrun's master listens on the first node; a port from the job id keeps the
         # nodes agreed without talking, and two jobs on one node apart.
         port = 20000 + int(job.job_id.split("_")[0]) % 20000

@@ -36,7 +36,7 @@ def race(study: optuna.Study, number: int, performance: dict, leader: R.TrialRec
         return None
     note(f"racing trial {number} against the best, trial {leader.number} ({gain.text()}): "
          f"{rounds} interleaved round(s)")
-    entrants = {leader.number: TrialDir(leader.trial_dir), number: layout.trial(number)}
+    entrants = {leader.number: leader.run_dir, number: layout.trial(number)}
     perfs: dict[int, list[dict]] = {n: [] for n in entrants}
     for i in range(rounds):
         for entrant, source in entrants.items():

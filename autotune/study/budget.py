@@ -19,6 +19,8 @@ from optuna.trial import FrozenTrial, TrialState
 from autotune.settings import SweepSettings
 from autotune.study.claims import launch_lock
 from autotune.study.records import LAUNCHED, counts_as_launch, evaluated, outcome_of
+from autotune.study.result import TrialResult
+from trials.contract.outcomes import Outcome
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
 
@@ -133,3 +135,18 @@ def any_settled_launch(study: optuna.Study, besides: int) -> bool:
     """Has any launch other than trial ``besides`` ended (or is the study new)?"""
     return any(outcome_of(t) is not None for t in study.get_trials(deepcopy=False)
                if t.user_attrs.get(LAUNCHED) and t.number != besides)
+
+
+#: Outcomes of the baseline that end the sweep: the rest would fail the same way.
+FATAL_FOR_BASELINE = (Outcome.CONFIG_ERROR, Outcome.CRASH)
+
+
+def fatal_baseline(number: int, result: TrialResult) -> str | None:
+    """Why the sweep ends when its baseline (trial ``number``) ended config_error or crash,
+    with its log tail; None otherwise."""
+    if result.reason not in FATAL_FOR_BASELINE:
+        return None
+    tail = f"\n{result.log_tail}" if result.log_tail else ""
+    return (f"stopped: the baseline (trial {number}) ended {result.reason.value}: "
+            f"{result.detail}; every other trial would fail the same way. Fix the "
+            f"baseline, then run the same command again.{tail}")

@@ -192,19 +192,3 @@ def paired_test(candidate: list[float], reference: list[float]) -> PairedTest | 
     g = Gain(math.expm1(mean), math.expm1(mean - half), math.expm1(mean + half),
              f"paired t-test on log tokens/s over {n} interleaved rounds")
     return PairedTest(g, p, n)
-
-
-def annotate(records: list[TrialRecord], prior_cv: float) -> Noise:
-    """Set ``vs_baseline`` (a :class:`Gain`) on every measured trial; the noise level used."""
-    from autotune.study.selection import baseline
-
-    level = run_to_run_noise(records, prior_cv)
-    base = baseline(records)
-    if base is None or not base.ok or not runs_of(base):
-        return level  # no completed baseline: nothing to measure gains against
-    by_number = {r.number: r for r in records}
-    for record in records:
-        source = by_number.get(record.reused_from, record)
-        if source.ok and source.tokens_per_s is not None:
-            record.vs_baseline = gain(source, base, level) if source is not base else None
-    return level

@@ -14,6 +14,8 @@ from optuna.trial import FrozenTrial, TrialState
 
 from trials.contract.outcomes import Outcome
 from trials.contract.performance import Performance
+from trials.contract.schema import ConfigError, TrialConfig
+from trials.contract.trial_dir import TrialDir, of_record
 
 #: User-attribute keys written by the orchestrator (one place, so readers agree).
 REASON = "reason"  # an Outcome value (trials/contract/outcomes.py)
@@ -83,8 +85,24 @@ class TrialRecord:
     #: More runs of the same configuration (racing, confirm): performance dicts with
     #: REPEAT_FIELDS and their source (read them with Performance.from_dict).
     repeats: list = field(default_factory=list)
-    #: Its gain over the baseline with an interval (autotune.study.noise.annotate).
+    #: Its gain over the baseline with an interval (autotune.study.selection.annotate).
     vs_baseline: Any = None
+
+    @property
+    def run_dir(self) -> TrialDir | None:
+        """Its run directory (None: it never ran, or was reused)."""
+        return of_record(self.trial_dir)
+
+    def config(self) -> TrialConfig | None:
+        """The configuration it ran, read back from its run directory; None when there is
+        none, or it no longer loads (written by an older autotune)."""
+        run_dir = self.run_dir
+        if run_dir is None or not run_dir.has_config():
+            return None
+        try:
+            return run_dir.read_config()
+        except ConfigError:
+            return None
 
     @property
     def ok(self) -> bool:

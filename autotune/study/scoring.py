@@ -16,8 +16,8 @@ from __future__ import annotations
 import optuna
 from optuna.trial import TrialState
 
-from autotune.running.monitor import TrialResult
 from autotune.study import records as R
+from autotune.study.result import TrialResult
 from trials.contract.jsonsafe import to_json
 from trials.contract.outcomes import Constraint, Outcome
 from trials.contract.scorecard import scorecard

@@ -249,3 +249,26 @@ def simplest_within_noise(top: TrialRecord, candidates: list[TrialRecord],
     return simpler, (f"trial {simpler.number} changes {changes_from(simpler, base)} knob(s) "
                      f"instead of {changes_from(top, base)}, and the fastest (trial "
                      f"{top.number}) against it: {gain.text()}")
+
+
+def annotate(records: list[TrialRecord], prior_cv: float) -> noise.Noise:
+    """Set ``vs_baseline`` (a :class:`Gain`) on every measured trial; the noise level used."""
+    level = noise.run_to_run_noise(records, prior_cv)
+    base = baseline(records)
+    if base is None or not base.ok or not noise.runs_of(base):
+        return level  # no completed baseline: nothing to measure gains against
+    by_number = {r.number: r for r in records}
+    for record in records:
+        source = by_number.get(record.reused_from, record)
+        if source.ok and source.tokens_per_s is not None:
+            record.vs_baseline = noise.gain(source, base, level) if source is not base else None
+    return level
+
+
+def versus_baseline_text(records: list[TrialRecord], number: int, prior_cv: float) -> str:
+    """Trial ``number``'s gain over the baseline with its interval (a progress line's)."""
+    annotate(records, prior_cv)
+    record = next(r for r in records if r.number == number)
+    if record.role == BASELINE_ROLE:
+        return "the baseline: every gain below is measured against it"
+    return f"vs baseline {record.vs_baseline.text()}" if record.vs_baseline else ""

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import yaml
 
-from trials.contract.schema import ConfigError
+from trials.contract.rules import ConfigError
 
 #: The version whose schema this module follows (and the optional environment installs).
 MINDFORMERS_VERSION = "2.1.0"

@@ -74,16 +74,22 @@ def precision_name(dtype: DType) -> str:
     return next(name for name, d in PRECISIONS.items() if d is dtype)
 
 
+def _problem(value: object, key: str, known, old: dict[str, str], what: str) -> str | None:
+    """Why ``value`` is not one of ``known`` (with the word to write, where ``old`` maps an
+    old spelling to it), or None. ``what`` is ``"precision name"`` or ``"recompute mode"``."""
+    text = _spelled(value)
+    if text in known:
+        return None
+    listed = f"({what.split()[-1]}s: {', '.join(known)})"
+    hint = old.get(text.lower())
+    if hint:
+        return f"{key}: {text!r} is not a {what}; write {hint} {listed}"
+    return f"{key}: {text!r} is not a {what} {listed}"
+
+
 def precision_problem(value: object, key: str) -> str | None:
     """Why ``value`` is not a precision name (with the name to write), or None."""
-    text = _spelled(value)
-    if text in PRECISIONS:
-        return None
-    names = ", ".join(PRECISIONS)
-    hint = _OLD_PRECISIONS.get(text.lower())
-    if hint:
-        return f"{key}: {text!r} is not a precision name; write {hint} (names: {names})"
-    return f"{key}: {text!r} is not a precision name (names: {names})"
+    return _problem(value, key, PRECISIONS, _OLD_PRECISIONS, "precision name")
 
 
 def dtype_of(value: object, key: str) -> DType:
@@ -96,14 +102,7 @@ def dtype_of(value: object, key: str) -> DType:
 
 def recompute_problem(value: object, key: str) -> str | None:
     """Why ``value`` is not a recompute mode (with the mode to write), or None."""
-    text = _spelled(value)
-    if text in Recompute.__members__:
-        return None
-    modes = ", ".join(Recompute.__members__)
-    hint = _OLD_RECOMPUTE.get(text.lower())
-    if hint:
-        return f"{key}: {text!r} is not a recompute mode; write {hint} (modes: {modes})"
-    return f"{key}: {text!r} is not a recompute mode (modes: {modes})"
+    return _problem(value, key, Recompute.__members__, _OLD_RECOMPUTE, "recompute mode")
 
 
 def recompute_mode(value: object, key: str) -> Recompute:

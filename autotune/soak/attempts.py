@@ -15,9 +15,9 @@ import numpy as np
 from autotune.running import monitor
 from autotune.running.job import Runner, TrialJob
 from autotune.running.monitor import Clocks, Hooks
-from autotune.running.soak_plan import SoakPlan
 from autotune.settings import SweepSettings
-from autotune.study import stability
+from autotune.soak import stability
+from autotune.soak.plan import SoakPlan
 from trials.contract.events import (
     CheckpointRecord,
     EndRecord,

@@ -9,9 +9,9 @@ from pathlib import Path
 import optuna
 from omegaconf import DictConfig, OmegaConf
 
-from autotune.export.choose import choose_trial
 from autotune.settings import SoakSettings, SweepSettings
 from autotune.study import storage as S
+from autotune.study.choice import choose_trial
 from autotune.study.records import TrialRecord
 from trials.contract.schema import ConfigError, TrialConfig, memory_budget_gib, to_trial_config
 
@@ -49,7 +49,7 @@ def pick_trial(study: optuna.Study, records: list[TrialRecord], composed: DictCo
     if record.simulated:
         raise ConfigError(f"trial {record.number} was simulated (sweep.simulate): a soak needs "
                           "a configuration this machine runs; pick another soak.trial=N")
-    if not record.trial_dir or not (Path(record.trial_dir) / "config.yaml").exists():
+    if record.run_dir is None or not record.run_dir.has_config():
         raise ConfigError(f"trial {record.number} has no config.yaml in its run directory "
                           f"({record.trial_dir}): pick another soak.trial=N")
     return record, why
@@ -145,7 +145,7 @@ def plan_soak(record: TrialRecord, why: str, cfg: TrialConfig, options: SoakSett
                  f"run.metrics_path={run_dir / 'metrics.jsonl'}"]
     if leak_mib:
         overrides.append(f"run.inject_leak_mib={leak_mib:g}")
-    return SoakPlan(trial=record.number, why=why, config=Path(record.trial_dir) / "config.yaml",
+    return SoakPlan(trial=record.number, why=why, config=record.run_dir.config,
                     steps=steps, steps_from=steps_from, checkpoint_every=every,
                     kill_at=options.kill_at, kill_from=kill_from if kill else None,
                     replay=replay, planned_kill=kill, overrides=overrides,

@@ -13,7 +13,7 @@ some steps, and relaunched with the same command (``run.resume=true``). The resu
 run must replay the killed run's steps after its checkpoint within
 ``soak.resume_tolerance``; then the stitched run is judged for loss spikes,
 overflow and skipped updates, tokens/s drift and host-memory growth
-(autotune/study/stability.py). Printed, written to ``<out>/soak.json`` and
+(autotune/soak/stability.py). Printed, written to ``<out>/soak.json`` and
 ``<out>/soak.png``, and stored on the study as ``autotune.soak`` (read by ``tune``
 and by :func:`soak_section` for the exported job's README).
 
@@ -36,17 +36,16 @@ from __future__ import annotations
 import json
 import shutil
 import time
-from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 
 from autotune.running.repeat import copy_config
 from autotune.running.runner import runner_for
-from autotune.running.soak_attempts import clocks_for, run_attempts
-from autotune.running.soak_plan import output_dir, pick_trial, plan_soak
-from autotune.running.soak_report import SOAK_KEY, plot, render, soak_section, summarise
 from autotune.settings import SoakSettings, SweepSettings
+from autotune.soak.attempts import clocks_for, run_attempts
+from autotune.soak.plan import output_dir, pick_trial, plan_soak
+from autotune.soak.report import SOAK_KEY, plot, render, soak_section, summarise
 from autotune.study import storage as S
 from autotune.study.records import load_records
 from trials.contract.trial_dir import TrialDir
@@ -66,7 +65,7 @@ def run_soak(composed: DictConfig, console: Console) -> int:
     record, why = pick_trial(study, records, composed, options)
     out = output_dir(settings, options)
     run_dir = out / "run"
-    source = TrialDir(Path(record.trial_dir))
+    source = record.run_dir
     plan = plan_soak(record, why, source.read_config(), options, run_dir=run_dir,
                      leak_mib=float(composed.run.inject_leak_mib))
     runner = runner_for(settings)
@@ -94,3 +93,7 @@ def run_soak(composed: DictConfig, console: Console) -> int:
     return result["exit_code"]
 
 
+
+
+def run(composed: DictConfig, overrides: list[str], console: Console) -> int:
+    return run_soak(composed, console)

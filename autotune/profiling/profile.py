@@ -1,17 +1,8 @@
-"""``python -m autotune profile``: one configuration under mindspore.profiler.
-
-    python -m autotune profile profile.trial=3           # a trial of the study
-    python -m autotune profile workload=gpt_tiny precision=fp16   # the composed config
-
-The trial program measures as usual, then profiles ``profile.steps`` more steps
-(trials/profiling.py), so the profiler's cost is in no measured number. This
-prints and writes, into ``profile.out`` (default <runs_dir>/<study>/profile/<name>):
-the step split, the top 10 operators, the memory curve, the diagnosis
-(autotune/profiling/rules.py), ``profile.png``, ``profile.json``, the Chrome trace
-``trace.json`` and the profiler's raw output ``raw/`` (MindStudio Insight). A
-profile of a study's trial is stored on the study (``autotune.profile``), where the
-report shows it.
-"""
+"""One profile run: a configuration re-run with profiled steps after its measurement
+(trials/profiling.py), its diagnosis (autotune/profiling/rules.py), figure, storage
+on the study (``autotune.profile``) and printout. ``python -m autotune profile``
+(autotune/commands/profile.py) and the sweep's profile of its winner
+(autotune/profiling/winner.py) both run it."""
 
 from __future__ import annotations
 
@@ -20,22 +11,17 @@ from dataclasses import asdict
 from pathlib import Path
 
 import optuna
-from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 from rich.table import Table
 
+from autotune.presentation.findings import Finding
 from autotune.profiling import rules
 from autotune.profiling.figure import where_the_time_goes
-from autotune.report.diagnosis import Finding
 from autotune.running.job import Runner
 from autotune.running.repeat import run_once
-from autotune.running.runner import runner_for
-from autotune.settings import ProfileSettings, SweepSettings
-from autotune.study import storage as S
-from autotune.study.layout import StudyLayout
-from autotune.study.records import TrialRecord, load_records
+from autotune.settings import SweepSettings
 from trials.contract.outcomes import Outcome
-from trials.contract.schema import ConfigError, TrialConfig, runnable_problem, to_trial_config
+from trials.contract.schema import TrialConfig
 from trials.contract.trial_dir import TrialDir
 
 #: How a profile run differs from the trial. No compile cache: a graph loaded from it has
@@ -47,39 +33,8 @@ PROFILE_RUN = ("run.compile_cache=false", "run.adaptive=false")
 PROFILE_STUDY_KEY = "autotune.profile"
 
 
-def run_profile(composed: DictConfig, console: Console) -> int:
-    settings: SweepSettings = OmegaConf.to_object(composed.sweep)
-    options: ProfileSettings = OmegaConf.to_object(composed.profile)
-    study, record = None, None
-    if options.trial is not None:
-        study = S.load_existing(settings)
-        record = _trial(load_records(study), options.trial)
-        cfg = TrialDir(Path(record.trial_dir)).read_config()
-    else:
-        cfg = to_trial_config(composed)
-    problem = runnable_problem(cfg)
-    if problem:
-        raise ConfigError(problem)
-    out = (Path(options.out) if options.out else
-           StudyLayout.of(settings).profile(record.number if record else None))
-    result = profile_config(runner_for(settings), cfg, out, settings, options.steps,
-                            console=console)
-    if result is None:
-        return 1
-    write_result(result)
-    if study is not None:
-        store(study, record.number, result)
-    show(result, console)
-    return 0
 
 
-def _trial(records: list[TrialRecord], number: int) -> TrialRecord:
-    found = next((r for r in records if r.number == number), None)
-    if found is None or not found.ok or not found.trial_dir:
-        ok = ", ".join(str(r.number) for r in records if r.ok and r.trial_dir) or "none"
-        raise ConfigError(f"profile.trial={number} is not a completed trial of this study "
-                          f"(completed: {ok}); choose one of them")
-    return found
 
 
 def profile_config(runner: Runner, cfg: TrialConfig, out: Path, settings: SweepSettings,

@@ -77,8 +77,8 @@ def _throughput(sweep, study, console: Console) -> dict:
 def _stability(composed: DictConfig, study, console: Console) -> dict:
     """The soak of the trial export would choose; one already run (``python -m autotune
     soak``) of that trial is taken as it is, not run again."""
-    from autotune.running.soak import SOAK_KEY, run_soak
-    from autotune.running.soak_plan import pick_trial
+    from autotune.commands.soak import SOAK_KEY, run_soak
+    from autotune.soak.plan import pick_trial
     from autotune.study.records import load_records
 
     soak = study.user_attrs.get(SOAK_KEY) or {}
@@ -94,3 +94,7 @@ def _stability(composed: DictConfig, study, console: Console) -> dict:
     lines = soak.get("verdicts") or soak.get("lines") or [f"soak ended with exit code {code}"]
     return {"done": code == 0, "failed": code != 0, "trial": soak.get("trial"),
             "lines": list(lines)}
+
+
+def run(composed: DictConfig, overrides: list[str], console: Console) -> int:
+    return run_tune(composed, overrides, console)

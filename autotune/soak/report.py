@@ -7,10 +7,10 @@ from pathlib import Path
 import numpy as np
 import optuna
 
-from autotune.running.soak_attempts import Attempt, kill_and_resume, stitch
-from autotune.running.soak_plan import SoakPlan
 from autotune.settings import SoakSettings
-from autotune.study import stability
+from autotune.soak import stability
+from autotune.soak.attempts import Attempt, kill_and_resume, stitch
+from autotune.soak.plan import SoakPlan
 from trials.contract.jsonsafe import float_of, to_json
 
 #: Study attribute with the latest soak's result (tune's stability stage reads it too).
@@ -98,7 +98,7 @@ def plot(attempts: list[Attempt], r: dict, path: Path) -> Path:
     marked, the memory fit drawn."""
     from matplotlib.figure import Figure
 
-    from autotune.report.plots import DPI, placeholder
+    from autotune.presentation.figures import DPI, placeholder
 
     title = f"Soak of trial {r['trial']}"
     if not any(a.steps for a in attempts):

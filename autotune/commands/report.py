@@ -19,16 +19,16 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 
-from autotune.profiling.command import stored_profiles
-from autotune.report import diagnosis, index, plots, prediction, stages, tables, where_time_goes
+from autotune.presentation.findings import to_markdown
+from autotune.profiling.profile import stored_profiles
+from autotune.report import index, plots, prediction, stages, tables, where_time_goes
 from autotune.report.diagnosis import Finding, diagnose
 from autotune.settings import SweepSettings
+from autotune.study import selection
 from autotune.study import stage_results as stage_store
-from autotune.study.noise import annotate
 from autotune.study.records import TrialRecord, load_records
 from autotune.study.selection import baseline, export_verdict
 from autotune.study.storage import STOP_RULES, load_existing, redact, storage_url, study_dir
-from trials.contract.compose import load_resolved
 from trials.contract.schema import ConfigError, TrialConfig, memory_budget_gib, to_trial_config
 
 __all__ = ["Finding", "diagnose", "run_report", "write_report"]
@@ -51,12 +51,8 @@ def config_values(cfg: TrialConfig, stop: dict) -> dict[str, Any]:
 def ran_with(records: list[TrialRecord], composed: DictConfig) -> TrialConfig:
     """The baseline trial's own config where it exists (what ran), else the composed one."""
     base = baseline(records)
-    if base is not None and base.trial_dir and (Path(base.trial_dir) / "config.yaml").exists():
-        try:
-            return to_trial_config(load_resolved(Path(base.trial_dir) / "config.yaml", []))
-        except ConfigError:
-            pass
-    return to_trial_config(composed)
+    ran = base.config() if base is not None else None
+    return ran if ran is not None else to_trial_config(composed)
 
 
 def write_report(records: list[TrialRecord], out: Path, *, summary: index.Summary,
@@ -68,7 +64,7 @@ def write_report(records: list[TrialRecord], out: Path, *, summary: index.Summar
 
     ``profiles``: the study's stored profiles (autotune/profiling), by trial number;
     ``stage_results``: what each stage of ``tune`` found (autotune/stages); ``soak``: the
-    markdown of the study's soak (autotune/running/soak.py), if any.
+    markdown of the study's soak (autotune/commands/soak.py), if any.
     """
     out.mkdir(parents=True, exist_ok=True)
     table = tables.experiments(records)
@@ -82,7 +78,7 @@ def write_report(records: list[TrialRecord], out: Path, *, summary: index.Summar
                         study_verdict=summary.verdict)
     time_goes = where_time_goes.section(records, profiles or {}, summary.best, out)
     findings += time_goes.findings
-    (out / "diagnosis.md").write_text(diagnosis.to_markdown(findings))
+    (out / "diagnosis.md").write_text(to_markdown(findings))
     plots.history(records, out / "history.png", budget_gib=budget_gib)
     plots.memory_vs_throughput(records, out / "memory_vs_throughput.png", budget_gib=budget_gib)
     plots.importance(records, out / "importance.png")
@@ -100,7 +96,7 @@ def soak_markdown(study, out: Path) -> str:
     """The study's soak as a section, its figure copied next to the report."""
     import shutil
 
-    from autotune.running.soak import SOAK_KEY, soak_section
+    from autotune.soak.report import SOAK_KEY, soak_section
 
     soak = study.user_attrs.get(SOAK_KEY) or {}
     if soak.get("trial") is None:
@@ -122,7 +118,7 @@ def run_report(composed: DictConfig, console: Console) -> int:
     study = load_existing(settings)
     records = load_records(study)
     cfg = ran_with(records, composed)
-    annotate(records, cfg.hardware.cost.run_to_run_cv)
+    selection.annotate(records, cfg.hardware.cost.run_to_run_cv)
     stop = study.user_attrs.get(STOP_RULES) or OmegaConf.to_container(composed.sweep.stop)
     budget = memory_budget_gib(cfg)
     out = Path(composed.report.out) if composed.report.out else study_dir(settings) / "report"
@@ -145,3 +141,7 @@ def run_report(composed: DictConfig, console: Console) -> int:
         console.print(line, markup=False, soft_wrap=True)
     console.print(f"report: {out.resolve() / 'index.md'}", markup=False, soft_wrap=True)
     return 0
+
+
+def run(composed: DictConfig, overrides: list[str], console: Console) -> int:
+    return run_report(composed, console)

@@ -20,7 +20,7 @@ from rich.console import Console
 
 from autotune.plan.costmodel import CostModel
 from autotune.plan.planner import PlanPoint, plan
-from autotune.report.tables import markdown_table
+from autotune.presentation.tables import markdown_table
 from autotune.settings import PlanSettings, SweepSettings
 from trials.contract.schema import ConfigError, TrialConfig, memory_budget_gib, to_trial_config
 from trials.contract.vocabulary import precision_name
@@ -171,3 +171,7 @@ def markdown(title: str, model: CostModel, shown: pd.DataFrame, df: pd.DataFrame
     text += ("\nEvery point, with its memory and step-time breakdown: `plan.csv`. What the "
              "model does not cover: see the README (\"Planning before launch\").\n")
     return text
+
+
+def run(composed: DictConfig, overrides: list[str], console: Console) -> int:
+    return run_plan(composed, console)

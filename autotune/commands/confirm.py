@@ -11,13 +11,11 @@ other too. The medians, spreads and tests are stored on the study
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 
-from autotune.report.leaderboard import params_label
+from autotune.presentation.labels import params_label
 from autotune.running.repeat import rerun
 from autotune.running.runner import runner_for
 from autotune.settings import ConfirmSettings, SweepSettings
@@ -28,7 +26,6 @@ from autotune.study.noise import PairedTest, paired_test
 from autotune.study.records import CONFIRM_STUDY_KEY, TrialRecord, add_repeats, load_records
 from trials.contract.performance import Performance
 from trials.contract.schema import ConfigError
-from trials.contract.trial_dir import TrialDir
 
 
 def spread(values: list[float]) -> dict:
@@ -77,7 +74,7 @@ def run_confirm(composed: DictConfig, console: Console) -> int:
             role = " (baseline)" if base is not None and r.number == base.number else ""
             console.print(f"confirm {done}/{total}: trial {r.number}{role} round {rep + 1}",
                           highlight=False)
-            perf = rerun(runner, TrialDir(Path(r.trial_dir)), layout.confirm(r.number, rep),
+            perf = rerun(runner, r.run_dir, layout.confirm(r.number, rep),
                          settings, name=f"confirm/{r.number}")
             runs[r.number].append(Performance.from_dict(perf).tokens_per_s if perf else None)
             if perf:
@@ -129,3 +126,7 @@ def render(chosen: list[TrialRecord], summary: dict[int, dict],
                    else test.text() if test is not None else "too few complete rounds to test")
         lines.append(f"top two (trial {a.number} vs trial {b.number}): {verdict}")
     return "\n".join(lines)
+
+
+def run(composed: DictConfig, overrides: list[str], console: Console) -> int:
+    return run_confirm(composed, console)

@@ -1,7 +1,7 @@
 """How stable a long run was, from its step records alone; and whether a resumed run
 continued the killed one's loss curve.
 
-Used by ``python -m autotune soak`` (autotune/running/soak.py). Pure numpy/scipy on
+Used by ``python -m autotune soak`` (autotune/commands/soak.py). Pure numpy/scipy on
 :class:`~trials.contract.events.StepRecord` lists: no MindSpore, no I/O, so it is
 tested with synthetic records.
 

@@ -1,0 +1,18 @@
+"""Short names of knobs, and a point's knob values in one line (tables, progress lines)."""
+
+from __future__ import annotations
+
+SHORT_NAMES = {
+    "runtime.mode": "mode", "precision": "prec", "train.micro_batches": "micro",
+    "runtime.threads": "thr", "train.recompute": "recomp", "data.num_workers": "workers",
+    "runtime.memory_optimize_level": "mem", "parallel.split": "split",
+    "runtime.jit_level": "jit", "data.prefetch": "prefetch",
+}
+
+
+def short(knob: str) -> str:
+    return SHORT_NAMES.get(knob, knob.rsplit(".", 1)[-1])
+
+
+def params_label(params: dict) -> str:
+    return " ".join(f"{short(k)}={v}" for k, v in params.items())
