@@ -1,4 +1,5 @@
-"""The sweep: ask -> check -> launch -> watch -> tell, until the launch budget is spent.
+"""The sweep: ask -> filter -> claim -> launch -> watch -> race -> tell, until the launch
+budget is spent.
 
 The loop is an outline over the pieces that own each concern: ``search`` (the
 space, the filters a proposal meets before launch, racing), ``running`` (the
@@ -44,8 +45,7 @@ from autotune.study import storage as S
 from autotune.study.layout import StudyLayout
 from autotune.study.view import StudyView
 from trials.contract.outcomes import Outcome
-from trials.contract.schema import ConfigError, TrialConfig, memory_budget_gib
-from trials.contract.schema import to_trial_config as trial_config_of
+from trials.contract.schema import ConfigError, TrialConfig, memory_budget_gib, to_trial_config
 
 #: Proposals in a row that launch nothing (duplicates, rejections) before the sweep gives up.
 MAX_IDLE_PROPOSALS = 200
@@ -70,7 +70,7 @@ class Sweep:
         S.check_study_name(self.settings.study)
         self.space = SearchSpace.from_config(OmegaConf.to_object(composed.search), composed,
                                              overrides)
-        self.base: TrialConfig = trial_config_of(composed)
+        self.base: TrialConfig = to_trial_config(composed)
         #: Only the real trial program's measurements calibrate, profile and preflight.
         self.real_trials = runner is None and not (self.settings.simulate
                                                    or self.settings.trial_command)
