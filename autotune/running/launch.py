@@ -39,7 +39,7 @@ def launch_trial(trial: optuna.Trial, cfg: TrialConfig, *, runner: Runner,
         tick(phase)
         beats.maybe_beat()
 
-    job = TrialJob.of(run_dir, f"{settings.study}/{trial.number}")
+    job = TrialJob(run_dir, cfg, f"{settings.study}/{trial.number}")  # cfg: as written
     return monitor.run(
         runner, job, monitor.Clocks.of(settings.stop), placement=placement,
         hooks=monitor.Hooks(step=slow, tick=on_tick),

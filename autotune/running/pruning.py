@@ -100,6 +100,12 @@ class StepPruner(optuna.pruners.BasePruner):
     def evidence(self, trial: FrozenTrial) -> Evidence | None:
         return self._evidence.get(trial.number)
 
+    def might_prune(self, evidence: Evidence) -> bool:
+        """Whether asking Optuna can come to a prune. ``should_prune`` reads the trial back
+        from the storage (a query per step): a pruner that can tell from the steps alone
+        that it will not prune skips it."""
+        return True
+
     def prune(self, study: optuna.Study, trial: FrozenTrial) -> bool:
         why = self.reason(study, trial)
         if why is not None:
@@ -118,7 +124,10 @@ class StepPruner(optuna.pruners.BasePruner):
         if tps is None:
             return None
         trial.report(tps, steps[-1].step)
-        self._evidence[trial.number] = Evidence(steps, best, warmup_floor)
+        evidence = Evidence(steps, best, warmup_floor)
+        if not self.might_prune(evidence):
+            return None
+        self._evidence[trial.number] = evidence
         try:
             return self._reasons.get(trial.number) if trial.should_prune() else None
         finally:
@@ -139,6 +148,10 @@ class SlowPruner(StepPruner):
             return None  # only the steps say how far behind a trial is
         return slow_verdict(seen.steps, seen.best, self.rules, seen.warmup_floor)
 
+    def might_prune(self, evidence: Evidence) -> bool:
+        return slow_verdict(evidence.steps, evidence.best, self.rules,
+                            evidence.warmup_floor) is not None
+
 
 class OptunaPruner(StepPruner):
     """One of Optuna's own pruners over the reported tokens/s (``median``, ``none``)."""
@@ -153,6 +166,9 @@ class OptunaPruner(StepPruner):
         step = trial.last_step
         return (f"{trial.intermediate_values[step]:,.0f} tok/s at step {step}: pruned by "
                 f"Optuna's {type(self.pruner).__name__}")
+
+    def might_prune(self, evidence: Evidence) -> bool:
+        return not isinstance(self.pruner, optuna.pruners.NopPruner)
 
 
 def build(settings: SweepSettings, *, warmup_steps: int) -> StepPruner:
