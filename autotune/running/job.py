@@ -50,10 +50,11 @@ class TrialJob:
     def metrics(self) -> Path:
         return self.dir.metrics(self.cfg)
 
-    def argv(self, program: list[str], **msrun) -> list[str]:
-        """The one launch recipe for this job (``program`` empty: the MindSpore trial)."""
+    def argv(self, program: list[str]) -> list[str]:
+        """The one launch recipe for this job on this machine (``program`` empty: the
+        MindSpore trial program)."""
         return trial_argv(self.dir.config, world_size=self.world_size, trial_command=program,
-                          log_dir=self.dir.msrun_log, overrides=self.overrides, **msrun)
+                          log_dir=self.dir.msrun_log, overrides=self.overrides)
 
     def new_marker(self) -> str:
         return f"{self.name}/{time.time_ns()}"

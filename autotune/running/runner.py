@@ -1,9 +1,11 @@
 """How a trial runs: one small interface, one implementation per place it runs.
 
 Everything that runs a trial (the sweep, racing, ``confirm``, ``profile``, the
-correctness stage, ``soak``, the benchmarks) builds a :class:`TrialJob` and hands
-it to a :class:`Runner`; the one follow loop (:func:`autotune.running.monitor.watch`)
-follows what ``start`` returns, whatever started it:
+correctness stage, ``soak``, the search benchmark) builds a :class:`TrialJob` and
+hands it to a :class:`Runner`; the one follow loop (:func:`autotune.running.monitor.watch`)
+follows what ``start`` returns, whatever started it. (The benchmarks that measure the
+trial program itself start it bare, through the same launch recipe,
+``trials.contract.launch``: no orchestrator sits between them and the process.)
 
 - :class:`LocalRunner`: a process group of its own on this machine (``launcher``);
 - :class:`SimulatedRunner`: the same, running the cost model's simulated trial
@@ -42,7 +44,7 @@ class LocalTrial(FollowedFile):
         self.started: float | None = process.started
 
     def poll(self) -> int | None:
-        return self.process.popen.poll()
+        return self.process.poll()
 
     def stop(self, grace_s: float = 2.0) -> None:
         launcher.stop(self.process, grace_s)
