@@ -6,7 +6,9 @@ the same codes, but trains nothing. What it does is scripted by the
 ``AUTOTUNE_FAKE`` environment variable (JSON)::
 
     {"rules": [{"when": {"train.micro_batches": 4}, "do": "oom"}, ...],
-     "steps": 6, "step_sleep": 0.02}
+     "steps": 6, "step_sleep": 0.02, "slowdown": 1.0}
+
+``slowdown`` multiplies every step time (a machine that got slower).
 
 ``"probe": true`` writes probe.json (start, end, CPU affinity, visible devices).
 ``do`` is one of ok, hang, hang_before_first_step, crash, oom, diverged, slow,
@@ -96,7 +98,8 @@ def main() -> None:
             finish(log, Outcome.CONFIG_ERROR, "scripted: the trial rejected its config")
         phase = Phase.COMPILE if i == 0 else (Phase.WARMUP if i == 1 else Phase.MEASURE)
         step = StepRecord(step=i, phase=phase, loss=5.0 - 0.1 * i, grad_norm=1.0,
-                          step_s=tokens / tps, data_wait_s=0.0, tokens=tokens, peak_rss_gib=peak)
+                          step_s=tokens / tps * float(script.get("slowdown", 1.0)),
+                          data_wait_s=0.0, tokens=tokens, peak_rss_gib=peak)
         steps.append(step)
         log.emit(step)
         time.sleep(float(script.get("step_sleep", 0.02)) * (20 if do == "slow" else 1))

@@ -1,12 +1,16 @@
 """``python -m autotune confirm``: re-measure the finalists against measurement noise.
 
 The baseline and the top-k distinct configurations run ``repeats`` more times each,
-interleaved in rounds (B A C, B A C, ...) so that drift of a noisy machine hits all
-of them alike. Each finalist is tested against the baseline by a paired t-test on
-log tokens/s over the rounds (autotune/study/noise.py); the top two against each
-other too. The medians, spreads and tests are stored on the study
-(``autotune.confirm``), the runs themselves with the trials' repeats, where
-``export`` and ``report`` read them.
+interleaved in rounds so that drift of a noisy machine hits all of them alike. The
+order inside each round is shuffled (seeded by ``sweep.seed``, printed and stored as
+``autotune.confirm_order``): a load that comes and goes on a period could line up with
+a fixed order (B A C, B A C, ...) and make a difference that is not there look
+separable. Each finalist is tested against the baseline by a paired t-test on log
+tokens/s within the rounds (autotune/study/noise.py); the top two against each other
+too. When the baseline runs at another speed than it did in the sweep, confirm says so:
+the machine changed, and only the within-round gains compare. The medians, spreads and
+tests are stored on the study (``autotune.confirm``), the runs themselves with the
+trials' repeats, where ``export`` and ``report`` read them.
 """
 
 from __future__ import annotations
@@ -68,8 +72,11 @@ def run_confirm(composed: DictConfig, console: Console) -> int:
     perfs: dict[int, list[dict]] = {r.number: [] for r in chosen}
     total = options.repeats * len(chosen)
     done = 0
-    for rep in range(options.repeats):
-        for r in chosen:
+    orders = round_orders(chosen, options.repeats, seed=settings.seed)
+    for rep, order in enumerate(orders):
+        console.print(f"round {rep + 1}: trials {', '.join(str(r.number) for r in order)}",
+                      highlight=False)
+        for r in order:
             done += 1
             role = " (baseline)" if base is not None and r.number == base.number else ""
             console.print(f"confirm {done}/{total}: trial {r.number}{role} round {rep + 1}",
@@ -93,9 +100,42 @@ def run_confirm(composed: DictConfig, console: Console) -> int:
             summary[r.number]["baseline"] = base.number
         stored[str(r.number)] = summary[r.number]
     study.set_user_attr(CONFIRM_STUDY_KEY, stored)
+    study.set_user_attr(ORDER_STUDY_KEY, [[r.number for r in order] for order in orders])
     console.print(render(chosen, summary, runs, base), highlight=False, soft_wrap=True,
                   markup=False)
+    moved = speed_change(base, summary.get(base.number) if base is not None else None)
+    if moved:
+        console.print(moved, highlight=False, soft_wrap=True, markup=False)
     return 0
+
+
+#: Study attribute with the order the trials ran in, round by round.
+ORDER_STUDY_KEY = "autotune.confirm_order"
+#: The baseline's confirmed median over its sweep figure beyond which the machine's speed
+#: is said to have changed (a factor: 1.25 = 25 % faster or slower): well beyond the
+#: 5-10 % run-to-run noise of a quiet shared machine (BENCHMARKS.md, "repeatability").
+SPEED_CHANGE = 1.25
+
+
+def round_orders(chosen: list[TrialRecord], repeats: int, *, seed: int
+                 ) -> list[list[TrialRecord]]:
+    """The order of each round: the finalists shuffled anew every round (seeded)."""
+    rng = np.random.default_rng(seed)
+    return [[chosen[i] for i in rng.permutation(len(chosen))] for _ in range(repeats)]
+
+
+def speed_change(base: TrialRecord | None, confirmed: dict | None) -> str | None:
+    """A note when the baseline ran at another speed here than in the sweep, or None."""
+    if base is None or not confirmed or not base.tokens_per_s:
+        return None
+    ratio = confirmed["median"] / base.tokens_per_s
+    if 1 / SPEED_CHANGE < ratio < SPEED_CHANGE:
+        return None
+    return (f"note: the baseline (trial {base.number}) ran at {confirmed['median']:,.0f} tok/s "
+            f"here and {base.tokens_per_s:,.0f} tok/s in the sweep ({ratio:.2f}x): the "
+            "machine's speed changed between them. Compare only the gains above, measured "
+            "side by side within rounds; the sweep's figures were measured under other "
+            "conditions.")
 
 
 def render(chosen: list[TrialRecord], summary: dict[int, dict],

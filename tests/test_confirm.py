@@ -1,0 +1,50 @@
+"""``confirm`` on scripted trials: the order inside each round is shuffled, and a machine
+whose speed changed since the sweep is said so."""
+
+from __future__ import annotations
+
+import re
+
+from autotune.cli import main
+
+
+def _confirm(harness, capsys, space: str, *extra: str) -> tuple[int, str]:
+    code = main(["confirm", *harness.overrides(space), *extra])
+    return code, capsys.readouterr().out
+
+
+def test_the_order_inside_each_round_is_shuffled_and_stored(harness, capsys):
+    space = harness.space("c1", {"train.micro_batches": [1, 2, 4]})
+    harness.script(steps=6, step_sleep=0.005)
+    code, out, err = harness.run(space, "sweep.n_trials=3", "sweep.sampler=grid",
+                                 "sweep.stop.slow_ratio=0", "sweep.stop.slow_warmup_ratio=0")
+    assert code == 0, err + out
+    code, out = _confirm(harness, capsys, space, "confirm.top_k=3", "confirm.repeats=4")
+    assert code == 0, out
+    printed = [tuple(int(n) for n in m.split(", "))
+               for m in re.findall(r"round \d+: trials ([\d, ]+)", out)]
+    stored = [tuple(order) for order in harness.study().user_attrs["autotune.confirm_order"]]
+    # Rule: every round runs every finalist once, in the order printed and stored...
+    assert printed == stored and len(stored) == 4
+    finalists = sorted(stored[0])
+    assert len(finalists) == 3 and all(sorted(order) == finalists for order in stored)
+    # ... and the order is not the same fixed one in every round (seeded shuffle).
+    assert len(set(stored)) > 1
+    runs = re.findall(r"confirm \d+/12: trial (\d+)", out)
+    assert [int(n) for n in runs] == [n for order in stored for n in order]
+
+
+def test_a_machine_that_slowed_down_since_the_sweep_is_said_so(harness, capsys):
+    space = harness.space("c2", {"train.micro_batches": [1, 2]})
+    harness.script(steps=6, step_sleep=0.005)
+    code, out, err = harness.run(space, "sweep.n_trials=2", "sweep.stop.slow_ratio=0",
+                                 "sweep.stop.slow_warmup_ratio=0")
+    assert code == 0, err + out
+    code, quiet = _confirm(harness, capsys, space, "confirm.top_k=2", "confirm.repeats=2")
+    # Rule: at the sweep's speed, no note.
+    assert code == 0 and "machine's speed changed" not in quiet
+    harness.script(steps=6, step_sleep=0.005, slowdown=3.0)  # every step 3x slower now
+    code, slowed = _confirm(harness, capsys, space, "confirm.top_k=2", "confirm.repeats=2")
+    # Rule: the baseline running 3x slower than in the sweep is said, with both figures.
+    assert code == 0 and "machine's speed changed" in slowed
+    assert "(0.33x)" in slowed
