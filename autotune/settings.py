@@ -152,6 +152,10 @@ class SweepSettings:
     stop: StopRules = field(default_factory=StopRules)
     predict: PredictSettings = field(default_factory=PredictSettings)
     race: RaceSettings = field(default_factory=RaceSettings)
+    #: Re-measure the baseline after every this many launches (0 = never), so that each
+    #: trial's gain is measured against a baseline run close to it in time: a machine
+    #: whose speed drifts moves both alike. Not counted in n_trials.
+    baseline_every: int = field(default=4, metadata=rule(ge=0))
     #: Run simulated trials (the cost model's prediction plus measured noise) instead of
     #: MindSpore: for spaces this machine cannot run. Marked simulated everywhere.
     simulate: bool = False

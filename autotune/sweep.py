@@ -34,6 +34,7 @@ from autotune.running.launch import launch_trial
 from autotune.running.repeat import rerun
 from autotune.running.runner import reap_lost, runner_for
 from autotune.search import feasibility, filters, proposals
+from autotune.search.baseline_checks import BaselineChecks
 from autotune.search.racing import race
 from autotune.search.space import SearchSpace, check_devices, fingerprint_parts
 from autotune.settings import Objective, SweepSettings
@@ -168,11 +169,17 @@ class Sweep:
     def _loop(self, study: optuna.Study, progress: SweepProgress) -> str:
         if self.settings.parallel_trials > 1:
             return self._loop_concurrent(study, progress)
+        checks = BaselineChecks(self.settings.baseline_every, self.layout, self._measure,
+                                progress.note)
         idle = 0
         while (end := self._verdict(study, idle)) is None:
+            if checks.due():  # before asking: a claimed trial would wait without a heartbeat
+                checks.check(study, R.load_records(study))
             ready = self._prepare(study, progress)
             settled = ready if isinstance(ready, Settled) else \
                 self._run(study, ready, progress, UNPLACED)
+            if settled.launched:
+                checks.launched()
             if self.observe is not None:
                 self.observe(study, settled)
             if settled.stop:

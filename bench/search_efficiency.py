@@ -269,7 +269,10 @@ def sweep_overrides(searcher: str, seed: int, *, budget_gib: float, n_trials: in
     return [*BASE, *SEARCHERS[searcher], f"guard.memory_budget_gib={budget_gib}",
             f"sweep.seed={seed}", f"sweep.n_trials={n_trials}", f"sweep.runs_dir={runs}",
             "sweep.study=replay", "sweep.progress=false", "sweep.predict.refit=false",
-            "sweep.max_failure_rate=1", "profile.after_sweep=false"]  # replayed: no process
+            "sweep.max_failure_rate=1", "profile.after_sweep=false",  # replayed: no process
+            # The recorded landscape does not drift: re-measuring the baseline would only
+            # add trial-seconds (bench/drift.py, issue 20, is where it is measured).
+            "sweep.baseline_every=0"]
 
 
 def search_once(searcher: str, seed: int, *, landscape: Landscape, budget_gib: float,

@@ -8,7 +8,9 @@ the same codes, but trains nothing. What it does is scripted by the
     {"rules": [{"when": {"train.micro_batches": 4}, "do": "oom"}, ...],
      "steps": 6, "step_sleep": 0.02, "slowdown": 1.0}
 
-``slowdown`` multiplies every step time (a machine that got slower).
+``slowdown`` multiplies every step time (a machine that got slower); with
+``"slowdown_after": N, "counter": PATH`` only processes after the N-th started (counted
+in PATH) are slowed: the machine slows down part-way through a sweep.
 
 ``"probe": true`` writes probe.json (start, end, CPU affinity, visible devices).
 ``do`` is one of ok, hang, hang_before_first_step, crash, oom, diverged, slow,
@@ -69,6 +71,12 @@ def main() -> None:
     log.emit(StartRecord(world_size=1, applied={"fake": True, "do": do}))
     if do == "hang_before_first_step":
         time.sleep(3600)
+    slowdown = float(script.get("slowdown", 1.0))
+    if "slowdown_after" in script:
+        with open(script["counter"], "a") as counter:
+            counter.write(f"{os.getpid()}\n")
+        started_before = len(Path(script["counter"]).read_text().splitlines())
+        slowdown = slowdown if started_before > int(script["slowdown_after"]) else 1.0
     threads = int(cfg.runtime.threads) or 2
     tps = 1000.0 * threads / int(cfg.train.micro_batches)
     if do == "slow":
@@ -98,7 +106,7 @@ def main() -> None:
             finish(log, Outcome.CONFIG_ERROR, "scripted: the trial rejected its config")
         phase = Phase.COMPILE if i == 0 else (Phase.WARMUP if i == 1 else Phase.MEASURE)
         step = StepRecord(step=i, phase=phase, loss=5.0 - 0.1 * i, grad_norm=1.0,
-                          step_s=tokens / tps * float(script.get("slowdown", 1.0)),
+                          step_s=tokens / tps * slowdown,
                           data_wait_s=0.0, tokens=tokens, peak_rss_gib=peak)
         steps.append(step)
         log.emit(step)

@@ -48,3 +48,40 @@ def test_a_machine_that_slowed_down_since_the_sweep_is_said_so(harness, capsys):
     # Rule: the baseline running 3x slower than in the sweep is said, with both figures.
     assert code == 0 and "machine's speed changed" in slowed
     assert "(0.33x)" in slowed
+
+
+def test_the_sweep_re_measures_the_baseline_and_pairs_gains_in_time(harness, capsys):
+    """The machine slows down 2x after the 4th trial process (every configuration runs
+    at the same speed): a trial measured after the slowdown is compared with the baseline
+    re-measured after it, not with the baseline's first run."""
+    space = harness.space("c3", {"runtime.jit_level": ["O0", "O1"],
+                                 "data.num_workers": [1, 2], "data.prefetch": [2, 4]})
+    counter = harness.tmp / "processes"
+    harness.script(steps=6, step_sleep=0.005, slowdown=2.0, slowdown_after=4,
+                   counter=str(counter))
+    code, out, err = harness.run(space, "sweep.n_trials=6", "sweep.baseline_every=2",
+                                 "sweep.sampler=random", "sweep.stop.slow_ratio=0",
+                                 "sweep.stop.slow_warmup_ratio=0")
+    assert code == 0, err + out
+    study = harness.study()
+    checks = [r for r in study.user_attrs["autotune.repeats"]["0"]
+              if r["source"] == "baseline-check"]
+    # Rule: every 2 launches (before the next one), the baseline runs again: 2 checks.
+    assert len(checks) == 2 and all(r["at"] for r in checks)
+    assert (harness.runs / "s" / "trial-0000" / "check-1" / "metrics.jsonl").exists()
+    assert "baseline (trial 0) re-measured" in out and "machine's speed changed" in out
+    from autotune.study import selection
+    from autotune.study.records import load_records
+
+    records = load_records(study)
+    selection.annotate(records, 0.05)
+    last = max((r for r in records if r.launched and r.number != 0), key=lambda r: r.number)
+    # Rule: the last trial (2x slower, like the baseline check beside it) is within noise
+    # of the baseline: its gain is measured against the baseline run next to it in time.
+    assert abs(last.vs_baseline.ratio) < 0.05 and not last.vs_baseline.real
+    # The baseline's first run alone would have called it 50 % slower.
+    from autotune.study import noise
+
+    first = noise.compare(noise.runs_of(last), noise.runs_from([records[0].perf]),
+                          noise.Noise(0.05, "test"))
+    assert first.ratio < -0.4 and first.real

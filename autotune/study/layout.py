@@ -3,6 +3,7 @@
     <study>/study.db                         the SQLite study (the default storage)
     <study>/trial-0003/                      trial 3 (a TrialDir)
     <study>/trial-0003/race-0-trial-0001/    racing: round 0's run of trial 1, beside 3
+    <study>/trial-0000/check-2/              the baseline (trial 0) re-measured, the 3rd time
     <study>/confirm/trial-0003-run-1/        confirm: round 1's run of trial 3
     <study>/profile/trial-0003/              profile of trial 3 (or profile/composed/)
     <study>/stages/correctness/baseline/     a tuning stage's run
@@ -32,6 +33,10 @@ class StudyLayout:
     def race(self, trial: int, round_index: int, entrant: int) -> TrialDir:
         """Round ``round_index``'s run of ``entrant``, racing beside ``trial``."""
         return TrialDir(self.trial(trial).path / f"race-{round_index}-{trial_name(entrant)}")
+
+    def baseline_check(self, baseline: int, index: int) -> TrialDir:
+        """The ``index``-th re-measurement of the baseline (``sweep.baseline_every``)."""
+        return TrialDir(self.trial(baseline).path / f"check-{index}")
 
     def confirm(self, trial: int, round_index: int) -> TrialDir:
         return TrialDir(self.root / "confirm" / f"{trial_name(trial)}-run-{round_index}")

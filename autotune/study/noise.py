@@ -70,18 +70,23 @@ class Gain:
         return self.low > 0
 
     def interval(self) -> str:
-        return f"{100 * self.low:+.1f}..{100 * self.high:+.1f} %"
+        return f"{percent(self.low, 1)}..{percent(self.high, 1)} %"
 
     def text(self) -> str:
         """'+12.3 % (95 % CI +4.1..+20.5 %)', or '+2.1 %: within noise (95 % CI ...)'."""
         verdict = "" if self.real else ": within noise"
-        return f"{100 * self.ratio:+.1f} %{verdict} (95 % CI {self.interval()})"
+        return f"{percent(self.ratio, 1)} %{verdict} (95 % CI {self.interval()})"
 
     def short(self) -> str:
         """For a table cell: '+12% (+4..+21)', or '~+2% (-5..+9)' within noise."""
         mark = "" if self.real else "~"
-        return (f"{mark}{100 * self.ratio:+.0f}% "
-                f"({100 * self.low:+.0f}..{100 * self.high:+.0f})")
+        return (f"{mark}{percent(self.ratio, 0)}% "
+                f"({percent(self.low, 0)}..{percent(self.high, 0)})")
+
+
+def percent(fraction: float, digits: int) -> str:
+    """A signed percentage; one that rounds to zero reads +0, never -0."""
+    return f"{round(100 * fraction, digits) + 0.0:+.{digits}f}"
 
 
 def runs_of(record: TrialRecord) -> list[Run]:
@@ -167,7 +172,7 @@ class PairedTest:
 
     def text(self) -> str:
         verdict = "separable" if self.gain.real else "NOT separable (within noise)"
-        return (f"{100 * self.gain.ratio:+.1f} % (95 % CI {self.gain.interval()}, "
+        return (f"{percent(self.gain.ratio, 1)} % (95 % CI {self.gain.interval()}, "
                 f"p = {self.p_value:.3f}, {self.rounds} paired rounds): {verdict}")
 
 

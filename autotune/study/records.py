@@ -7,6 +7,7 @@ study database alone is enough: optuna-dashboard and the ``optuna`` CLI see it t
 from __future__ import annotations
 
 import datetime as dt
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -87,6 +88,8 @@ class TrialRecord:
     repeats: list = field(default_factory=list)
     #: Its gain over the baseline with an interval (autotune.study.selection.annotate).
     vs_baseline: Any = None
+    #: When its run ended (the study's clock: what pairs it in time with baseline runs).
+    finished: dt.datetime | None = None
 
     @property
     def run_dir(self) -> TrialDir | None:
@@ -112,6 +115,13 @@ class TrialRecord:
     def perf(self) -> Performance:
         """What the trial's own run measured (its scorecard's performance layer)."""
         return Performance.from_dict(self.scorecard.get("performance"))
+
+    def timed_runs(self) -> list[tuple[float | None, Performance]]:
+        """Every measured run with when it ended (epoch seconds; None where not known):
+        its own first, then its repeats."""
+        own = self.finished.timestamp() if self.finished is not None else None
+        return [(own, self.perf), *((r.get("at"), Performance.from_dict(r))
+                                    for r in self.repeats)]
 
     @property
     def runs(self) -> list[Performance]:
@@ -156,7 +166,7 @@ class TrialRecord:
             data_wait_share=perf.data_wait_share,
             micro_batch_size=a.get(MICRO_BATCH_SIZE), started=trial.datetime_start,
             wall_s=a.get(WALL_S), trial_dir=a.get(TRIAL_DIR), reused_from=a.get(REUSED_FROM),
-            scorecard=card, attrs=dict(a))
+            scorecard=card, attrs=dict(a), finished=trial.datetime_complete)
 
 
 def told_tokens_per_s(trial: FrozenTrial, perf: Performance) -> float | None:
@@ -186,11 +196,14 @@ def pooled_tokens_per_s(record: TrialRecord) -> float | None:
 
 
 def add_repeats(study, runs: dict[int, list[dict]], source: str) -> None:
-    """Store more runs of trials' configurations (``{trial number: [performance, ...]}``)."""
+    """Store more runs of trials' configurations (``{trial number: [performance, ...]}``),
+    each with its source and when it was stored (``at``: epoch seconds, the end of the run,
+    which is what pairs runs in time)."""
     stored = dict(study.user_attrs.get(REPEATS_STUDY_KEY) or {})
+    now = time.time()
     for number, perfs in runs.items():
-        kept = [{**Performance.from_dict(perf).pick(REPEAT_FIELDS), "source": source}
-                for perf in perfs]
+        kept = [{**Performance.from_dict(perf).pick(REPEAT_FIELDS), "source": source,
+                 "at": float(perf.get("at", now))} for perf in perfs]
         stored[str(number)] = [*stored.get(str(number), []), *kept]
     study.set_user_attr(REPEATS_STUDY_KEY, stored)
 

@@ -260,9 +260,27 @@ def annotate(records: list[TrialRecord], prior_cv: float) -> noise.Noise:
     by_number = {r.number: r for r in records}
     for record in records:
         source = by_number.get(record.reused_from, record)
-        if source.ok and source.tokens_per_s is not None:
-            record.vs_baseline = noise.gain(source, base, level) if source is not base else None
+        if source.ok and source.tokens_per_s is not None and source is not base:
+            record.vs_baseline = noise.compare(noise.runs_of(source),
+                                               nearest_baseline_runs(base, source), level)
     return level
+
+
+def nearest_baseline_runs(base: TrialRecord, trial: TrialRecord) -> list[noise.Run]:
+    """The baseline's runs that bracket ``trial``'s own in time: the last one that ended
+    before it and the first one after (its first run and its re-measurements,
+    ``sweep.baseline_every``). A machine whose speed drifts moves a trial and the
+    baseline runs beside it alike. Every run where a time is missing (a study written
+    before runs carried one)."""
+    timed = base.timed_runs()
+    at = trial.finished.timestamp() if trial.finished is not None else None
+    if at is None or any(t is None for t, _ in timed):
+        return noise.runs_of(base)
+    before = [tr for tr in timed if tr[0] <= at]
+    after = [tr for tr in timed if tr[0] > at]
+    beside = ([max(before, key=lambda tr: tr[0])] if before else []) + \
+        ([min(after, key=lambda tr: tr[0])] if after else [])
+    return noise.runs_from([perf for _, perf in beside])
 
 
 def versus_baseline_text(records: list[TrialRecord], number: int, prior_cv: float) -> str:

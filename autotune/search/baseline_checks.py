@@ -1,0 +1,68 @@
+"""The baseline re-measured while the sweep runs (``sweep.baseline_every=K``), so that every
+trial's gain is measured against a baseline run close to it in time.
+
+On a machine whose speed drifts (other jobs come and go) a trial measured an hour after
+the baseline is compared with a baseline measured under other conditions; a
+re-measurement every K launches gives each trial a neighbour in time
+(:func:`autotune.study.selection.nearest_baseline_runs`), and its repeats measure the
+study's own run-to-run noise. The decision lives here; the run comes through
+``measure`` (the sweep's runner), as racing's do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import optuna
+
+from autotune.search.racing import Measure
+from autotune.study import records as R
+from autotune.study import selection
+from autotune.study.layout import StudyLayout
+from trials.contract.performance import Performance
+
+#: A re-measured baseline this far from its first run (a factor) is reported as the
+#: machine's speed having changed: beyond the 5-10 % run-to-run noise of a quiet
+#: shared machine (BENCHMARKS.md, "repeatability").
+SPEED_CHANGE = 1.25
+
+
+class BaselineChecks:
+    def __init__(self, every: int, layout: StudyLayout, measure: Measure,
+                 note: Callable[[str], None]) -> None:
+        self.every = every
+        self.layout = layout
+        self.measure = measure
+        self.note = note
+        self.since = 0  # launches since the baseline was last measured
+
+    def launched(self) -> None:
+        self.since += 1
+
+    def due(self) -> bool:
+        """Before the next launch: K launches since the baseline was last measured."""
+        return bool(self.every) and self.since >= self.every
+
+    def check(self, study: optuna.Study, records: list[R.TrialRecord]) -> Performance | None:
+        """Re-measure the baseline now (once), store the run as a repeat of it; what it
+        measured, or None (no completed baseline yet, or the run failed)."""
+        self.since = 0
+        base = selection.baseline(records)
+        if base is None or not base.ok or base.run_dir is None or not base.run_dir.has_config():
+            return None
+        index = sum(1 for r in base.repeats if r.get("source") == "baseline-check")
+        perf = self.measure(base.run_dir, self.layout.baseline_check(base.number, index),
+                            f"{study.study_name}/baseline-check")
+        if perf is None:
+            self.note(f"re-measuring the baseline (trial {base.number}) failed; gains keep "
+                      "its earlier runs")
+            return None
+        R.add_repeats(study, {base.number: [perf]}, "baseline-check")
+        now, first = Performance.from_dict(perf).tokens_per_s, base.perf.tokens_per_s
+        ratio = now / first if now and first else None
+        moved = ratio is not None and not 1 / SPEED_CHANGE < ratio < SPEED_CHANGE
+        self.note(f"baseline (trial {base.number}) re-measured: {now:,.0f} tok/s"
+                  + (f", {ratio:.2f}x its first run" if ratio else "")
+                  + ("; the machine's speed changed: the next trials are measured against "
+                     "this run" if moved else ""))
+        return Performance.from_dict(perf)
