@@ -214,7 +214,7 @@ def versus_baseline(top: TrialRecord, base: TrialRecord,
     test = confirm.get("vs_baseline")
     if test and confirm.get("baseline") == base.number:
         return test["real"] and test["ratio"] > 0, test["text"]
-    gain = noise.gain(top, base, level)
+    gain = noise.compare(noise.runs_of(top), nearest_baseline_runs(base, top), level)
     if gain is None:
         return True, ""
     return gain.better, gain.text()
