@@ -255,8 +255,11 @@ class Sweep:
         try:
             before = StudyView(study)
             leader = before.best(self.budget_gib)
+            # The best as fast as it would run now: the baseline's runs measure the drift.
+            best = (leader.tokens_per_s * selection.drift_factor(
+                selection.baseline(before.records), leader) if leader is not None else None)
             result = self._launch(trial, ready.cfg, ready.label, progress, placement,
-                                  best=leader.tokens_per_s if leader is not None else None)
+                                  best=best)
             pooled = None
             if result.reason is Outcome.OK and result.summary is not None and not self.multi:
                 pooled = race(study, trial.number, result.summary.performance, leader,

@@ -85,3 +85,27 @@ def test_the_sweep_re_measures_the_baseline_and_pairs_gains_in_time(harness, cap
     first = noise.compare(noise.runs_of(last), noise.runs_from([records[0].perf]),
                           noise.Noise(0.05, "test"))
     assert first.ratio < -0.4 and first.real
+
+
+def _slowed_sweep(harness, study: str, *extra: str):
+    """A machine that runs 3x slower from the 4th trial process on; every configuration
+    runs at the same speed, so none of them is really slow."""
+    space = harness.space("c4", {"runtime.jit_level": ["O0", "O1"],
+                                 "data.num_workers": [1, 2], "data.prefetch": [2, 4]})
+    harness.script(steps=8, step_sleep=0.005, slowdown=3.0, slowdown_after=3,
+                   counter=str(harness.tmp / f"processes-{study}"))
+    code, out, err = harness.run(space, "sweep.n_trials=5", "sweep.sampler=random",
+                                 "sweep.stop.slow_min_steps=3", *extra, study=study)
+    assert code == 0, err + out
+    return [t.user_attrs.get("reason") for t in harness.study(study).trials
+            if t.user_attrs.get("launched")]
+
+
+def test_the_slow_rule_judges_against_the_best_as_fast_as_the_machine_runs_now(harness):
+    # Rule: re-measuring the baseline (every launch here) scales the best by the drift,
+    # so trials that are as fast as the best, on a machine that slowed down, finish.
+    paired = _slowed_sweep(harness, "paired", "sweep.baseline_every=1")
+    assert paired and "slow" not in paired
+    # Without it, the same trials are thrown away as slow (what the drift did before).
+    unpaired = _slowed_sweep(harness, "unpaired", "sweep.baseline_every=0")
+    assert "slow" in unpaired

@@ -129,3 +129,14 @@ def test_sweep_pruner_none_lets_a_slow_trial_finish(harness):
     # Rule: with sweep.pruner=none the trial 10x behind the best runs to its end.
     assert (slow.state, slow.user_attrs["reason"]) == (TrialState.COMPLETE, "ok")
     assert len(slow.intermediate_values) == 5  # every step after the compile step
+
+
+def test_steps_that_scatter_too_widely_to_claim_it_do_not_stop_a_trial():
+    # The median step (2.5 s: 400 tok/s) is below the bar (0.5 x 1,000) either way...
+    tight = stream([1.0], [2.5, 2.5, 2.5])
+    scattered = stream([1.0], [2.5, 2.5, 0.9])  # one step as fast as the best's
+    # Rule: tight steps claim it, and the verdict is the interval's, not the median's.
+    assert slow_verdict(tight, best=1000.0, rules=RULES) is not None
+    # Rule: when the 95 % interval of its tokens/s reaches the bar, it is not stopped
+    # (a busy machine scatters a few steps this much).
+    assert slow_verdict(scattered, best=1000.0, rules=RULES) is None

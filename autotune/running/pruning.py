@@ -23,17 +23,20 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import math
 
 import optuna
 from optuna.trial import FrozenTrial
 
 from autotune.settings import Pruner, StopRules, SweepSettings
 from trials.contract.events import Phase, StepRecord
+from trials.contract.performance import Performance
 from trials.contract.scorecard import throughput
 
 
-def estimate(steps: list[StepRecord], warmup_floor: int = 0) -> tuple[float | None, int, bool]:
-    """(tokens/s, steps it rests on, judged as measured?) of a running trial.
+def judged(steps: list[StepRecord], warmup_floor: int = 0) -> tuple[Performance, int, bool]:
+    """(what the running trial's steps so far measure, steps it rests on, judged as
+    measured?).
 
     Measured steps first; else the warm-up steps past the trial's warm-up floor
     (``run.warmup_steps``), which count as measured once there are ``slow_min_steps`` of
@@ -42,31 +45,45 @@ def estimate(steps: list[StepRecord], warmup_floor: int = 0) -> tuple[float | No
     """
     measured = throughput(steps)
     if measured.tokens_per_s is not None:
-        return measured.tokens_per_s, measured.measured_steps, True
+        return measured, measured.measured_steps, True
     warm = [dataclasses.replace(s, phase=Phase.MEASURE) for s in steps
             if s.phase is Phase.WARMUP]
     past_floor = warm[warmup_floor:] if warmup_floor > 0 else []
     if past_floor:
-        return throughput(past_floor).tokens_per_s, len(past_floor), True
+        return throughput(past_floor), len(past_floor), True
     if not warm:
-        return None, 0, False
-    return throughput(warm).tokens_per_s, len(warm), False
+        return Performance(), 0, False
+    return throughput(warm), len(warm), False
+
+
+def estimate(steps: list[StepRecord], warmup_floor: int = 0) -> tuple[float | None, int, bool]:
+    """(tokens/s, steps it rests on, judged as measured?) of a running trial (:func:`judged`)."""
+    perf, n, is_measured = judged(steps, warmup_floor)
+    return perf.tokens_per_s, n, is_measured
 
 
 def slow_verdict(steps: list[StepRecord], best: float | None, rules: StopRules,
                  warmup_floor: int = 0) -> str | None:
-    """Why the trial should stop as slow, or None."""
-    tps, n, is_measured = estimate(steps, warmup_floor)
+    """Why the trial should stop as slow, or None.
+
+    It is slow only when the whole 95 % interval of its tokens/s so far (the bootstrap of
+    its median step time) is below the bar: a few steps that scatter, as on a busy
+    machine, give an interval too wide to claim it."""
+    perf, n, is_measured = judged(steps, warmup_floor)
+    tps = perf.tokens_per_s
     # Not on one step, even 10x behind: a 20 ms step of a tiny model hiccups to 200 ms
     # on a busy machine (a test's trial was stopped so).
     if tps is None or not best or n < rules.slow_min_steps:
         return None
     ratio = rules.slow_ratio if is_measured else rules.slow_warmup_ratio
-    if tps >= ratio * best:
+    high = perf.tokens_per_s_high
+    upper = high if high is not None and math.isfinite(high) else tps
+    if upper >= ratio * best:
         return None
     where = ("measured" if steps[-1].phase is Phase.MEASURE else
              "steady-enough warm-up" if is_measured else "warm-up")
-    return f"{tps:,.0f} tok/s after {n} {where} steps < {ratio:g} x best {best:,.0f}"
+    return (f"{tps:,.0f} tok/s after {n} {where} steps < {ratio:g} x best {best:,.0f}"
+            + (f" (95 % CI up to {upper:,.0f})" if upper != tps else ""))
 
 
 @dataclasses.dataclass(frozen=True)

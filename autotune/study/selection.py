@@ -18,6 +18,7 @@ Every function is pure over :class:`~autotune.study.records.TrialRecord` lists.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from autotune.settings import ExportSettings
@@ -276,11 +277,17 @@ def nearest_baseline_runs(base: TrialRecord, trial: TrialRecord) -> list[noise.R
     at = trial.finished.timestamp() if trial.finished is not None else None
     if at is None or any(t is None for t, _ in timed):
         return noise.runs_of(base)
+    return noise.runs_from([perf for _, perf in _beside(timed, trial)])
+
+
+def _beside(timed: list[tuple[float, Performance]], trial: TrialRecord
+            ) -> list[tuple[float, Performance]]:
+    """The timed runs that bracket ``trial``'s end: the last before it, the first after."""
+    at = trial.finished.timestamp() if trial.finished is not None else math.inf
     before = [tr for tr in timed if tr[0] <= at]
     after = [tr for tr in timed if tr[0] > at]
-    beside = ([max(before, key=lambda tr: tr[0])] if before else []) + \
+    return ([max(before, key=lambda tr: tr[0])] if before else []) + \
         ([min(after, key=lambda tr: tr[0])] if after else [])
-    return noise.runs_from([perf for _, perf in beside])
 
 
 def versus_baseline_text(records: list[TrialRecord], number: int, prior_cv: float) -> str:
@@ -290,3 +297,23 @@ def versus_baseline_text(records: list[TrialRecord], number: int, prior_cv: floa
     if record.role == BASELINE_ROLE:
         return "the baseline: every gain below is measured against it"
     return f"vs baseline {record.vs_baseline.text()}" if record.vs_baseline else ""
+
+
+def drift_factor(base: TrialRecord | None, trial: TrialRecord) -> float:
+    """How fast the machine runs now against when ``trial`` was measured, as the baseline's
+    own runs tell it: its latest run's tokens/s over its runs beside ``trial`` in time (1.0
+    with no baseline, or no re-measurement since). The slow rule scales the best trial's
+    tokens/s by it, so that a trial launched after the machine slowed down is not judged
+    against a best measured before."""
+    if base is None or not base.ok:
+        return 1.0
+    timed = [(t, perf) for t, perf in base.timed_runs()
+             if t is not None and perf.tokens_per_s]
+    if len(timed) < 2:
+        return 1.0
+    latest = max(timed, key=lambda tr: tr[0])[1].tokens_per_s
+    then = noise.runs_from([perf for _, perf in _beside(timed, trial)])
+    if not then:
+        return 1.0
+    then_tps = math.exp(sum(math.log(r.tokens_per_s) for r in then) / len(then))
+    return latest / then_tps
