@@ -1,6 +1,7 @@
 """``python -m autotune calibrate-host``: measure this machine's CPU peak FLOP/s again.
 
-    python -m autotune calibrate-host                 # float32 and float16 (and precision=)
+    python -m autotune calibrate-host                 # the peak of the precision in use (fp32)
+    python -m autotune calibrate-host precision=fp16  # of another precision
 
 MFU on the CPU divides by a peak measured by a GEMM (trials/calibrate.py). This
 re-measures it on demand, by the same rule a trial uses but waiting longer for a quiet
@@ -29,9 +30,7 @@ from trials.contract.launch import trial_env
 from trials.contract.machine import default_cache_dir, machine_key
 from trials.contract.schema import Backend, ConfigError, to_trial_config
 
-#: The dtypes measured besides the composed precision's.
-DTYPES = ("float32", "float16")
-#: Up to 5 attempts per dtype, 2 s apart, after MindSpore's import: minutes at most.
+#: Up to 5 attempts of up to 5 s, 2 s apart, after MindSpore's import: a minute at most.
 TIMEOUT_S = 600.0
 
 
@@ -42,12 +41,12 @@ def run(composed: DictConfig, overrides: list[str], console: Console) -> int:
                           f"{cfg.hardware.name} states its peak in hardware.peak_tflops: "
                           "choose hardware=cpu")
     cache = Path(cfg.data.cache_dir) if cfg.data.cache_dir else default_cache_dir()
-    dtypes = list(dict.fromkeys([*DTYPES, cfg.precision.dtype.value]))
-    console.print(f"calibrate-host: GEMM peak of {machine_key()} for {', '.join(dtypes)} "
-                  "(stored only when the host is quiet)", markup=False, soft_wrap=True)
+    dtype = cfg.precision.dtype.value
+    console.print(f"calibrate-host: {dtype} GEMM peak of {machine_key()} (stored only when "
+                  "the host is quiet)", markup=False, soft_wrap=True)
     with tempfile.TemporaryDirectory(prefix="autotune-calibrate-") as work:
         out = Path(work) / "result.json"
-        argv = [sys.executable, "-m", "trials.calibrate", "--dtype", *dtypes,
+        argv = [sys.executable, "-m", "trials.calibrate", "--dtype", dtype,
                 "--cache-dir", str(cache), "--out", str(out)]
         try:
             proc = subprocess.run(argv, cwd=work, env=trial_env(os.environ), text=True,
