@@ -12,6 +12,7 @@
     python -m autotune commbench commbench.ranks=2    # all-reduce bandwidth over msrun
     python -m autotune soak                           # the winner run long, killed, resumed
     python -m autotune tune                           # correctness, memory, throughput, stability
+    python -m autotune calibrate-host                 # this CPU's peak FLOP/s, measured when quiet
 
 Every command takes the same overrides and so finds the same study. Bad input
 ends with one line naming the fix and exit code 2.
@@ -32,9 +33,10 @@ from autotune.signals import Stopped, stop_on_signals
 from trials.contract.schema import ConfigError
 
 #: The verbs, in the order ``--help`` lists them; each is ``autotune.commands.<verb>``, whose
-#: ``run(composed, overrides, console)`` runs it (imported only when chosen).
+#: ``run(composed, overrides, console)`` runs it (imported only when chosen; a hyphen in the
+#: verb is an underscore in the module's name).
 COMMANDS = ("sweep", "plan", "report", "confirm", "export", "profile", "commbench", "soak",
-            "tune")
+            "tune", "calibrate-host")
 #: The verbs that compose the search space's config-group choices too.
 SEARCHING = ("sweep", "tune")
 
@@ -104,5 +106,5 @@ def main(argv: list[str] | None = None) -> int:
 def run_command(command: str, composed, overrides: list[str], console: Console) -> int:
     import importlib
 
-    return importlib.import_module(f"autotune.commands.{command}").run(composed, overrides,
-                                                                      console)
+    module = importlib.import_module(f"autotune.commands.{command.replace('-', '_')}")
+    return module.run(composed, overrides, console)

@@ -13,7 +13,6 @@ import json
 import math
 import os
 import platform
-import resource
 import shutil
 import statistics
 import subprocess
@@ -24,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from trials.contract.hostload import LoadMeter
 from trials.contract.launch import trial_argv, trial_env
 from trials.contract.performance import Performance
 
@@ -37,49 +37,8 @@ def child_env() -> dict[str, str]:
 
 
 # -- other load on this shared machine ------------------------------------------------------
-_TICK = os.sysconf("SC_CLK_TCK")
-
-
-def _cpu_times() -> tuple[float, float]:
-    """(busy, steal) CPU seconds of the whole machine since boot, from /proc/stat."""
-    try:
-        fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
-    except OSError:
-        return 0.0, 0.0
-    v = [int(x) for x in fields] + [0] * 10
-    user, nice, system, _idle, _iowait, irq, softirq, steal = v[:8]
-    return (user + nice + system + irq + softirq) / _TICK, steal / _TICK
-
-
-def _children_cpu() -> float:
-    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return ru.ru_utime + ru.ru_stime
-
-
-class LoadMeter:
-    """CPU cores used by *other* processes (and stolen by the hypervisor) over an interval.
-
-    Busy CPU time of the machine minus what our finished children and we used,
-    divided by the wall time: about 0 on a quiet machine, up to the core count
-    when another job competes.
-    """
-
-    def __init__(self) -> None:
-        self.start()
-
-    def start(self) -> None:
-        self._busy, self._steal = _cpu_times()
-        self._own = _children_cpu() + time.process_time()
-        self._t = time.perf_counter()
-
-    def stop(self) -> dict[str, float]:
-        busy, steal = _cpu_times()
-        own = _children_cpu() + time.process_time()
-        wall = max(time.perf_counter() - self._t, 1e-9)
-        return {"foreign_cores": max(0.0, (busy - self._busy - (own - self._own)) / wall),
-                "steal_cores": max(0.0, (steal - self._steal) / wall)}
-
-
+# The measurement (LoadMeter) is trials/contract/hostload.py's, shared with the CPU peak
+# calibration, which refuses a figure measured under load.
 #: Foreign load (cores) above which the machine counts as busy before a run starts.
 QUIET_CORES = 0.3
 

@@ -18,7 +18,7 @@ from mindspore import Tensor, nn
 
 from trials import checkpoint
 from trials.cache import cache_dir
-from trials.calibrate import peak_flops_for
+from trials.calibrate import peak_for
 from trials.contract.events import CheckpointRecord, Phase, StartRecord, StepRecord
 from trials.contract.metrics import MetricsLog
 from trials.contract.performance import Performance, spike_limit
@@ -296,12 +296,13 @@ class Trainer:
     # -- summary --------------------------------------------------------------------------
     def _summary(self) -> dict:
         peaks = gather_floats(self.memory.sample(), self.world)
-        peak_flops = peak_flops_for(self.cfg)
-        card = scorecard(self.steps, flops_per_token=self.flops_per_token, peak_flops=peak_flops,
+        peak = peak_for(self.cfg)
+        card = scorecard(self.steps, flops_per_token=self.flops_per_token, peak_flops=peak.flops,
                          recompute=self.cfg.train.recompute is Recompute.full,
                          peak_rss_gib=peaks,
                          budget_gib=self.budget_gib, spike_factor=self.cfg.guard.spike_factor,
-                         spike_after_steps=self.cfg.guard.spike_after_steps)
+                         spike_after_steps=self.cfg.guard.spike_after_steps,
+                         peak_source=peak.source, peak_missing=peak.missing)
         if self.cfg.run.mode is not RunMode.production:
             perf = Performance.from_dict(card["performance"])
             card["performance"] = perf.replace(warmup_end=self.measurement.warmup_end,

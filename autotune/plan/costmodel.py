@@ -39,7 +39,7 @@ class CostModel:
         return Cluster(self.hardware, self.nodes)
 
     def peak_flops_per_device(self, dtype: DType, devices: int) -> float | None:
-        """The profile's peak, or on the CPU the cached GEMM calibration shared by the
+        """The profile's peak, or on the CPU the verified GEMM calibration shared by the
         ranks (they are processes on the same cores)."""
         tflops = self.hardware.peak_tflops.get(dtype.value)
         if tflops is not None:

@@ -76,12 +76,25 @@ class Summary:
             gain = f"; vs baseline {b.vs_baseline.text()}" if b.vs_baseline else ""
             out.append(f"best: trial #{b.number}, {b.tokens_per_s:,.0f} tokens/s{mfu}{peak} "
                        f"({params_label(b.params) or 'no knobs'}){sim}{gain}")
+            out += peak_used_lines(b)
         out += self.verdict.lines()
         out.append(f"({TOKENS_PER_S_LABEL}; confirmed = {CONFIRMED_LABEL})")
         if len(self.front) > 1:
             out.append("Pareto front (tokens/s vs peak memory): "
                        + ", ".join(f"#{r.number}" for r in self.front))
         return out
+
+
+def peak_used_lines(best: TrialRecord) -> list[str]:
+    """The peak the best trial's MFU divides by, and how it was measured; or why that
+    trial has no MFU (the column shows none rather than a number from a wrong peak)."""
+    perf = best.perf
+    if perf.mfu_unavailable:
+        return [f"MFU: not available ({perf.mfu_unavailable})"]
+    if perf.mfu is None or not perf.peak_flops:
+        return []
+    how = perf.peak_source or "how it was measured is not recorded (a trial of an older version)"
+    return [f"MFU peak: {perf.peak_flops / 1e9:,.1f} GFLOP/s ({how})"]
 
 
 def summarise(records: list[TrialRecord], *, study: str, storage: str, n_objectives: int,

@@ -142,6 +142,10 @@ class Performance:
     hfu: float | None = None
     #: Set when MFU > 1: the profile's peak or the FLOPs model is wrong.
     mfu_error: str | None = None
+    #: How ``peak_flops`` was obtained (the profile's figure, or the CPU GEMM: when, how,
+    #: whether verified on a quiet host), and why MFU is not reported when it is not.
+    peak_source: str | None = None
+    mfu_unavailable: str | None = None
     #: Why warm-up ended and why measuring stopped (trials/measurement.py).
     warmup_end: str | None = None
     measure_stop: str | None = None

@@ -37,11 +37,14 @@ def throughput(steps: list[StepRecord]) -> Performance:
 def scorecard(steps: list[StepRecord], *, flops_per_token: float | None, peak_flops: float | None,
               recompute: bool, peak_rss_gib: list[float], budget_gib: float,
               spike_factor: float,
-              spike_after_steps: int = SPIKE_MIN_HISTORY) -> dict[str, Any]:
+              spike_after_steps: int = SPIKE_MIN_HISTORY, peak_source: str | None = None,
+              peak_missing: str | None = None) -> dict[str, Any]:
     """Correctness, performance, stability and resources of one trial.
 
     ``spike_factor``/``spike_after_steps``: the trainer's guard (``guard.*``), so the spikes
     counted here are the steps that guard judged as spikes (:func:`loss_spikes`).
+    ``peak_source``: how ``peak_flops`` was obtained; ``peak_missing``: why there is none
+    (MFU is then reported as not available, with that reason, rather than invented).
     """
     losses = _finite(s.loss for s in steps)
     norms = _finite(s.grad_norm for s in steps)
@@ -53,6 +56,10 @@ def scorecard(steps: list[StepRecord], *, flops_per_token: float | None, peak_fl
         compile_s=compile_s, data_wait_share=(sum(wait) / step_sum) if step_sum > 0 else 0.0)
     perf = perf.with_flops(flops_per_token=flops_per_token, peak_flops=peak_flops,
                            recompute=recompute)
+    if perf.mfu is not None:
+        perf = perf.replace(peak_source=peak_source)
+    elif peak_missing and flops_per_token and perf.tokens_per_s is not None:
+        perf = perf.replace(mfu_unavailable=peak_missing)
     trend = float(np.polyfit(np.arange(len(losses)), losses, 1)[0]) if len(losses) > 2 else 0.0
     return {
         "correctness": {
