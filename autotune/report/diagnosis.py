@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from autotune.presentation.findings import Finding
+from autotune.report import importance
 from autotune.study.records import TrialRecord
 from autotune.study.selection import (
     Verdict,
@@ -204,6 +205,12 @@ def oom(ctx: _Context) -> list[Finding]:
     if sizes:
         nums["micro_batch_size"] = max(sizes)
         facts.append(f"micro-batch of {'/'.join(map(str, sizes))} samples")
+    whole = importance.fully_stopped(ctx.records, Outcome.OOM,
+                                     unless=ctx.best.params if ctx.best is not None else None)
+    if whole:
+        nums["fully_stopped_values"] = len(whole)
+        facts.append("every trial with " + ", ".join(f"{k}={v.value} ({v.oom} of {v.trials})"
+                                                     for k, v in whole) + " ran out")
     micro = [m for r in hit if isinstance(m := ctx.value(r, "train.micro_batches"), int)]
     accumulate = _change("train.micro_batches", max(micro) if micro else None, 2)
     # True: a study from before recompute had modes.
@@ -262,11 +269,24 @@ def slow(ctx: _Context) -> list[Finding]:
               if len({repr(r.params.get(k)) for r in hit}) == 1
               and (top is None or top.params.get(k) != hit[0].params.get(k))}
     complete = [r for r in ctx.records if r.ok]
+    # Values every trial of which was stopped as slow: each explains its own slow trials
+    # even when no value is shared by all of them (fp16 ones, PyNative ones, ...).
+    whole = [(k, v) for k, v in importance.fully_stopped(
+        ctx.records, Outcome.SLOW, unless=top.params if top is not None else None)
+        if k not in shared]
+    if whole:
+        nums["fully_stopped_values"] = len(whole)
+    every = ", ".join(f"{k}={v.value} ({v.slow} of {v.trials})" for k, v in whole)
     if shared:
         listed = ", ".join(f"{k}={v} ({sum(r.params.get(k) == v for r in complete)} of "
                            f"{len(complete)} completed trials)" for k, v in shared.items())
         tail = (f"{'they all' if len(hit) > 1 else 'it'} ran with {listed}, unlike the best "
                 "trial: avoid these values or give them a space of their own")
+        if whole:
+            tail += f"; every trial with {every} was stopped as slow too"
+    elif whole:
+        tail = (f"every trial with {every} was stopped as slow, while other values of the "
+                "same knob completed: avoid these values or give them a space of their own")
     else:
         tail = "they share no knob value that the best trial lacks: no single knob explains it"
     return [Finding("slow", tuple(r.number for r in hit),

@@ -1,8 +1,9 @@
-"""The table at the end of a sweep (and the start of a report): one row per trial."""
+"""The table at the end of a sweep (and the start of a report): one row per configuration."""
 
 from __future__ import annotations
 
 import math
+from collections import Counter
 
 import pandas as pd
 
@@ -14,13 +15,24 @@ from autotune.study.selection import BASELINE_ROLE, CONFIRMED_LABEL, TOKENS_PER_
 GAIN_COLUMN = "vs base % (95% CI)"
 #: The column of confirm's medians (only when confirm has run).
 CONFIRMED_COLUMN = "confirmed tok/s"
+#: The column of proposals a row stands for (only when a proposal was reused).
+PROPOSALS_COLUMN = "proposals"
 
 def frame(records: list[TrialRecord], *, knobs: list[str] | None = None) -> pd.DataFrame:
-    """Trials as a DataFrame, best tokens/s first, then the rest by trial number."""
+    """Trials as a DataFrame, best tokens/s first, then the rest by trial number.
+
+    A reused copy (a repeated proposal settled with an earlier trial's result, never
+    launched) has no row of its own: it is folded into the row of the trial it reused,
+    and PROPOSALS_COLUMN (shown once any copy exists) counts the proposals each row
+    stands for."""
     knobs = knobs or sorted({k for r in records for k in r.params})
     any_confirmed = any(r.confirmed_tokens_per_s for r in records)
+    numbers = {r.number for r in records}
+    copies = Counter(r.reused_from for r in records if r.reused_from in numbers)
     rows = []
     for r in records:
+        if r.reused_from in numbers:
+            continue  # folded into the row of the trial it reused
         row = {"trial": r.number}
         row.update({short(k): r.params.get(k) for k in knobs})
         reason = r.reason_text + (" (simulated)" if r.simulated else "")
@@ -31,6 +43,7 @@ def frame(records: list[TrialRecord], *, knobs: list[str] | None = None) -> pd.D
             "tokens/s": r.tokens_per_s,
             **({CONFIRMED_COLUMN: r.confirmed_tokens_per_s} if any_confirmed else {}),
             "runs": r.n_runs if r.tokens_per_s is not None else None,
+            **({PROPOSALS_COLUMN: 1 + copies[r.number]} if copies else {}),
             # Filled by autotune.study.selection.annotate; "~" marks a gain within noise.
             GAIN_COLUMN: ("baseline" if r.role == BASELINE_ROLE and r.reused_from is None
                           else r.vs_baseline.short() if r.vs_baseline is not None
@@ -62,6 +75,9 @@ def render(records: list[TrialRecord], *, limit: int = 20, noise_note: str = "")
     text += f"\n{TOKENS_PER_S_LABEL}; runs = runs of the configuration the gains rest on"
     if CONFIRMED_COLUMN in df.columns:
         text += f"; {CONFIRMED_COLUMN} = {CONFIRMED_LABEL}"
+    if PROPOSALS_COLUMN in df.columns:
+        text += (f"; {PROPOSALS_COLUMN} = times the sampler proposed the configuration "
+                 "(repeats reuse the result, launch nothing)")
     if noise_note:
         text += f"\n{noise_note}"
     return text

@@ -10,10 +10,9 @@ import math
 import statistics
 from pathlib import Path
 
-import numpy as np
-
 # Figure comes through figures, which sets MPLCONFIGDIR before matplotlib is imported.
 from autotune.presentation.figures import Figure, placeholder, save, thousands
+from autotune.report import importance as importance_of
 from autotune.study.records import TrialRecord
 from autotune.study.selection import (
     baseline,
@@ -23,6 +22,7 @@ from autotune.study.selection import (
     measured_tokens_per_s,
     pareto_front,
 )
+from trials.contract.outcomes import Outcome
 
 
 def colour(record: TrialRecord) -> str:
@@ -154,55 +154,84 @@ def _by_value(records: list[TrialRecord], knob: str) -> dict:
 
 
 def knob_importance(records: list[TrialRecord]) -> dict[str, float]:
-    """Per knob: the tokens/s range its values span in an additive model of completed trials.
-
-    The model is tokens/s = mean + one effect per (knob, value), fitted by ridge least
-    squares, so a knob that merely co-occurred with a fast one gets little credit (the plain
-    spread of per-value means would give it the same). It is robust to few trials and to
-    knobs that always moved together (they share the credit); it does not model
-    interactions: read it with the ablation table. A knob with one value tried scores 0.
-    """
-    done = [r for r in distinct(records) if r.ok and r.tokens_per_s is not None]
-    columns = sorted({(k, repr(v)) for r in done for k, v in r.params.items()})
-    if not done:
-        return {}
-    x = np.array([[1.0] + [float(repr(r.params.get(k)) == v) for k, v in columns]
-                  for r in done])
-    y = np.array([r.tokens_per_s for r in done])
-    penalty = 1e-3 * len(y) * np.eye(x.shape[1])
-    penalty[0, 0] = 0.0  # the mean is not shrunk
-    coef = np.linalg.solve(x.T @ x + penalty, x.T @ y)
-    effects: dict[str, list[float]] = {}
-    for (knob, _), c in zip(columns, coef[1:]):
-        effects.setdefault(knob, []).append(float(c))
-    out = {k: (max(v) - min(v) if len(v) > 1 else 0.0) for k, v in effects.items()}
-    return dict(sorted(out.items(), key=lambda kv: (-kv[1], kv[0])))
+    """Per knob: the tokens/s range its values span (:func:`autotune.report.importance.spans`:
+    an additive model of completed trials and slow ones at their tokens/s when stopped)."""
+    return importance_of.spans(records)
 
 
 def importance(records: list[TrialRecord], path: Path) -> bool:
-    """Bar chart of :func:`knob_importance`; False (and a placeholder) under 2 completed trials."""
+    """Bars of each knob's effect (:func:`autotune.report.importance.effects`): the tokens/s
+    range its values span and, beside it, the share of its trials stopped as slow or out of
+    memory; False (and a placeholder) under 2 trials completed or stopped."""
     title = "Knob importance"
-    done = [r for r in distinct(records) if r.ok and r.tokens_per_s is not None]
-    if len(done) < 2:
-        placeholder(path, title, f"{len(done)} completed trial(s): importance needs at least 2.")
+    counted = [r for r in distinct(records)
+               if r.launched and (r.ok and r.tokens_per_s is not None
+                                  or r.reason in importance_of.STOPPED)]
+    if len(counted) < 2:
+        placeholder(path, title, f"{len(counted)} trial(s) completed or stopped: importance "
+                                 "needs at least 2.")
         return False
-    scores = knob_importance(records)
-    best_tps = max(r.tokens_per_s for r in done)
-    fig = Figure(figsize=(8, 0.5 * len(scores) + 1.5))
-    ax = fig.subplots()
-    names = list(scores)[::-1]
-    ax.barh(names, [scores[k] for k in names], color="tab:blue")
-    for i, k in enumerate(names):
-        ax.annotate(f"{scores[k]:,.0f} tok/s ({100 * scores[k] / best_tps:.0f} % of best)",
-                    (scores[k], i), xytext=(4, 0), textcoords="offset points", va="center",
-                    fontsize=8)
-    ax.set(title=f"{title}: tokens/s range each knob spans",
-           xlabel=f"max - min of its values' effects in an additive model of tokens/s "
-                  f"({len(done)} completed trials)")
-    ax.set_xlim(0, max(max(scores.values()) * 1.35, 1.0))
+    effects = importance_of.effects(records)[::-1]  # the largest on top
+    best_tps = importance_of.best_measured(records)
+    n_done = sum(r.ok for r in counted)
+    n_partial = len(importance_of.modelled(records)) - n_done
+    any_stopped = any(e.most_stopped is not None for e in effects)
+    fig = Figure(figsize=(12 if any_stopped else 8, 0.5 * len(effects) + 1.8),
+                 layout="constrained")
+    axes = fig.subplots(1, 2 if any_stopped else 1, sharey=True, squeeze=False).ravel()
+    names = [e.knob for e in effects]
+    spans = [e.span_tokens_per_s for e in effects]
+    ax = axes[0]
+    ax.barh(names, spans, color="tab:blue")
+    measured = importance_of.modelled(records)
+    for i, e in enumerate(effects):
+        share = f" ({100 * e.span_tokens_per_s / best_tps:.0f} % of best)" if best_tps else ""
+        unmeasured = [str(v.value) for v in e.values
+                      if not any(r.params.get(e.knob) == v.value for r in measured)]
+        if unmeasured:  # stopped before any tokens/s: the right-hand panel has its effect
+            share += f"; no tokens/s for {', '.join(unmeasured)}"
+        ax.annotate(f"{e.span_tokens_per_s:,.0f} tok/s{share}", (e.span_tokens_per_s, i),
+                    xytext=(4, 0), textcoords="offset points", va="center", fontsize=8)
+    partial = f", {n_partial} slow at their tokens/s when stopped" if n_partial else ""
+    ax.set(title="tokens/s range each knob spans",
+           xlabel=f"max - min of its values' effects, additive model of tokens/s\n"
+                  f"({n_done} completed trials{partial})")
+    ax.set_xlim(0, max(max(spans) * 1.6, 1.0))
     ax.grid(axis="x", alpha=0.3)
+    if any_stopped:
+        _stopped_panel(axes[1], effects)
+    fig.suptitle(title)
     save(fig, path)
     return True
+
+
+def _stopped_panel(ax, effects: list) -> None:
+    """Per knob, how far its values move the chance of a trial being stopped, split by how
+    its most-stopped value's trials were stopped (slow, out of memory)."""
+    slow, oom = [], []
+    for e in effects:
+        worst, share = e.most_stopped, 100 * e.stopped_share
+        slow.append(share * worst.slow / worst.stopped if worst else 0.0)
+        oom.append(share - slow[-1])
+    ax.barh(range(len(effects)), slow, color=Outcome.SLOW.colour, label="stopped as slow")
+    ax.barh(range(len(effects)), oom, left=slow, color=Outcome.OOM.colour,
+            label="out of memory")
+    for i, e in enumerate(effects):
+        text = f"{100 * e.stopped_share:.0f} pts"
+        if e.most_stopped is not None and e.stopped_share >= MIN_STOPPED_SHARE:
+            text += f"; {e.most_stopped.text()}"
+        ax.annotate(text, (slow[i] + oom[i], i), xytext=(4, 0), textcoords="offset points",
+                    va="center", fontsize=8)
+    ax.set(title="how far its values move the share of trials stopped",
+           xlabel="percentage points, additive model of stopped (1) or not (0)\nover the "
+                  "launched trials (100: every trial of a value stopped, none of another)")
+    ax.set_xlim(0, 200)
+    ax.grid(axis="x", alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
+
+
+#: A knob's stopped share from which the figure names its most-stopped value.
+MIN_STOPPED_SHARE = 0.05
 
 
 def knob_effects(records: list[TrialRecord], path: Path) -> Path:

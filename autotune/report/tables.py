@@ -37,7 +37,8 @@ def reason_counts(records: list[TrialRecord]) -> Counter:
 # --- tables -------------------------------------------------------------------------------
 
 def experiments(records: list[TrialRecord]) -> pd.DataFrame:
-    """One row per trial in trial order: start time, knob values, metrics, state, reason."""
+    """One row per trial in trial order: start time, knob values, metrics, state, reason
+    (a reused copy folded into the trial it reused: :func:`leaderboard.frame`)."""
     df = frame(records)
     if df.empty:
         return pd.DataFrame(columns=["trial", "started", "tokens/s", "MFU %", "peak GiB",

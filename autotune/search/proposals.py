@@ -9,6 +9,7 @@ import optuna
 from optuna.trial import TrialState
 
 from autotune.search.space import SearchSpace
+from autotune.search.unrepeated import NoRepeats
 from autotune.settings import Sampler, SweepSettings
 from autotune.study.records import ROLE
 from autotune.study.selection import BASELINE_ROLE
@@ -42,17 +43,21 @@ def queue_next_neighbour(study: optuna.Study, space: SearchSpace) -> None:
 def sampler(study: optuna.Study, settings: SweepSettings,
             space: SearchSpace) -> optuna.samplers.BaseSampler:
     """``sweep.sampler``, seeded so that a resume does not re-propose the same first points
-    (the grid keeps its seed: it skips the points the study has already run)."""
+    (the grid keeps its seed: it skips the points the study has already run). TPE and
+    random draw again rather than propose a configuration the study already has
+    (:class:`~autotune.search.unrepeated.NoRepeats`)."""
     seed = settings.seed + len(study.get_trials(deepcopy=False))
-    if settings.sampler is Sampler.random:
-        return optuna.samplers.RandomSampler(seed=seed)
     if settings.sampler is Sampler.grid:
         grid = {path: list(d.choices) for path, d in space.distributions().items()}
         return _Grid(grid, seed=settings.seed)
-    # Trials in flight side by side: TPE assumes a poor value for running ones
-    # (constant liar), so it does not propose the same point K times.
-    return optuna.samplers.TPESampler(seed=seed, n_startup_trials=settings.n_startup_trials,
-                                      constant_liar=settings.parallel_trials > 1)
+    if settings.sampler is Sampler.random:
+        inner: optuna.samplers.BaseSampler = optuna.samplers.RandomSampler(seed=seed)
+    else:
+        # Trials in flight side by side: TPE assumes a poor value for running ones
+        # (constant liar), so it does not propose the same point K times.
+        inner = optuna.samplers.TPESampler(seed=seed, n_startup_trials=settings.n_startup_trials,
+                                           constant_liar=settings.parallel_trials > 1)
+    return NoRepeats(inner, space.distributions(), seed=seed)
 
 
 class _Grid(optuna.samplers.GridSampler):
