@@ -213,10 +213,17 @@ def test_flagged_runs_show_in_the_leaderboard_and_the_report_lines(harness):
     code, out, err = harness.run(space, "train.micro_batches=1", "sweep.n_trials=2",
                                  "sweep.neighbours=true")
     assert code == 0, out + err
+    from autotune.cli import main
+
+    code = main(["confirm", *harness.overrides(space), "confirm.top_k=1", "confirm.repeats=1"])
+    assert code == 0, harness.capsys.readouterr().out
     records = load_records(harness.study())
     # Rule: every launched trial keeps its conditions (a scripted run's steps are read
-    # within a second: measured over the whole run, never judged contended).
+    # within a second: measured over the whole run, never judged contended), and so does
+    # every repeat (confirm's runs, judged against sweep.contention_cores).
     assert all(r.conditions is not None for r in records if r.launched)
+    repeats = [c for r in records for c in r.repeat_conditions]
+    assert repeats and all(c is not None and c.contention_cores == 0.5 for c in repeats)
     plain = leaderboard.render(records)
     loaded = Conditions(other_cores=1.34, window_s=5.0).judge(0.5).to_dict()
     base = selection.baseline(records)
@@ -229,11 +236,13 @@ def test_flagged_runs_show_in_the_leaderboard_and_the_report_lines(harness):
     assert leaderboard.FLAGS_COLUMN not in plain
     assert flagged[other.number] == "load 1.3" and flagged[base.number] == "imprecise"
     assert leaderboard.FLAGS_NOTE in leaderboard.render(records)
+    confirmed = next(r for r in records if r.repeats)
+    confirmed.repeats[0] = {**confirmed.repeats[0], CONDITIONS: loaded}
     summary = summarise(records, study="s", storage="x", n_objectives=1, budget_gib=8.0,
                         verdict=selection.verdict(records, prior_cv=0.05))
     lines = "\n".join(summary.lines())
     # Rule: the report says which trials were measured under load and that the baseline
     # missed its precision target.
     assert (f"measured under load (other processes above 0.5 cores): #{other.number} "
-            "(1.3 cores)") in lines
+            f"(1.3 cores), #{confirmed.number} confirm run 1 (1.3 cores)") in lines
     assert f"baseline #{base.number} missed its precision target: interval +-17.1 %" in lines
