@@ -44,13 +44,19 @@ class SweepProgress:
             self._progress.update(self._task, current=self.current, best=self._best_text())
 
     def trial_done(self, number: int, label: str, reason: Outcome | None, tps: float | None,
-                   launched: bool, note: str = "") -> None:
+                   launched: bool, note: str = "", flags: list[str] | tuple[str, ...] = ()
+                   ) -> None:
+        """One line per finished trial; ``flags`` ('load 1.3': measured under other
+        processes' load; 'imprecise': the baseline missed its precision target) are shown
+        after its tokens/s with a '!'."""
         if tps is not None and reason is Outcome.OK and (self.best is None or tps > self.best):
             self.best = tps
         if self._progress is not None:
             self._progress.update(self._task, advance=1 if launched else 0,
                                   best=self._best_text(), current="")
         speed = f"{tps:,.0f} tok/s" if tps is not None else "-"
+        if flags:
+            speed += f" !{','.join(flags)}"
         cost = "" if launched else " (not launched)"
         text = reason.value if reason is not None else "?"
         note = f"\n          {note}" if note else ""

@@ -161,6 +161,12 @@ class SweepSettings:
     simulate: bool = False
     #: Show the progress bar (off when output is not a terminal).
     progress: bool = True
+    #: A run during which other processes used more than this many cores (over its
+    #: measured steps) is flagged as measured under load ("load" in the leaderboard).
+    #: 0.5: this 2-core VM's clean benchmark runs saw 0.00-0.26 cores of other load,
+    #: while at 0.6-1.6 cores identical code differed by -25..+17 % (BENCHMARKS.md).
+    #: It counts cores, not a share: raise it on a large shared host.
+    contention_cores: float = field(default=0.5, metadata=rule(ge=0))
 
 
 @dataclass

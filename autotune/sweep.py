@@ -271,8 +271,12 @@ class Sweep:
                             f"the orchestrator received {stopped.name}; every process of the "
                             "trial was killed and its configuration re-queued")
             raise
+        is_baseline = ready.params == self.space.baseline
         state = scoring.tell(study, trial, result, budget_gib=self.budget_gib,
-                             multi_objective=self.multi, pooled_tokens_per_s=pooled)
+                             multi_objective=self.multi, pooled_tokens_per_s=pooled,
+                             contention_cores=self.settings.contention_cores,
+                             target_interval=ready.cfg.run.target_interval if is_baseline
+                             else None)
         after = StudyView(study)
         if self.refitter is not None:
             self.refitter.after_trial(after.records, trial.number)
@@ -281,9 +285,9 @@ class Sweep:
                          else None)
         progress.trial_done(trial.number, ready.label, result.reason, tps if complete else None,
                             launched=True, note=selection.versus_baseline_text(
-                                after.records, trial.number, self.prior_cv) if complete else "")
-        stop = (budget.fatal_baseline(trial.number, result)
-                if ready.params == self.space.baseline else None)
+                                after.records, trial.number, self.prior_cv) if complete else "",
+                            flags=after.record(trial.number).flags)
+        stop = budget.fatal_baseline(trial.number, result) if is_baseline else None
         return Settled(launched=True, stop=stop)
 
     def _measure(self, source, run_dir, name: str) -> dict | None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import html
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -18,7 +18,7 @@ from autotune.presentation.labels import params_label
 from autotune.presentation.tables import markdown_table
 from autotune.report import where_time_goes
 from autotune.report.diagnosis import Finding
-from autotune.report.leaderboard import frame
+from autotune.report.leaderboard import flagged_lines, frame
 from autotune.report.tables import reason_counts
 from autotune.report.where_time_goes import TimeSection
 from autotune.study.records import TrialRecord
@@ -56,6 +56,8 @@ class Summary:
     #: best measured trial is ``best``.
     verdict: Verdict
     front: list[TrialRecord]
+    #: Runs measured under load, a baseline that missed its precision target.
+    flagged: list[str] = field(default_factory=list)
 
     @property
     def best(self) -> TrialRecord | None:
@@ -78,6 +80,7 @@ class Summary:
                        f"({params_label(b.params) or 'no knobs'}){sim}{gain}")
             out += peak_used_lines(b)
         out += self.verdict.lines()
+        out += self.flagged
         out.append(f"({TOKENS_PER_S_LABEL}; confirmed = {CONFIRMED_LABEL})")
         if len(self.front) > 1:
             out.append("Pareto front (tokens/s vs peak memory): "
@@ -105,7 +108,8 @@ def summarise(records: list[TrialRecord], *, study: str, storage: str, n_objecti
     return Summary(study=study, storage=storage, objective=objective, n_trials=len(records),
                    n_launched=sum(r.launched for r in records),
                    counts=dict(reason_counts(records).most_common()),
-                   verdict=verdict, front=pareto_front(records))
+                   verdict=verdict, front=pareto_front(records),
+                   flagged=flagged_lines(records))
 
 
 def _top(records: list[TrialRecord], n: int = 5) -> pd.DataFrame:

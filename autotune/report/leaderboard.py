@@ -17,6 +17,10 @@ GAIN_COLUMN = "vs base % (95% CI)"
 CONFIRMED_COLUMN = "confirmed tok/s"
 #: The column of proposals a row stands for (only when a proposal was reused).
 PROPOSALS_COLUMN = "proposals"
+#: The column of what a reader must know about a row's figures (only when a row has any):
+#: "load 1.3" (measured while other processes used 1.3 cores), "imprecise" (the baseline
+#: missed its precision target).
+FLAGS_COLUMN = "flags"
 
 def frame(records: list[TrialRecord], *, knobs: list[str] | None = None) -> pd.DataFrame:
     """Trials as a DataFrame, best tokens/s first, then the rest by trial number.
@@ -29,6 +33,7 @@ def frame(records: list[TrialRecord], *, knobs: list[str] | None = None) -> pd.D
     any_confirmed = any(r.confirmed_tokens_per_s for r in records)
     numbers = {r.number for r in records}
     copies = Counter(r.reused_from for r in records if r.reused_from in numbers)
+    any_flagged = any(r.flags for r in records)
     rows = []
     for r in records:
         if r.reused_from in numbers:
@@ -51,6 +56,7 @@ def frame(records: list[TrialRecord], *, knobs: list[str] | None = None) -> pd.D
             "MFU %": None if r.mfu is None else 100 * r.mfu,
             "peak GiB": r.peak_memory_gib, "step s": r.step_time_s, "compile s": r.compile_s,
             "state": r.state, "reason": reason,
+            **({FLAGS_COLUMN: ", ".join(r.flags) or None} if any_flagged else {}),
         })
         rows.append(row)
     df = pd.DataFrame(rows)
@@ -78,9 +84,17 @@ def render(records: list[TrialRecord], *, limit: int = 20, noise_note: str = "")
     if PROPOSALS_COLUMN in df.columns:
         text += (f"; {PROPOSALS_COLUMN} = times the sampler proposed the configuration "
                  "(repeats reuse the result, launch nothing)")
+    if FLAGS_COLUMN in df.columns:
+        text += f"\n{FLAGS_NOTE}"
     if noise_note:
         text += f"\n{noise_note}"
     return text
+
+
+#: What the flags column means, under the table.
+FLAGS_NOTE = ("flags: load N = measured while other processes used N cores (above "
+              "sweep.contention_cores); imprecise = the baseline's interval missed "
+              "run.target_interval (every gain rests on it)")
 
 
 def noise_line(level) -> str:
@@ -88,3 +102,25 @@ def noise_line(level) -> str:
     return (f"gains: 95 % intervals, bootstrap over measured steps + run-to-run noise "
             f"{100 * level.cv:.1f} % ({level.source}); ~ = within noise "
             "(python -m autotune confirm re-measures the finalists against the baseline)")
+
+
+def flagged_lines(records: list[TrialRecord]) -> list[str]:
+    """Which trials (and repeats) were measured under load, and whether the baseline missed
+    its precision target: a line each, none when nothing is flagged."""
+    loaded = [f"#{r.number} ({r.conditions.other_cores:.1f} cores)"
+              for r in records if r.contended and r.reused_from is None]
+    repeats = [f"#{r.number} {rep.get('source', 'repeat')} run {i + 1} "
+               f"({c.other_cores:.1f} cores)"
+               for r in records for i, (rep, c) in enumerate(zip(r.repeats, r.repeat_conditions))
+               if c is not None and c.contended]
+    threshold = next((c.contention_cores for r in records
+                      for c in [r.conditions, *r.repeat_conditions]
+                      if c is not None and c.contended), None)
+    out = []
+    if loaded or repeats:
+        out.append(f"measured under load (other processes above {threshold:g} cores): "
+                   + ", ".join(loaded + repeats) + "; their figures are less certain than "
+                   "their intervals say")
+    out += [f"baseline #{r.number} missed its precision target: {r.imprecise}"
+            for r in records if r.imprecise and r.reused_from is None]
+    return out

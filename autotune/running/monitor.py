@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from autotune.running.conditions import ConditionsMeter
 from autotune.running.devices import UNPLACED, Placement
 from autotune.running.job import Runner, RunningTrial, TrialJob
 from autotune.settings import StopRules
@@ -95,12 +96,13 @@ def run(runner: Runner, job: TrialJob, clocks: Clocks, *, placement: Placement =
         hooks: Hooks | None = None, on_start: Callable[[RunningTrial], None] | None = None,
         on_retry: Callable[[TrialResult], None] | None = None) -> TrialResult:
     """Start ``job`` and follow it to its end. A trial lost to its node (SLURM: node
-    failure, preemption) is started once more; lost twice, it is a crash."""
+    failure, preemption) is started once more; lost twice, it is a crash. The host's
+    conditions over its measured steps come with the result (``conditions``)."""
     for attempt in (1, 2):
         trial = runner.start(job, placement)
         if on_start is not None:
             on_start(trial)
-        result = watch(trial, clocks, hooks)
+        result = watch(trial, clocks, hooks, meter=ConditionsMeter(trial.marker, placement))
         if not result.retry:
             return result
         if attempt == 1 and on_retry is not None:
@@ -109,14 +111,16 @@ def run(runner: Runner, job: TrialJob, clocks: Clocks, *, placement: Placement =
     return result
 
 
-def watch(trial: RunningTrial, clocks: Clocks, hooks: Hooks | None = None) -> TrialResult:
-    """Follow the trial until it exits, a stop rule or a hook ends it.
+def watch(trial: RunningTrial, clocks: Clocks, hooks: Hooks | None = None, *,
+          meter: ConditionsMeter | None = None) -> TrialResult:
+    """Follow the trial until it exits, a stop rule or a hook ends it; ``meter`` sees
+    every record and poll (it only observes) and its conditions come with the result.
 
     If the orchestrator itself is interrupted (SIGINT, SIGTERM, or a hook raising), every
     process of the trial goes too before the interruption propagates.
     """
     try:
-        return _watch(trial, clocks, hooks or Hooks())
+        return _watch(trial, clocks, hooks or Hooks(), meter)
     except BaseException:
         trial.stop()
         raise
@@ -125,9 +129,11 @@ def watch(trial: RunningTrial, clocks: Clocks, hooks: Hooks | None = None) -> Tr
 class _Follower:
     """What the trial has said so far."""
 
-    def __init__(self, trial: RunningTrial, hooks: Hooks) -> None:
+    def __init__(self, trial: RunningTrial, hooks: Hooks,
+                 meter: ConditionsMeter | None = None) -> None:
         self.trial = trial
         self.hooks = hooks
+        self.meter = meter
         self.start: StartRecord | None = None
         self.steps: list[StepRecord] = []
         self.summary: SummaryRecord | None = None
@@ -141,6 +147,8 @@ class _Follower:
         for record in self.trial.read():
             if self.hooks.record is not None:
                 self.hooks.record(record)
+            if self.meter is not None:
+                self.meter.record(record)
             if isinstance(record, StartRecord):
                 self.start = record
             elif isinstance(record, StepRecord):
@@ -157,8 +165,9 @@ class _Follower:
         return progressed
 
 
-def _watch(trial: RunningTrial, clocks: Clocks, hooks: Hooks) -> TrialResult:
-    follow = _Follower(trial, hooks)
+def _watch(trial: RunningTrial, clocks: Clocks, hooks: Hooks,
+           meter: ConditionsMeter | None = None) -> TrialResult:
+    follow = _Follower(trial, hooks, meter)
     last_progress = trial.started
     stop: tuple[Outcome, str] | None = None
     killed: str | None = None
@@ -175,6 +184,8 @@ def _watch(trial: RunningTrial, clocks: Clocks, hooks: Hooks) -> TrialResult:
         last_progress = last_progress or trial.started or now
         if follow.read():
             last_progress = now
+        if meter is not None:
+            meter.sample()
         if hooks.kill is not None and not exited:
             killed = hooks.kill()
             if killed:
@@ -185,6 +196,8 @@ def _watch(trial: RunningTrial, clocks: Clocks, hooks: Hooks) -> TrialResult:
         stop = ((Outcome.SLOW, follow.slow) if follow.slow else
                 clocks.verdict(now, trial.started, last_progress, bool(follow.steps)))
         if stop is not None:
+            if meter is not None:
+                meter.close()  # while its processes still run: their CPU is theirs
             # Nothing of a slow trial is kept: msrun's own SIGTERM clean-up is not waited for.
             trial.stop(QUICK_KILL_S if stop[0] is Outcome.SLOW else 2.0)
             break
@@ -197,6 +210,7 @@ def _watch(trial: RunningTrial, clocks: Clocks, hooks: Hooks) -> TrialResult:
             hooks.tick(current_phase(follow.steps, follow.start is not None))
         trial.wait(clocks.poll_s)
     follow.read()  # what was flushed just before the exit
+    conditions = meter.finish() if meter is not None else None
     # A trial that exited by itself may have left children (dataset workers, msrun ranks).
     trial.cleanup()
     exit_code = trial.poll()
@@ -209,7 +223,8 @@ def _watch(trial: RunningTrial, clocks: Clocks, hooks: Hooks) -> TrialResult:
     result = TrialResult(reason=reason, detail=detail, summary=follow.summary,
                          steps=follow.steps, start=follow.start, exit_code=exit_code,
                          wall_s=trial.now() - (trial.started or submitted),
-                         profile=follow.profile, retry=retry, killed=bool(killed))
+                         profile=follow.profile, retry=retry, killed=bool(killed),
+                         conditions=conditions)
     if reason not in (Outcome.OK, Outcome.SLOW) and not killed:
         result.log_tail = trial.log_tail()
     return result

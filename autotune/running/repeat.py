@@ -14,6 +14,7 @@ import shutil
 from autotune.running import monitor
 from autotune.running.job import Runner, TrialJob
 from autotune.settings import SweepSettings
+from autotune.study.records import CONDITIONS
 from trials.contract.outcomes import Outcome
 from trials.contract.trial_dir import TrialDir
 
@@ -37,8 +38,11 @@ def run_once(runner: Runner, run_dir: TrialDir, settings: SweepSettings, *, name
 def rerun(runner: Runner, source: TrialDir, run_dir: TrialDir, settings: SweepSettings, *,
           name: str) -> dict | None:
     """Run ``source``'s configuration once more in ``run_dir``; its performance layer (with
-    the wall time as ``wall_s``), or None if it did not finish ok."""
+    the wall time as ``wall_s`` and the host's conditions, judged against
+    ``sweep.contention_cores``, as ``conditions``), or None if it did not finish ok."""
     result = run_once(runner, copy_config(source, run_dir), settings, name=name)
     if result.reason is not Outcome.OK or result.summary is None:
         return None
-    return {**result.summary.performance, "wall_s": result.wall_s}
+    conditions = ({CONDITIONS: result.conditions.judge(settings.contention_cores).to_dict()}
+                  if result.conditions is not None else {})
+    return {**result.summary.performance, "wall_s": result.wall_s, **conditions}

@@ -13,6 +13,7 @@ from typing import Any
 
 from optuna.trial import FrozenTrial, TrialState
 
+from autotune.study.conditions import Conditions, load_flag
 from trials.contract.outcomes import Outcome
 from trials.contract.performance import Performance
 from trials.contract.schema import ConfigError, TrialConfig
@@ -35,6 +36,8 @@ PLACEMENT = "placement"  # the devices and cores of a concurrent trial ("devices
 PROCESS = "process"  # {"host": ..., "pgid": ..., "marker": ...} of the trial's process group
 PREDICTION = "prediction"  # the cost model's prediction before launch (autotune/plan)
 CONFIRM = "confirm"  # confirmation runs: {"tokens_per_s": [...], "median": ..., ...}
+CONDITIONS = "conditions"  # the host's state over its run (autotune/study/conditions.py)
+IMPRECISE = "imprecise"  # the baseline missed run.target_interval: "interval +-17.1 % > ..."
 
 
 def outcome_of(trial: FrozenTrial) -> Outcome | None:
@@ -141,6 +144,34 @@ class TrialRecord:
         return float(median) if median else None
 
     @property
+    def conditions(self) -> Conditions | None:
+        """The host's state over its own run (other load, steal, CPU clock, placement)."""
+        return Conditions.from_dict(self.attrs.get(CONDITIONS))
+
+    @property
+    def contended(self) -> bool:
+        """Its own run was measured under other processes' load (sweep.contention_cores)."""
+        conditions = self.conditions
+        return bool(conditions is not None and conditions.contended)
+
+    @property
+    def imprecise(self) -> str | None:
+        """The baseline's interval missed its precision target: by how much."""
+        return self.attrs.get(IMPRECISE)
+
+    @property
+    def repeat_conditions(self) -> list[Conditions | None]:
+        """The conditions of each repeat, in ``repeats`` order (None: not recorded)."""
+        return [Conditions.from_dict(r.get(CONDITIONS)) for r in self.repeats]
+
+    @property
+    def flags(self) -> list[str]:
+        """What a reader must know about its figures: 'load 1.3' (its run was measured
+        under load), 'imprecise' (the baseline missed its precision target)."""
+        load = load_flag(self.conditions)
+        return [*([load] if load else []), *(["imprecise"] if self.imprecise else [])]
+
+    @property
     def simulated(self) -> bool:
         """Produced by the simulated trial program: a prediction, never a measurement."""
         return self.perf.simulated
@@ -197,13 +228,16 @@ def pooled_tokens_per_s(record: TrialRecord) -> float | None:
 
 def add_repeats(study, runs: dict[int, list[dict]], source: str) -> None:
     """Store more runs of trials' configurations (``{trial number: [performance, ...]}``),
-    each with its source and when it was stored (``at``: epoch seconds, the end of the run,
-    which is what pairs runs in time)."""
+    each with its source, when it was stored (``at``: epoch seconds, the end of the run,
+    which is what pairs runs in time) and the host's conditions of its run
+    (``conditions``) where it has them."""
     stored = dict(study.user_attrs.get(REPEATS_STUDY_KEY) or {})
     now = time.time()
     for number, perfs in runs.items():
         kept = [{**Performance.from_dict(perf).pick(REPEAT_FIELDS), "source": source,
-                 "at": float(perf.get("at", now))} for perf in perfs]
+                 "at": float(perf.get("at", now)),
+                 **({CONDITIONS: perf[CONDITIONS]} if perf.get(CONDITIONS) else {})}
+                for perf in perfs]
         stored[str(number)] = [*stored.get(str(number), []), *kept]
     study.set_user_attr(REPEATS_STUDY_KEY, stored)
 

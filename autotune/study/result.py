@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from autotune.study.conditions import Conditions
 from trials.contract.events import ProfileRecord, StartRecord, StepRecord, SummaryRecord
 from trials.contract.outcomes import Outcome
 
@@ -27,3 +28,6 @@ class TrialResult:
     retry: bool = False
     #: Killed on purpose by a hook (a soak's SIGKILL drill); ``detail`` says when.
     killed: bool = False
+    #: The host's state over its measured steps (autotune/running/conditions.py); None
+    #: when nothing measured it (a replayed run followed without a meter).
+    conditions: Conditions | None = None

@@ -17,6 +17,7 @@ import optuna
 from optuna.trial import TrialState
 
 from autotune.study import records as R
+from autotune.study.conditions import missed_precision
 from autotune.study.result import TrialResult
 from trials.contract.jsonsafe import to_json
 from trials.contract.outcomes import Constraint, Outcome
@@ -50,14 +51,26 @@ def peak_of(result: TrialResult) -> float | None:
 
 
 def tell(study: optuna.Study, trial: optuna.Trial, result: TrialResult, *, budget_gib: float,
-         multi_objective: bool, pooled_tokens_per_s: float | None = None) -> TrialState:
+         multi_objective: bool, pooled_tokens_per_s: float | None = None,
+         contention_cores: float | None = None,
+         target_interval: float | None = None) -> TrialState:
     """Record the result on the trial and tell Optuna. Failures are data, never raised.
 
     ``pooled_tokens_per_s``: the estimate over this run and its repeats (racing), told
-    instead of this run's own."""
+    instead of this run's own. The run's conditions are stored judged against
+    ``contention_cores``; ``target_interval`` (given for the baseline) flags a run whose
+    interval missed it."""
     peak = peak_of(result)
     attrs = {R.REASON: result.reason.value, R.DETAIL: result.detail[:500],
              R.WALL_S: result.wall_s}
+    if result.conditions is not None:
+        conditions = (result.conditions if contention_cores is None
+                      else result.conditions.judge(contention_cores))
+        attrs[R.CONDITIONS] = conditions.to_dict()
+    if target_interval is not None and result.summary is not None:
+        missed = missed_precision(result.summary.perf, target_interval)
+        if missed:
+            attrs[R.IMPRECISE] = missed
     if result.summary is not None:
         attrs[R.SCORECARD] = result.summary.layers()
     elif result.steps:  # a stopped trial: keep what was measured, computed the same way

@@ -1,0 +1,248 @@
+"""The host's conditions recorded with every run: the meter (a real CPU hog), the record,
+the flags, and a sweep whose every trial keeps its conditions."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from contextlib import contextmanager
+
+import pytest
+
+from autotune.report import leaderboard
+from autotune.report.index import summarise
+from autotune.running import conditions as meter_mod
+from autotune.running.conditions import ConditionsMeter, cpu_mhz, host_cpu_s, process_cpu_s
+from autotune.running.devices import Placement
+from autotune.study import selection
+from autotune.study.conditions import MEASURED_STEPS, WHOLE_RUN, Conditions, missed_precision
+from autotune.study.records import CONDITIONS, IMPRECISE, load_records
+from trials.contract.events import Phase, StepRecord, SummaryRecord
+from trials.contract.launch import MARKER_ENV
+from trials.contract.performance import Performance
+
+#: A busy loop pinned to one core that ends by itself after ``seconds``.
+HOG = ("import os, sys, time\n"
+       "os.sched_setaffinity(0, {int(sys.argv[2])})\n"
+       "end = time.monotonic() + float(sys.argv[1])\n"
+       "while time.monotonic() < end:\n"
+       "    pass\n")
+SLEEPER = "import sys, time; time.sleep(float(sys.argv[1]))"
+
+
+@contextmanager
+def hog_beside(seconds: float):
+    """A hog pinned busy on the last core, not of any run (killed on the way out if it has
+    not ended by itself)."""
+    core = sorted(os.sched_getaffinity(0))[-1]
+    proc = subprocess.Popen([sys.executable, "-c", HOG, str(seconds), str(core)])
+    try:
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait(timeout=5)
+
+
+def start_child(code: str, seconds: float, *, marker: str, core: int) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", code, str(seconds), str(core)],
+                            env={**os.environ, MARKER_ENV: marker})
+
+
+def test_a_cpu_hog_is_the_runs_own_load_or_other_load_by_its_marker():
+    """Two meters over the same window see the same hogs (one pinned busy on each of up to
+    two cores, started inside the window, ending by themselves within it): one meter's run
+    is the hogs, the other's run is a sleeping process beside them. Same window, same
+    background: only the attribution differs, and the difference must be the CPU time
+    the kernel charged the hogs (their rusage when reaped), however busy the machine is
+    (with 5 other runnable jobs on 2 cores the hogs got 0.2-0.7 cores between them)."""
+    hogs, sleeper = f"test/{uuid.uuid4().hex}", f"test/{uuid.uuid4().hex}"
+    cores = sorted(os.sched_getaffinity(0))[:2]
+    napper = start_child(SLEEPER, 4.0, marker=sleeper, core=cores[0])
+    try:
+        time.sleep(0.3)  # started: its environment carries the marker after exec
+        own = ConditionsMeter(hogs, sample_s=0.02)
+        beside = ConditionsMeter(sleeper, sample_s=0.02)
+        busy = [start_child(HOG, 1.5, marker=hogs, core=core) for core in cores]
+        end = time.monotonic() + 2.0  # the hogs end (as zombies, not yet reaped) inside it
+        while time.monotonic() < end:
+            own.sample()
+            beside.sample()
+            time.sleep(0.01)
+        as_run, as_other = own.finish(), beside.finish()
+        hog_cpu_s = 0.0
+        for proc in busy:  # reaped only now: the kernel's own account of their CPU time
+            _, _, usage = os.wait4(proc.pid, 0)
+            proc.returncode = 0
+            hog_cpu_s += usage.ru_utime + usage.ru_stime
+    finally:
+        napper.kill()
+        napper.wait(timeout=5)
+    hog_cores = hog_cpu_s / as_run.window_s
+    seen = as_other.other_cores - as_run.other_cores
+    # Rule: processes carrying the run's marker are its own, not other load; busy processes
+    # without it are other load: the hogs' cores show up only beside the sleeping run, as
+    # much CPU as the kernel charged them (jiffies and the last sample's lag: +-0.15).
+    assert hog_cores > 0.1, hog_cores
+    assert abs(seen - hog_cores) <= 0.15 + 0.1 * hog_cores, (seen, hog_cores)
+
+
+def test_a_run_with_no_process_on_this_host_has_no_load_figure():
+    meter = ConditionsMeter(f"test/{uuid.uuid4().hex}", Placement(devices=(0,), cores=(0,)))
+    conditions = meter.finish()
+    # Rule: no process of the run here (a SLURM job elsewhere): the host's load is not its.
+    assert conditions.other_cores is None
+    # Rule: the placement is recorded as the run's devices and cores.
+    assert conditions.placement == "devices 0 cores 0"
+
+
+def test_host_and_process_cpu_times_are_read_from_proc():
+    busy, steal, total = host_cpu_s()
+    # Rule: busy time is part of the total; steal is reported by this (any modern) kernel.
+    assert 0 < busy <= total and steal is not None and 0 <= steal <= total
+    cpu_s, started_s = process_cpu_s(os.getpid())
+    # Rule: a live process's CPU seconds and start time (since boot) are read; a gone one
+    # reads as None.
+    assert cpu_s >= 0 and 0 < started_s <= time.clock_gettime(time.CLOCK_BOOTTIME)
+    assert process_cpu_s(2 ** 22 + 1) is None
+
+
+def test_cpu_clock_is_read_where_the_kernel_exposes_it(tmp_path, monkeypatch):
+    freq = tmp_path / "cpu1" / "cpufreq"
+    freq.mkdir(parents=True)
+    (freq / "scaling_cur_freq").write_text("2400000\n")
+    monkeypatch.setattr(meter_mod, "CPUFREQ", tmp_path)
+    # Rule: kHz from scaling_cur_freq, in MHz; a core without cpufreq is skipped.
+    assert cpu_mhz((0, 1)) == [2400.0]
+
+
+def step(n: int, phase: Phase) -> StepRecord:
+    return StepRecord(step=n, phase=phase, loss=1.0, grad_norm=1.0, step_s=0.01,
+                      data_wait_s=0.0, tokens=8, peak_rss_gib=0.1)
+
+
+def test_the_window_is_the_measured_steps_and_the_summary_closes_it(monkeypatch):
+    monkeypatch.setattr(meter_mod, "MIN_WINDOW_S", 0.0)
+    meter = ConditionsMeter("m", find=lambda marker: [os.getpid()], sample_s=0.0)
+    for record in (step(0, Phase.COMPILE), step(1, Phase.WARMUP)):
+        meter.record(record)
+    opened = meter.window.t
+    meter.record(step(2, Phase.MEASURE))
+    meter.record(step(3, Phase.WARMUP))  # a late warm-up step does not re-open it
+    meter.record(SummaryRecord())
+    closed = meter.finish()
+    meter.record(step(4, Phase.MEASURE))
+    # Rule: the window opens at the last warm-up step read and closes at the summary; what
+    # comes after changes nothing.
+    assert closed.window == MEASURED_STEPS and meter.window.t == opened
+    assert meter.finish() is closed
+
+
+def test_a_run_without_measured_steps_is_measured_whole():
+    meter = ConditionsMeter("m", find=lambda marker: [os.getpid()])
+    meter.record(step(0, Phase.COMPILE))
+    # Rule: no measured step (a crash in compile): the whole run is the window.
+    assert meter.finish().window == WHOLE_RUN
+
+
+def test_contention_is_judged_over_a_long_enough_window():
+    busy = Conditions(other_cores=1.3, window_s=4.0)
+    # Rule: above sweep.contention_cores over >= 1 s is contended; at or below is not; a
+    # window too short to tell, or no figure, is never flagged.
+    assert busy.judge(0.5).contended and busy.judge(0.5).contention_cores == 0.5
+    assert not busy.judge(1.3).contended
+    assert not Conditions(other_cores=1.3, window_s=0.2).judge(0.5).contended
+    assert not Conditions(other_cores=None, window_s=4.0).judge(0.5).contended
+    # Rule: the record survives its JSON form.
+    judged = busy.judge(0.5)
+    assert Conditions.from_dict(judged.to_dict()) == judged
+
+
+def test_a_run_that_missed_its_precision_target_says_by_how_much():
+    wide = Performance(tokens_per_s=100.0, interval_half_width=0.171)
+    # Rule: wider than run.target_interval is missed, and the text says both widths.
+    assert missed_precision(wide, 0.02) == "interval +-17.1 % > target +-2 %"
+    assert missed_precision(Performance(tokens_per_s=100.0, interval_half_width=0.01),
+                            0.02) is None
+    assert missed_precision(Performance(), 0.02) is None
+
+
+@pytest.fixture
+def hogged_sweep(harness):
+    """A two-trial sweep of the scripted fake trial (~2 s of measured steps each) while a
+    hog pinned to one core runs beside it; the hog ends by itself within 20 s."""
+    space = harness.space("cond", {"train.micro_batches": [1, 2]})
+    harness.script(steps=12, step_sleep=0.2)
+    with hog_beside(20.0):
+        code, out, err = harness.run(space, "train.micro_batches=1", "sweep.n_trials=2",
+                                     "sweep.neighbours=true", "sweep.contention_cores=0.25",
+                                     "sweep.stop.slow_ratio=0",
+                                     "sweep.stop.slow_warmup_ratio=0")
+    assert code == 0, out + err
+    return harness, out
+
+
+def test_every_trial_of_a_sweep_keeps_its_conditions_and_load_is_flagged(hogged_sweep):
+    harness, out = hogged_sweep
+    records = [r for r in load_records(harness.study()) if r.launched]
+    assert len(records) == 2
+    for r in records:
+        c = r.conditions
+        # Rule: every launched trial stores the host's conditions over its measured steps,
+        # judged against sweep.contention_cores.
+        assert c is not None and c.window == MEASURED_STEPS and c.window_s >= 1.0
+        assert c.contention_cores == 0.25 and c.other_cores is not None
+        # Rule: a hog on a core beside the run is load above 0.25 cores: flagged.
+        assert r.contended and r.flags == [f"load {c.other_cores:.1f}"]
+    # Rule: the progress line and the sweep's leaderboard mark the loaded runs.
+    assert "!load" in out
+    assert leaderboard.FLAGS_COLUMN in out and "flags: load N" in out
+
+
+def record_with(records, number, **attrs):
+    r = next(r for r in records if r.number == number)
+    r.attrs.update(attrs)
+    return r
+
+
+def test_flagged_runs_show_in_the_leaderboard_and_the_report_lines(harness):
+    space = harness.space("flags", {"train.micro_batches": [1, 2]})
+    harness.script()
+    code, out, err = harness.run(space, "train.micro_batches=1", "sweep.n_trials=2",
+                                 "sweep.neighbours=true")
+    assert code == 0, out + err
+    from autotune.cli import main
+
+    code = main(["confirm", *harness.overrides(space), "confirm.top_k=1", "confirm.repeats=1"])
+    assert code == 0, harness.capsys.readouterr().out
+    records = load_records(harness.study())
+    # Rule: every launched trial keeps its conditions (a scripted run's steps are read
+    # within a second: measured over the whole run, never judged contended), and so does
+    # every repeat (confirm's runs, judged against sweep.contention_cores).
+    assert all(r.conditions is not None for r in records if r.launched)
+    repeats = [c for r in records for c in r.repeat_conditions]
+    assert repeats and all(c is not None and c.contention_cores == 0.5 for c in repeats)
+    plain = leaderboard.render(records)
+    loaded = Conditions(other_cores=1.34, window_s=5.0).judge(0.5).to_dict()
+    base = selection.baseline(records)
+    record_with(records, base.number, **{IMPRECISE: "interval +-17.1 % > target +-2 %"})
+    other = next(r for r in records if r.launched and r.number != base.number)
+    record_with(records, other.number, **{CONDITIONS: loaded})
+    flagged = leaderboard.frame(records).set_index("trial")[leaderboard.FLAGS_COLUMN]
+    # Rule: no flags column while nothing is flagged; then the loaded run shows its load,
+    # the baseline that missed its target shows "imprecise".
+    assert leaderboard.FLAGS_COLUMN not in plain
+    assert flagged[other.number] == "load 1.3" and flagged[base.number] == "imprecise"
+    assert leaderboard.FLAGS_NOTE in leaderboard.render(records)
+    confirmed = next(r for r in records if r.repeats)
+    confirmed.repeats[0] = {**confirmed.repeats[0], CONDITIONS: loaded}
+    summary = summarise(records, study="s", storage="x", n_objectives=1, budget_gib=8.0,
+                        verdict=selection.verdict(records, prior_cv=0.05))
+    lines = "\n".join(summary.lines())
+    # Rule: the report says which trials were measured under load and that the baseline
+    # missed its precision target.
+    assert (f"measured under load (other processes above 0.5 cores): #{other.number} "
+            f"(1.3 cores), #{confirmed.number} confirm run 1 (1.3 cores)") in lines
+    assert f"baseline #{base.number} missed its precision target: interval +-17.1 %" in lines
