@@ -92,7 +92,9 @@ def _slowed_sweep(harness, study: str, *extra: str):
     runs at the same speed, so none of them is really slow."""
     space = harness.space("c4", {"runtime.jit_level": ["O0", "O1"],
                                  "data.num_workers": [1, 2], "data.prefetch": [2, 4]})
-    harness.script(steps=8, step_sleep=0.005, slowdown=3.0, slowdown_after=3,
+    # Steps slow enough (0.1 s) that the follow loop judges them while the trial runs: a
+    # trial that ended before the slow rule saw its steps is kept, whatever they say.
+    harness.script(steps=10, step_sleep=0.1, slowdown=3.0, slowdown_after=3,
                    counter=str(harness.tmp / f"processes-{study}"))
     code, out, err = harness.run(space, "sweep.n_trials=5", "sweep.sampler=random",
                                  "sweep.stop.slow_min_steps=3", *extra, study=study)
