@@ -8,7 +8,7 @@
     python -m autotune report                         # tables, plots, diagnosis
     python -m autotune confirm confirm.top_k=2        # re-measure the finalists
     python -m autotune export export.out=best_job     # the winner as a production job
-    python -m autotune profile profile.trial=3        # where a trial's step time goes
+    python -m autotune profile profile.trial=0        # where a trial's step time goes
     python -m autotune commbench commbench.ranks=2    # all-reduce bandwidth over msrun
     python -m autotune soak                           # the winner run long, killed, resumed
     python -m autotune tune                           # correctness, memory, throughput, stability

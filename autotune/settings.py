@@ -199,7 +199,7 @@ class ReportSettings:
 class ConfirmSettings:
     """``python -m autotune confirm``: re-measure the finalists, interleaved."""
 
-    #: How many of the best distinct configurations to re-run.
+    #: How many of the fastest distinct configurations to re-run, besides the baseline.
     top_k: int = field(default=3, metadata=rule(ge=1))
     #: Runs of each, interleaved (A B C A B C ...).
     repeats: int = field(default=3, metadata=rule(ge=1))

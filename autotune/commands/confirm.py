@@ -1,6 +1,7 @@
 """``python -m autotune confirm``: re-measure the finalists against measurement noise.
 
-The baseline and the top-k distinct configurations run ``repeats`` more times each,
+The baseline and the ``top_k`` fastest other distinct configurations run ``repeats``
+more times each,
 interleaved in rounds so that drift of a noisy machine hits all of them alike. The
 order inside each round is shuffled (seeded by ``sweep.seed``, printed and stored as
 ``autotune.confirm_order``): a load that comes and goes on a period could line up with
@@ -60,13 +61,15 @@ def run_confirm(composed: DictConfig, console: Console) -> int:
     options: ConfirmSettings = OmegaConf.to_object(composed.confirm)
     study = S.load_existing(settings)
     records = load_records(study)
-    chosen = selection.finalists(records, options.top_k)
+    base = selection.baseline(records)
+    # The top_k fastest configurations other than the baseline, then the baseline itself:
+    # every gain is judged against it, measured side by side.
+    chosen = selection.finalists([r for r in records if r is not base], options.top_k)
+    if base is not None and base.ok and base.trial_dir:
+        chosen = [base, *chosen]
     if not chosen:
         raise ConfigError(f"study {settings.study!r} has no complete trial to confirm: "
                           "run the sweep first")
-    base = selection.baseline(records)
-    if base is not None and base.ok and base.trial_dir and base not in chosen:
-        chosen = [base, *chosen]  # every gain is judged against it, measured side by side
     layout, runner = StudyLayout.of(settings), runner_for(settings)
     runs: dict[int, list[float | None]] = {r.number: [] for r in chosen}
     perfs: dict[int, list[dict]] = {r.number: [] for r in chosen}

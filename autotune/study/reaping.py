@@ -96,7 +96,7 @@ def _writable(study: optuna.Study, trial: optuna.Trial | FrozenTrial) -> optuna.
 
 
 def requeue(study: optuna.Study, trial: optuna.Trial | FrozenTrial, outcome: Outcome,
-            detail: str) -> bool:
+            detail: str, *, attrs: dict | None = None) -> bool:
     """Fail the trial as ``outcome`` and queue its configuration again (first in line).
 
     False when another worker settled it first.
@@ -117,7 +117,8 @@ def requeue(study: optuna.Study, trial: optuna.Trial | FrozenTrial, outcome: Out
         return False
     if trial.params:
         study.enqueue_trial(trial.params, user_attrs={ROLE: RETRY_ROLE,
-                                                      "retry_of": trial.number},
+                                                      "retry_of": trial.number,
+                                                      **(attrs or {})},
                             skip_if_exists=False)
     return True
 

@@ -54,6 +54,7 @@ class Outcome(str, enum.Enum):
     PREDICTED_OOM = "predicted_oom"
     ORPHANED = "orphaned"
     INTERRUPTED = "interrupted"
+    CONTENDED = "contended"
     BUDGET = "budget"
 
     @property
@@ -142,6 +143,10 @@ MEANINGS: dict[Outcome, Meaning] = {
     Outcome.INTERRUPTED: Meaning("FAIL", _C.NONE,
                                  "the orchestrator was stopped (SIGTERM/SIGINT); the "
                                  "configuration was re-queued", "tab:gray", evaluated=False),
+    Outcome.CONTENDED: Meaning("FAIL", _C.NONE,
+                               "stopped as slow while other processes loaded the host; "
+                               "re-queued once, to run when it is quiet", "tab:cyan",
+                               evaluated=False),
     Outcome.BUDGET: Meaning("FAIL", _C.NONE,
                             "the launch budget was spent by other workers; never launched",
                             "tab:gray", launched=False, evaluated=False),
