@@ -167,6 +167,9 @@ class SweepSettings:
     #: while at 0.6-1.6 cores identical code differed by -25..+17 % (BENCHMARKS.md).
     #: It counts cores, not a share: raise it on a large shared host.
     contention_cores: float = field(default=0.5, metadata=rule(ge=0))
+    #: A trial stopped as slow while the host was contended is re-queued once; before it
+    #: runs again the sweep waits up to this long for the host to be quiet (seconds).
+    quiet_wait_s: float = field(default=60.0, metadata=rule(ge=0))
 
 
 @dataclass

@@ -27,6 +27,7 @@ from autotune.profiling.winner import profile_winner
 from autotune.progress import SweepProgress
 from autotune.report import leaderboard
 from autotune.running import monitor, preflight, pruning
+from autotune.running.conditions import wait_for_quiet
 from autotune.running.devices import UNPLACED, Placement
 from autotune.running.dispatch import Dispatcher, Ready, Settled, device_pool
 from autotune.running.job import Runner
@@ -252,7 +253,10 @@ class Sweep:
         trial = ready.trial
         if ready.twin is not None:
             return self._await_twin(study, ready, progress)
+        retry = bool(trial.user_attrs.get(R.CONTENDED_RETRY))
         try:
+            if retry:
+                self._wait_for_quiet(trial, ready.label, progress)
             before = StudyView(study)
             leader = before.best(self.budget_gib)
             # The best as fast as it would run now: the baseline's runs measure the drift.
@@ -260,6 +264,14 @@ class Sweep:
                 selection.baseline(before.records), leader) if leader is not None else None)
             result = self._launch(trial, ready.cfg, ready.label, progress, placement,
                                   best=best)
+            if not retry and self._slow_under_load(result):
+                reaping.requeue(study, trial, Outcome.CONTENDED,
+                                f"{result.detail}, while {result.conditions.text()}; re-queued "
+                                "once, to run when the host is quiet",
+                                attrs={R.CONTENDED_RETRY: True})
+                progress.trial_done(trial.number, ready.label, Outcome.CONTENDED, None,
+                                    launched=True)
+                return Settled(launched=True)
             pooled = None
             if result.reason is Outcome.OK and result.summary is not None and not self.multi:
                 pooled = race(study, trial.number, result.summary.performance, leader,
@@ -289,6 +301,29 @@ class Sweep:
                             flags=after.record(trial.number).flags)
         stop = budget.fatal_baseline(trial.number, result) if is_baseline else None
         return Settled(launched=True, stop=stop)
+
+    def _slow_under_load(self, result: monitor.TrialResult) -> bool:
+        """Stopped as slow while other processes loaded the host (one trial at a time: side
+        by side, the sweep's own trials are the load)."""
+        return (result.reason is Outcome.SLOW and result.conditions is not None
+                and self.settings.parallel_trials == 1
+                and bool(result.conditions.judge(self.settings.contention_cores).contended))
+
+    def _wait_for_quiet(self, trial: optuna.Trial, label: str, progress: SweepProgress) -> None:
+        """Before the re-run of a configuration stopped as slow under load: wait (beating)
+        for the host to be quiet, up to ``sweep.quiet_wait_s``."""
+        progress.note(f"trial {trial.number}: {label} was stopped as slow under load; waiting "
+                      f"up to {self.settings.quiet_wait_s:g} s for the host to be quiet")
+
+        def still_here() -> None:
+            self._check_stopping()
+            reaping.beat(trial)
+
+        load = wait_for_quiet(self.settings.contention_cores,
+                              max_wait_s=self.settings.quiet_wait_s, tick=still_here)
+        if load > self.settings.contention_cores:
+            progress.note(f"trial {trial.number}: the host is still loaded ({load:.2f} cores "
+                          "of other processes); running it anyway")
 
     def _measure(self, source, run_dir, name: str) -> dict | None:
         """One more run of a trial's configuration through the sweep's runner (racing)."""

@@ -246,3 +246,31 @@ def test_flagged_runs_show_in_the_leaderboard_and_the_report_lines(harness):
     assert (f"measured under load (other processes above 0.5 cores): #{other.number} "
             f"(1.3 cores), #{confirmed.number} confirm run 1 (1.3 cores)") in lines
     assert f"baseline #{base.number} missed its precision target: interval +-17.1 %" in lines
+
+
+def test_a_trial_stopped_as_slow_under_load_is_re_queued_once_for_a_quiet_host(harness):
+    """The configuration micro=2 is scripted slow (10x). Its first run meets a hog beside
+    it: stopped as slow under load, it is re-queued (not counted), and runs again once the
+    host is quiet (or after sweep.quiet_wait_s); slow again, it is then told slow."""
+    space = harness.space("cont", {"train.micro_batches": [1, 2]})
+    harness.script([{"when": {"train.micro_batches": 2}, "do": "slow"}], steps=8,
+                   step_sleep=0.05)
+    with hog_beside(12.0):
+        code, out, err = harness.run(space, "train.micro_batches=1", "sweep.n_trials=2",
+                                     "sweep.neighbours=true", "sweep.contention_cores=0.25",
+                                     "sweep.quiet_wait_s=20")
+    assert code == 0, out + err
+    study = harness.study()
+    runs = [(t.user_attrs.get("reason"), t.user_attrs.get("role"))
+            for t in study.trials if t.params == {"train.micro_batches": 2}]
+    # Rule: stopped as slow under load, once: re-queued (a retry), then told what it is.
+    assert [reason for reason, _ in runs] == ["contended", "slow"], runs
+    assert runs[1][1] == "retry"
+    contended = next(t for t in study.trials if t.user_attrs.get("reason") == "contended")
+    assert "re-queued once" in contended.user_attrs["detail"]
+    assert "other processes" in contended.user_attrs["detail"]
+    # Rule: the contended run does not count against n_trials (2 launches still ran).
+    counted = [t for t in study.trials if t.user_attrs.get("launched")
+               and t.user_attrs.get("reason") != "contended"]
+    assert len(counted) == 2
+    assert "waiting up to 20 s for the host to be quiet" in out

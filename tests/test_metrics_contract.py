@@ -120,6 +120,6 @@ def test_every_outcome_carries_a_valid_meaning():
     assert Outcome.OOM.meaning.constraint is Constraint.MEMORY
     # Lost trials are re-run, so their configuration does not count as evaluated.
     assert {o for o in Outcome if not o.evaluated} == {Outcome.ORPHANED, Outcome.INTERRUPTED,
-                                                        Outcome.BUDGET}
+                                                        Outcome.CONTENDED, Outcome.BUDGET}
     assert {o for o in Outcome if o.is_failure} == {Outcome.CRASH, Outcome.HANG,
                                                      Outcome.TIMEOUT}

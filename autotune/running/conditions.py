@@ -187,3 +187,27 @@ class ConditionsMeter:
             cpu_mhz_min=min(mhz) if mhz else None,
             cpu_mhz_mean=sum(mhz) / len(mhz) if mhz else None,
             placement=self.placement.text(), window=window, window_s=wall_s)
+
+
+def other_load_now(sample_s: float = 1.0) -> float:
+    """Cores other processes use now: the host's busy CPU time over ``sample_s`` of wall
+    time, less this process's own (the orchestrator waits, so nearly nothing)."""
+    busy0, _, _ = host_cpu_s()
+    own0, wall0 = sum(os.times()[:4]), time.time()
+    time.sleep(sample_s)
+    busy1, _, _ = host_cpu_s()
+    own1, wall1 = sum(os.times()[:4]), time.time()
+    return max(0.0, (busy1 - busy0) - (own1 - own0)) / max(wall1 - wall0, 1e-9)
+
+
+def wait_for_quiet(threshold_cores: float, *, max_wait_s: float,
+                   tick: Callable[[], None] = lambda: None) -> float:
+    """Wait until other processes use at most ``threshold_cores`` over one second, or
+    ``max_wait_s`` passed; the load last measured. ``tick`` each second (it may raise: the
+    orchestrator was told to stop)."""
+    deadline = time.time() + max_wait_s
+    while True:
+        load = other_load_now()
+        if load <= threshold_cores or time.time() >= deadline:
+            return load
+        tick()

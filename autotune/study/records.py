@@ -37,6 +37,8 @@ PROCESS = "process"  # {"host": ..., "pgid": ..., "marker": ...} of the trial's 
 PREDICTION = "prediction"  # the cost model's prediction before launch (autotune/plan)
 CONFIRM = "confirm"  # confirmation runs: {"tokens_per_s": [...], "median": ..., ...}
 CONDITIONS = "conditions"  # the host's state over its run (autotune/study/conditions.py)
+#: On a re-queued trial: its configuration was stopped as slow under load once already.
+CONTENDED_RETRY = "contended_retry"
 IMPRECISE = "imprecise"  # the baseline missed run.target_interval: "interval +-17.1 % > ..."
 
 
