@@ -99,6 +99,8 @@ class Sweep:
             raise ConfigError(f"the baseline configuration is impossible: {problem}")
         self.runner = runner or runner_for(self.settings)
         self.observe = observe
+        #: The baseline's re-measurements (one-at-a-time sweeps; None side by side).
+        self.checks: BaselineChecks | None = None
         self.refitter = (Refitter(self.model, self.settings.predict.oom_margin)
                          if self.model is not None and self.settings.predict.refit
                          and self.real_trials else None)
@@ -170,8 +172,8 @@ class Sweep:
     def _loop(self, study: optuna.Study, progress: SweepProgress) -> str:
         if self.settings.parallel_trials > 1:
             return self._loop_concurrent(study, progress)
-        checks = BaselineChecks(self.settings.baseline_every, self.layout, self._measure,
-                                progress.note)
+        checks = self.checks = BaselineChecks(self.settings.baseline_every, self.layout,
+                                              self._measure, progress.note)
         idle = 0
         while (end := self._verdict(study, idle)) is None:
             if checks.due():  # before asking: a claimed trial would wait without a heartbeat
@@ -299,6 +301,8 @@ class Sweep:
                             launched=True, note=selection.versus_baseline_text(
                                 after.records, trial.number, self.prior_cv) if complete else "",
                             flags=after.record(trial.number).flags)
+        if is_baseline and after.record(trial.number).imprecise and self.checks is not None:
+            self.checks.request()  # it missed its precision target: measured again next
         stop = budget.fatal_baseline(trial.number, result) if is_baseline else None
         return Settled(launched=True, stop=stop)
 

@@ -10,7 +10,8 @@ the same codes, but trains nothing. What it does is scripted by the
 
 ``slowdown`` multiplies every step time (a machine that got slower); with
 ``"slowdown_after": N, "counter": PATH`` only processes after the N-th started (counted
-in PATH) are slowed: the machine slows down part-way through a sweep.
+in PATH) are slowed: the machine slows down part-way through a sweep. ``jitter`` (a
+fraction) makes step times alternate around their value (an imprecise measurement).
 
 ``"probe": true`` writes probe.json (start, end, CPU affinity, visible devices).
 ``do`` is one of ok, hang, hang_before_first_step, crash, oom, diverged, slow,
@@ -106,7 +107,8 @@ def main() -> None:
             finish(log, Outcome.CONFIG_ERROR, "scripted: the trial rejected its config")
         phase = Phase.COMPILE if i == 0 else (Phase.WARMUP if i == 1 else Phase.MEASURE)
         step = StepRecord(step=i, phase=phase, loss=5.0 - 0.1 * i, grad_norm=1.0,
-                          step_s=tokens / tps * slowdown,
+                          step_s=tokens / tps * slowdown
+                          * (1 + float(script.get("jitter", 0.0)) * (-1) ** i),
                           data_wait_s=0.0, tokens=tokens, peak_rss_gib=peak)
         steps.append(step)
         log.emit(step)

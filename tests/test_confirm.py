@@ -111,3 +111,20 @@ def test_the_slow_rule_judges_against_the_best_as_fast_as_the_machine_runs_now(h
     # Without it, the same trials are thrown away as slow (what the drift did before).
     unpaired = _slowed_sweep(harness, "unpaired", "sweep.baseline_every=0")
     assert "slow" in unpaired
+
+
+def test_a_baseline_that_missed_its_precision_target_is_flagged_and_measured_again(
+        harness, capsys):
+    space = harness.space("c5", {"data.prefetch": [2, 4]})
+    # Step times alternating 0.4x / 1.6x: the median's interval is far wider than +-2 %.
+    harness.script(steps=8, step_sleep=0.005, jitter=0.6)
+    code, out, err = harness.run(space, "sweep.n_trials=2", "sweep.baseline_every=0",
+                                 "sweep.stop.slow_ratio=0", "sweep.stop.slow_warmup_ratio=0")
+    assert code == 0, err + out
+    study = harness.study()
+    # Rule: the baseline is flagged imprecise, with by how much...
+    assert "interval" in study.trials[0].user_attrs["imprecise"]
+    # ... and measured again before the next launch, though baseline_every is 0.
+    checks = [r for r in study.user_attrs["autotune.repeats"]["0"]
+              if r["source"] == "baseline-check"]
+    assert len(checks) == 1 and "baseline (trial 0) re-measured" in out

@@ -192,3 +192,22 @@ def test_export_takes_a_real_winner_and_prefers_fewer_changes_among_equals():
     chosen, _ = choose_trial(_Study(), [base, fast, fast_many],
                              ExportSettings(prefer_simpler=False), prior_cv=0.05)
     assert chosen is fast_many
+
+
+def test_a_run_measured_under_load_claims_less_than_a_quiet_one():
+    from autotune.study.selection import annotate
+
+    # The baseline's own runs spread widely (0.30 s, then 0.45 s and 0.25 s a step).
+    base = record(0, {"k": 0}, 0.30, role="baseline", repeats=[0.45, 0.25])
+    quiet = record(1, {"k": 1}, 0.26)
+    loaded = record(2, {"k": 2}, 0.26)
+    loaded.attrs["conditions"] = {"other_cores": 1.3, "window_s": 5.0, "contended": True,
+                                  "contention_cores": 0.5}
+    records = [base, quiet, loaded]
+    annotate(records, prior_cv=0.05)
+    width = {r.number: r.vs_baseline.high - r.vs_baseline.low for r in records[1:]}
+    # Rule: a contended run's interval is widened by the baseline's own spread (larger
+    # than the study's pooled noise here): the same measurement, under load, claims less.
+    assert loaded.contended and not quiet.contended
+    assert width[2] > 1.5 * width[1]
+    assert "measured under load" in loaded.vs_baseline.method

@@ -35,18 +35,25 @@ class BaselineChecks:
         self.measure = measure
         self.note = note
         self.since = 0  # launches since the baseline was last measured
+        self.requested = False
 
     def launched(self) -> None:
         self.since += 1
 
+    def request(self) -> None:
+        """Re-measure before the next launch whatever ``every`` says (a baseline that
+        missed its precision target is run again)."""
+        self.requested = True
+
     def due(self) -> bool:
-        """Before the next launch: K launches since the baseline was last measured."""
-        return bool(self.every) and self.since >= self.every
+        """Before the next launch: asked for, or K launches since the baseline was last
+        measured."""
+        return self.requested or (bool(self.every) and self.since >= self.every)
 
     def check(self, study: optuna.Study, records: list[R.TrialRecord]) -> Performance | None:
         """Re-measure the baseline now (once), store the run as a repeat of it; what it
         measured, or None (no completed baseline yet, or the run failed)."""
-        self.since = 0
+        self.since, self.requested = 0, False
         base = selection.baseline(records)
         if base is None or not base.ok or base.run_dir is None or not base.run_dir.has_config():
             return None

@@ -121,6 +121,21 @@ def run_to_run_noise(records: list[TrialRecord], prior_cv: float) -> Noise:
                            "measure it)")
 
 
+def under_load(level: Noise, base: TrialRecord) -> Noise:
+    """The noise to assume for a run measured under other processes' load: the larger of
+    ``level`` and the baseline's own run-to-run CV (its runs spread across the study's
+    conditions), however few its runs: one loaded run says little, so it claims less."""
+    runs = runs_of(base)
+    if len(runs) < 2:
+        return level
+    logs = np.log([r.tokens_per_s for r in runs])
+    cv = float(np.std(logs, ddof=1))
+    if cv <= level.cv:
+        return level
+    return Noise(cv, f"measured under load: the baseline's own spread over {len(runs)} runs "
+                     f"({level.source} gives {100 * level.cv:.1f} %)")
+
+
 def _configs(records: list[TrialRecord]) -> int:
     return sum(1 for r in records if len(runs_of(r)) >= 2)
 

@@ -262,8 +262,9 @@ def annotate(records: list[TrialRecord], prior_cv: float) -> noise.Noise:
     for record in records:
         source = by_number.get(record.reused_from, record)
         if source.ok and source.tokens_per_s is not None and source is not base:
+            own = noise.under_load(level, base) if source.contended else level
             record.vs_baseline = noise.compare(noise.runs_of(source),
-                                               nearest_baseline_runs(base, source), level)
+                                               nearest_baseline_runs(base, source), own)
     return level
 
 
