@@ -211,3 +211,25 @@ def test_a_run_measured_under_load_claims_less_than_a_quiet_one():
     assert loaded.contended and not quiet.contended
     assert width[2] > 1.5 * width[1]
     assert "measured under load" in loaded.vs_baseline.method
+
+
+def test_confirm_runs_measured_under_other_conditions_are_never_pooled_with_the_sweeps():
+    from autotune.study.selection import annotate
+
+    # The sweep measured both at 0.30 s a step; confirm ran later on a loaded machine, at
+    # 0.60 s (the baseline) and 0.45 s (the trial), side by side in the same rounds.
+    base = record(0, {"k": 0}, 0.30, role="baseline", repeats=[0.60, 0.60, 0.60])
+    trial = record(1, {"k": 1}, 0.30, repeats=[0.45, 0.45, 0.45])
+    for r in (base, trial):
+        for rep in r.repeats:
+            rep["source"] = "confirm"
+    records = [base, trial]
+    level = annotate(records, prior_cv=0.05)
+    # Rule: the sweep's figures compare with the sweep's (0 %), not with a pool of the
+    # sweep's run and confirm's runs taken on a machine twice as slow.
+    assert abs(trial.vs_baseline.ratio) < 0.05 and trial.n_runs == 1
+    # Rule: the drift between the sweep and confirm is not run-to-run noise.
+    assert level.cv < 0.05
+    # Rule: two trials that both have confirm runs compare those, within the rounds.
+    both = noise.gain(trial, base, level)
+    assert both.ratio == pytest.approx(0.60 / 0.45 - 1, abs=0.05)

@@ -28,7 +28,13 @@ from autotune.study import selection
 from autotune.study import storage as S
 from autotune.study.layout import StudyLayout
 from autotune.study.noise import PairedTest, paired_test
-from autotune.study.records import CONFIRM_STUDY_KEY, TrialRecord, add_repeats, load_records
+from autotune.study.records import (
+    CONFIRM_SOURCE,
+    CONFIRM_STUDY_KEY,
+    TrialRecord,
+    add_repeats,
+    load_records,
+)
 from trials.contract.performance import Performance
 from trials.contract.schema import ConfigError
 
@@ -89,7 +95,7 @@ def run_confirm(composed: DictConfig, console: Console) -> int:
             runs[r.number].append(Performance.from_dict(perf).tokens_per_s if perf else None)
             if perf:
                 perfs[r.number].append(perf)
-    add_repeats(study, perfs, "confirm")
+    add_repeats(study, perfs, CONFIRM_SOURCE)
     stored = dict(study.user_attrs.get(CONFIRM_STUDY_KEY) or {})
     summary = {}
     for r in chosen:

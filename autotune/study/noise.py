@@ -90,8 +90,19 @@ def percent(fraction: float, digits: int) -> str:
 
 
 def runs_of(record: TrialRecord) -> list[Run]:
-    """The sweep's measurement of the trial, then every repeat stored for it."""
-    return runs_from(record.runs)
+    """The trial's runs measured during the sweep: its own, then its racing re-runs and
+    (the baseline) its re-measurements; confirm's runs are not pooled with them."""
+    return runs_from(record.sweep_runs())
+
+
+def comparable_runs(a: TrialRecord, b: TrialRecord) -> tuple[list[Run], list[Run]]:
+    """The runs of ``a`` and ``b`` measured under the same conditions: both sides'
+    ``confirm`` runs (interleaved in the same rounds) where both have them, else their
+    sweep runs."""
+    ca, cb = runs_from(a.confirm_runs()), runs_from(b.confirm_runs())
+    if ca and cb:
+        return ca, cb
+    return runs_of(a), runs_of(b)
 
 
 def runs_from(perfs: list[Performance | dict]) -> list[Run]:
@@ -106,10 +117,12 @@ def runs_from(perfs: list[Performance | dict]) -> list[Run]:
 
 
 def run_to_run_noise(records: list[TrialRecord], prior_cv: float) -> Noise:
-    """The pooled run-to-run CV of the study's repeated configurations, or the prior."""
+    """The pooled run-to-run CV of the study's repeated configurations, or the prior. Each
+    set of runs measured together counts on its own (a configuration's sweep runs, its
+    confirm runs): a speed that drifted between the sweep and ``confirm`` is not noise."""
     sum_sq, dof = 0.0, 0
-    for record in records:
-        runs = runs_of(record)
+    for runs in (r for record in records
+                 for r in (runs_of(record), runs_from(record.confirm_runs()))):
         if len(runs) >= 2:
             logs = np.log([r.tokens_per_s for r in runs])
             sum_sq += float(np.sum((logs - logs.mean()) ** 2))
@@ -137,7 +150,9 @@ def under_load(level: Noise, base: TrialRecord) -> Noise:
 
 
 def _configs(records: list[TrialRecord]) -> int:
-    return sum(1 for r in records if len(runs_of(r)) >= 2)
+    return sum(1 for record in records for runs in (runs_of(record),
+                                                    runs_from(record.confirm_runs()))
+               if len(runs) >= 2)
 
 
 @lru_cache(maxsize=4096)
@@ -174,7 +189,9 @@ def compare(candidate: list[Run], reference: list[Run], noise: Noise) -> Gain | 
 
 
 def gain(candidate: TrialRecord, reference: TrialRecord, noise: Noise) -> Gain | None:
-    return compare(runs_of(candidate), runs_of(reference), noise)
+    """``candidate`` over ``reference`` on runs measured under the same conditions
+    (:func:`comparable_runs`)."""
+    return compare(*comparable_runs(candidate, reference), noise)
 
 
 @dataclass(frozen=True)

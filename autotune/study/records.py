@@ -36,6 +36,8 @@ PLACEMENT = "placement"  # the devices and cores of a concurrent trial ("devices
 PROCESS = "process"  # {"host": ..., "pgid": ..., "marker": ...} of the trial's process group
 PREDICTION = "prediction"  # the cost model's prediction before launch (autotune/plan)
 CONFIRM = "confirm"  # confirmation runs: {"tokens_per_s": [...], "median": ..., ...}
+#: The source of a repeat that ``confirm`` ran (its rounds compare only with each other).
+CONFIRM_SOURCE = "confirm"
 CONDITIONS = "conditions"  # the host's state over its run (autotune/study/conditions.py)
 #: On a re-queued trial: its configuration was stopped as slow under load once already.
 CONTENDED_RETRY = "contended_retry"
@@ -122,11 +124,22 @@ class TrialRecord:
         return Performance.from_dict(self.scorecard.get("performance"))
 
     def timed_runs(self) -> list[tuple[float | None, Performance]]:
-        """Every measured run with when it ended (epoch seconds; None where not known):
-        its own first, then its repeats."""
+        """Its runs measured during the sweep (:meth:`sweep_runs`) with when each ended
+        (epoch seconds; None where not known): its own first, then its repeats."""
         own = self.finished.timestamp() if self.finished is not None else None
         return [(own, self.perf), *((r.get("at"), Performance.from_dict(r))
-                                    for r in self.repeats)]
+                                    for r in self.repeats if r.get("source") != CONFIRM_SOURCE)]
+
+    def sweep_runs(self) -> list[Performance]:
+        """Its runs measured during the sweep: its own, racing's, the baseline's
+        re-measurements. ``confirm``'s runs are measured later, under other conditions,
+        and compare only with each other (:meth:`confirm_runs`): never pooled with these."""
+        return [perf for _, perf in self.timed_runs()]
+
+    def confirm_runs(self) -> list[Performance]:
+        """Its ``confirm`` runs, measured in interleaved rounds with the other finalists'."""
+        return [Performance.from_dict(r) for r in self.repeats
+                if r.get("source") == CONFIRM_SOURCE]
 
     @property
     def runs(self) -> list[Performance]:
@@ -135,9 +148,9 @@ class TrialRecord:
 
     @property
     def n_runs(self) -> int:
-        """Runs of its configuration measured so far: its own and its repeats (racing,
-        confirm); what the gains' intervals rest on."""
-        return 1 + len(self.repeats)
+        """Runs its sweep figure and gains rest on: its own, its racing re-runs and (the
+        baseline) its re-measurements; confirm's runs stand apart."""
+        return len(self.sweep_runs())
 
     @property
     def confirmed_tokens_per_s(self) -> float | None:
