@@ -18,7 +18,9 @@ The window is the measured steps where there are any: it opens when the last war
 (or compile) step is read and closes when the summary is read. A run that measured no
 step, or whose measured steps were read within less than ``MIN_WINDOW_S`` (a scripted
 trial's, a few short steps read at once), is measured over the whole run.
-Self-contained on purpose (bench/_common.py's LoadMeter does the same for benchmarks).
+The host's counters come from the contract's one reader of ``/proc/stat``
+(:mod:`trials.contract.hostload`, which the CPU peak's calibration and the benchmarks
+use too); this module adds what only a run has: its processes, its window.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from autotune.running.devices import UNPLACED, Placement, available_cores
 from autotune.running.launcher import processes_with_marker
 from autotune.study.conditions import MEASURED_STEPS, MIN_WINDOW_S, WHOLE_RUN, Conditions
 from trials.contract.events import EndRecord, Phase, Record, StepRecord, SummaryRecord
+from trials.contract.hostload import LoadMeter, proc_stat
 
 _TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
 #: Seconds between looks for the run's processes (a look reads every /proc/<pid>/environ:
@@ -42,18 +45,9 @@ CPUFREQ = Path("/sys/devices/system/cpu")
 
 
 def host_cpu_s() -> tuple[float, float | None, float]:
-    """(busy, steal, total) CPU seconds of the whole host since boot; steal None where the
-    kernel does not report it (before 2.6.11)."""
-    try:
-        fields = (PROC / "stat").read_text().splitlines()[0].split()[1:]
-    except (OSError, IndexError):
-        return 0.0, None, 0.0
-    v = [int(x) for x in fields[:8]]
-    user, nice, system, idle, iowait, irq, softirq = (v + [0] * 7)[:7]
-    steal = v[7] if len(v) > 7 else None
-    busy = user + nice + system + irq + softirq
-    total = busy + idle + iowait + (steal or 0)
-    return busy * _TICK_S, None if steal is None else steal * _TICK_S, total * _TICK_S
+    """(busy, steal, total) CPU seconds of the whole host since boot (the contract's one
+    reader of /proc/stat, :func:`trials.contract.hostload.proc_stat`)."""
+    return proc_stat()
 
 
 def process_cpu_s(pid: int) -> tuple[float, float] | None:
@@ -190,14 +184,10 @@ class ConditionsMeter:
 
 
 def other_load_now(sample_s: float = 1.0) -> float:
-    """Cores other processes use now: the host's busy CPU time over ``sample_s`` of wall
-    time, less this process's own (the orchestrator waits, so nearly nothing)."""
-    busy0, _, _ = host_cpu_s()
-    own0, wall0 = sum(os.times()[:4]), time.time()
+    """Cores other processes use now, over ``sample_s`` (the orchestrator only waits)."""
+    meter = LoadMeter()
     time.sleep(sample_s)
-    busy1, _, _ = host_cpu_s()
-    own1, wall1 = sum(os.times()[:4]), time.time()
-    return max(0.0, (busy1 - busy0) - (own1 - own0)) / max(wall1 - wall0, 1e-9)
+    return meter.stop()["foreign_cores"]
 
 
 def wait_for_quiet(threshold_cores: float, *, max_wait_s: float,

@@ -20,15 +20,25 @@ from pathlib import Path
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
-def cpu_times() -> tuple[float, float]:
-    """(busy, steal) CPU seconds of the whole machine since boot, from /proc/stat."""
+def proc_stat() -> tuple[float, float | None, float]:
+    """(busy, steal, total) CPU seconds of the whole machine since boot, from /proc/stat;
+    steal None where the kernel does not report it (before 2.6.11), all 0 off Linux."""
     try:
         fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
     except (OSError, IndexError):
-        return 0.0, 0.0
-    v = [int(x) for x in fields] + [0] * 10
-    user, nice, system, _idle, _iowait, irq, softirq, steal = v[:8]
-    return (user + nice + system + irq + softirq) / _TICK, steal / _TICK
+        return 0.0, None, 0.0
+    v = [int(x) for x in fields[:8]]
+    user, nice, system, idle, iowait, irq, softirq = (v + [0] * 7)[:7]
+    steal = v[7] if len(v) > 7 else None
+    busy = user + nice + system + irq + softirq
+    total = busy + idle + iowait + (steal or 0)
+    return busy / _TICK, None if steal is None else steal / _TICK, total / _TICK
+
+
+def cpu_times() -> tuple[float, float]:
+    """(busy, steal) CPU seconds of the whole machine since boot (:func:`proc_stat`)."""
+    busy, steal, _ = proc_stat()
+    return busy, steal or 0.0
 
 
 def own_cpu_s() -> float:
