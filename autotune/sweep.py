@@ -44,6 +44,7 @@ from autotune.study import budget, reaping, scoring, selection, twins
 from autotune.study import records as R
 from autotune.study import stage_results as stages
 from autotune.study import storage as S
+from autotune.study.choice import study_verdict
 from autotune.study.layout import StudyLayout
 from autotune.study.view import StudyView
 from trials.contract.outcomes import Outcome
@@ -68,6 +69,7 @@ class Sweep:
         ``observe`` sees every settled proposal of a one-at-a-time sweep."""
         self.settings: SweepSettings = OmegaConf.to_object(composed.sweep)
         self.profile_options = OmegaConf.to_object(composed.profile)
+        self.composed = composed
         self.console = console
         S.check_study_name(self.settings.study)
         self.space = SearchSpace.from_config(OmegaConf.to_object(composed.search), composed,
@@ -147,13 +149,17 @@ class Sweep:
         level = selection.annotate(records, self.prior_cv)
         self.console.print(leaderboard.render(records, noise_note=leaderboard.noise_line(level)),
                            highlight=False, soft_wrap=True)
+        # The one winner: what export and soak take, as report and confirm name it.
+        verdict = study_verdict(records, self.composed)
+        for line in verdict.lines():
+            self.console.print(line, highlight=False, soft_wrap=True, markup=False)
         self.console.print(f"{message}\nstudy: {S.redact(S.storage_url(self.settings))} "
                            f"(name {self.settings.study}); runs: {self.dir}", highlight=False,
                            soft_wrap=True)
         failed = message.startswith("stopped:")
         if not failed and self.real_trials:
-            profile_winner(study, records, selection.best(records, self.budget_gib),
-                           self.settings, self.profile_options, self.console, self.runner)
+            profile_winner(study, records, verdict.pick, self.settings, self.profile_options,
+                           self.console, self.runner)
         return SweepOutcome(1 if failed else 0, message, study)
 
     def _filters(self) -> list[filters.Filter]:

@@ -128,3 +128,39 @@ def test_a_baseline_that_missed_its_precision_target_is_flagged_and_measured_aga
     checks = [r for r in study.user_attrs["autotune.repeats"]["0"]
               if r["source"] == "baseline-check"]
     assert len(checks) == 1 and "baseline (trial 0) re-measured" in out
+
+
+PICK = re.compile(r"pick \(what export and soak take\): trial #(\d+)")
+
+
+def test_the_sweep_confirm_report_export_and_soak_name_one_winner(harness, capsys):
+    """threads=4 is 2x the baseline's speed in the scripted trial: a separable winner that
+    every command must name, by the one verdict (autotune/study/choice.study_verdict)."""
+    from autotune.settings import SoakSettings, SweepConfig
+    from autotune.soak.plan import pick_trial
+    from autotune.study.records import load_records
+    from trials.contract.compose import compose
+
+    space = harness.space("c6", {"runtime.threads": [2, 4], "train.micro_batches": [1, 2]})
+    harness.script(steps=6, step_sleep=0.005)
+    code, swept, err = harness.run(space, "sweep.n_trials=4", "sweep.sampler=grid",
+                                   "sweep.stop.slow_ratio=0", "sweep.stop.slow_warmup_ratio=0")
+    assert code == 0, err + swept
+    code, confirmed = _confirm(harness, capsys, space, "confirm.top_k=2", "confirm.repeats=2")
+    assert code == 0, confirmed
+    assert main(["report", *harness.overrides(space)]) == 0
+    reported = capsys.readouterr().out
+    assert main(["export", *harness.overrides(space), f"export.out={harness.tmp / 'job'}"]) == 0
+    exported = capsys.readouterr().out
+    composed = compose("sweep", harness.overrides(space), schema=SweepConfig)
+    study = harness.study()
+    soaked, _ = pick_trial(study, load_records(study), composed, SoakSettings())
+    winner = next(t.number for t in study.trials if t.params.get("runtime.threads") == 4
+                  and t.params.get("train.micro_batches") == 1 and t.value)
+    # Rule: the sweep's summary, confirm, the report, export and soak name one trial.
+    named = {PICK.findall(swept)[-1], PICK.findall(confirmed)[-1], PICK.findall(reported)[-1],
+             re.search(r"exported trial (\d+)", exported).group(1), str(soaked.number)}
+    assert named == {str(winner)}, (named, winner)
+    # Rule: the figure beside it is labelled: confirm's median, and the sweep's own.
+    assert f"best confirmed: trial #{winner}, median " in confirmed
+    assert re.search(rf"trial #{winner}, [\d,]+ tokens/s in the sweep: best confirmed", confirmed)

@@ -26,6 +26,7 @@ from autotune.running.runner import runner_for
 from autotune.settings import ConfirmSettings, SweepSettings
 from autotune.study import selection
 from autotune.study import storage as S
+from autotune.study.choice import study_verdict
 from autotune.study.layout import StudyLayout
 from autotune.study.noise import PairedTest, paired_test
 from autotune.study.records import (
@@ -115,6 +116,9 @@ def run_confirm(composed: DictConfig, console: Console) -> int:
     moved = speed_change(base, summary.get(base.number) if base is not None else None)
     if moved:
         console.print(moved, highlight=False, soft_wrap=True, markup=False)
+    # The one winner, now that the confirmed figures are stored: what export and soak take.
+    for line in study_verdict(load_records(study), composed).lines():
+        console.print(line, highlight=False, soft_wrap=True, markup=False)
     return 0
 
 

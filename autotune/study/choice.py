@@ -7,11 +7,12 @@ function."""
 from __future__ import annotations
 
 import optuna
+from omegaconf import DictConfig, OmegaConf
 
 from autotune.settings import ExportSettings
 from autotune.study import selection
 from autotune.study.records import TrialRecord
-from trials.contract.schema import ConfigError
+from trials.contract.schema import ConfigError, memory_budget_gib, to_trial_config
 
 
 def choose_trial(study: optuna.Study, records: list[TrialRecord],
@@ -33,3 +34,13 @@ def choose_trial(study: optuna.Study, records: list[TrialRecord],
                           f"budget (headroom {options.min_headroom_gib:g} GiB): run the sweep "
                           "longer or lower export.min_headroom_gib")
     return chosen.pick, chosen.why
+
+
+def study_verdict(records: list[TrialRecord], composed: DictConfig) -> selection.Verdict:
+    """Export's verdict under the composed configuration's memory budget and noise prior:
+    the one answer the sweep's summary, ``confirm``, ``report``, ``export`` and ``soak``
+    print, so that they name the same trial with the same figure."""
+    cfg = to_trial_config(composed)
+    return selection.export_verdict(records, OmegaConf.to_object(composed.export),
+                                    prior_cv=cfg.hardware.cost.run_to_run_cv,
+                                    budget_gib=memory_budget_gib(cfg))

@@ -135,8 +135,12 @@ class Verdict:
             versus = f"; vs the baseline re-measured beside it: {test['text']}" if test else ""
             out.append(f"best confirmed: trial #{c.number}, {confirmed_text(c)}{versus}")
         if self.pick is not None:
-            out.append(f"pick (what export and soak take): trial #{self.pick.number}, "
-                       f"{self.pick.tokens_per_s:,.0f} tokens/s: {self.why}")
+            p = self.pick
+            # THE tokens/s of the trial, as everywhere; a confirmed median is in the why.
+            where = " in the sweep" if p.confirmed_tokens_per_s else ""
+            figure = f"{p.tokens_per_s:,.0f} tokens/s{where}"
+            out.append(f"pick (what export and soak take): trial #{p.number}, {figure}: "
+                       f"{self.why}")
         return out
 
 
