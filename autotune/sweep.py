@@ -317,7 +317,7 @@ class Sweep:
         by side, the sweep's own trials are the load)."""
         return (result.reason is Outcome.SLOW and result.conditions is not None
                 and self.settings.parallel_trials == 1
-                and bool(result.conditions.judge(self.settings.contention_cores).contended))
+                and result.conditions.loaded_at_the_end(self.settings.contention_cores))
 
     def _wait_for_quiet(self, trial: optuna.Trial, label: str, progress: SweepProgress) -> None:
         """Before the re-run of a configuration stopped as slow under load: wait (beating)

@@ -274,3 +274,27 @@ def test_a_trial_stopped_as_slow_under_load_is_re_queued_once_for_a_quiet_host(h
                and t.user_attrs.get("reason") != "contended"]
     assert len(counted) == 2
     assert "waiting up to 20 s for the host to be quiet" in out
+
+
+def test_a_load_that_came_late_in_a_run_is_seen_in_its_last_seconds():
+    """A 10 s run, quiet for 8 s, then other processes take 2 cores: diluted over the whole
+    run that is 0.4 cores (under the 0.5 threshold), over its last 3 s about 1.3."""
+    meter = ConditionsMeter("m", find=lambda marker: [], sample_s=0.0)
+    # (when, host busy CPU s, the run's CPU s, the orchestrator's CPU s), every second;
+    # the run itself keeps one core busy throughout.
+    meter.snapshots.clear()
+    meter.snapshots.extend((t, 1.0 * t + 2.0 * max(0, t - 8), 1.0 * t, 0.0)
+                           for t in range(11))
+    recent = meter.recent_cores()
+    assert recent == pytest.approx(4.0 / 3.0)
+    whole = Conditions(other_cores=0.4, window=MEASURED_STEPS, window_s=10.0,
+                       recent_cores=recent)
+    # Rule: the run's window is not contended, but a trial stopped at its end is judged by
+    # its last seconds (the steps a slow rule stopped it on): loaded.
+    assert not whole.judge(0.5).contended
+    assert whole.loaded_at_the_end(0.5)
+    assert not Conditions(other_cores=0.4, window_s=10.0, recent_cores=0.2).loaded_at_the_end(0.5)
+    # Rule: samples spanning under a second tell nothing.
+    meter.snapshots.clear()
+    meter.snapshots.extend([(0.0, 0.0, 0.0, 0.0), (0.5, 1.0, 0.0, 0.0)])
+    assert meter.recent_cores() is None

@@ -8,6 +8,7 @@ from collections import Counter
 import pandas as pd
 
 from autotune.presentation.labels import short
+from autotune.study.noise import Gain
 from autotune.study.records import TrialRecord
 from autotune.study.selection import BASELINE_ROLE, CONFIRMED_LABEL, TOKENS_PER_S_LABEL
 
@@ -15,6 +16,10 @@ from autotune.study.selection import BASELINE_ROLE, CONFIRMED_LABEL, TOKENS_PER_
 GAIN_COLUMN = "vs base % (95% CI)"
 #: The column of confirm's medians (only when confirm has run).
 CONFIRMED_COLUMN = "confirmed tok/s"
+#: The column of confirm's paired within-round gains (only for the finalists it tested).
+CONFIRMED_GAIN_COLUMN = "confirmed vs base % (paired)"
+CONFIRMED_GAIN_LABEL = ("confirm's paired test against the baseline re-measured in the same "
+                        "rounds (the finalists only; the others show only the sweep's figure)")
 #: The column of proposals a row stands for (only when a proposal was reused).
 PROPOSALS_COLUMN = "proposals"
 #: The column of what a reader must know about a row's figures (only when a row has any):
@@ -46,7 +51,8 @@ def frame(records: list[TrialRecord], *, knobs: list[str] | None = None) -> pd.D
         row.update({
             # THE tokens/s of the trial (TOKENS_PER_S_LABEL): what the report and export say.
             "tokens/s": r.tokens_per_s,
-            **({CONFIRMED_COLUMN: r.confirmed_tokens_per_s} if any_confirmed else {}),
+            **({CONFIRMED_COLUMN: r.confirmed_tokens_per_s,
+                CONFIRMED_GAIN_COLUMN: confirmed_gain(r)} if any_confirmed else {}),
             "runs": r.n_runs if r.tokens_per_s is not None else None,
             **({PROPOSALS_COLUMN: 1 + copies[r.number]} if copies else {}),
             # Filled by autotune.study.selection.annotate; "~" marks a gain within noise.
@@ -70,6 +76,15 @@ def frame(records: list[TrialRecord], *, knobs: list[str] | None = None) -> pd.D
     return df.drop(columns="_ok").reset_index(drop=True)
 
 
+def confirmed_gain(record: TrialRecord) -> str | float:
+    """confirm's within-round gain of a finalist against the baseline, as a table cell;
+    NaN (shown blank) for a trial confirm did not test."""
+    test = (record.attrs.get("confirm") or {}).get("vs_baseline")
+    if not test:
+        return math.nan
+    return Gain(test["ratio"], test["low"], test["high"], method="paired").short()
+
+
 def render(records: list[TrialRecord], *, limit: int = 20, noise_note: str = "") -> str:
     df = frame(records)
     if df.empty:
@@ -80,7 +95,8 @@ def render(records: list[TrialRecord], *, limit: int = 20, noise_note: str = "")
         text += f"\n... {len(df) - limit} more (python -m autotune report)"
     text += f"\n{TOKENS_PER_S_LABEL}; runs = runs of the configuration the gains rest on"
     if CONFIRMED_COLUMN in df.columns:
-        text += f"; {CONFIRMED_COLUMN} = {CONFIRMED_LABEL}"
+        text += (f"; {CONFIRMED_COLUMN} = {CONFIRMED_LABEL}; {CONFIRMED_GAIN_COLUMN} = "
+                 f"{CONFIRMED_GAIN_LABEL}; {GAIN_COLUMN} = the sweep's own runs")
     if PROPOSALS_COLUMN in df.columns:
         text += (f"; {PROPOSALS_COLUMN} = times the sampler proposed the configuration "
                  "(repeats reuse the result, launch nothing)")

@@ -25,14 +25,22 @@ use too); this module adds what only a run has: its processes, its window.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 
 from autotune.running.devices import UNPLACED, Placement, available_cores
 from autotune.running.launcher import processes_with_marker
-from autotune.study.conditions import MEASURED_STEPS, MIN_WINDOW_S, WHOLE_RUN, Conditions
+from autotune.study.conditions import (
+    MEASURED_STEPS,
+    MIN_WINDOW_S,
+    RECENT_S,
+    WHOLE_RUN,
+    Conditions,
+)
 from trials.contract.events import EndRecord, Phase, Record, StepRecord, SummaryRecord
 from trials.contract.hostload import LoadMeter, proc_stat
 
@@ -110,6 +118,8 @@ class ConditionsMeter:
         self.last: dict[int, float] = {}  # pid -> its CPU seconds when last seen
         self.mhz: list[tuple[float, float]] = []  # (when, MHz) of each core read
         self.looked = -float("inf")
+        #: (when, host busy s, the run's CPU s, the orchestrator's CPU s) at each sample.
+        self.snapshots: deque[tuple[float, float, float, float]] = deque(maxlen=256)
         self.run = _Zero({})
         self.window = self.run
         self.measuring = False  # a measured step was read in the open window
@@ -149,15 +159,32 @@ class ConditionsMeter:
                 zero.see(pid, *seen)
             self.last[pid] = seen[0]
         self.mhz += [(now, mhz) for mhz in cpu_mhz(self.cores)]
+        run_s = sum(self.last[pid] - first for pid, first in self.run.first.items()
+                    if pid in self.last)
+        self.snapshots.append((now, host_cpu_s()[0], run_s, time.process_time()))
 
     def close(self) -> Conditions:
         """Close the window now (later records change nothing); the run's conditions."""
         if self.closed is None:
             self.sample(force=True)
             measured = self.measuring and time.monotonic() - self.window.t >= MIN_WINDOW_S
-            self.closed = self._over(self.window if measured else self.run,
-                                     MEASURED_STEPS if measured else WHOLE_RUN)
+            over = self._over(self.window if measured else self.run,
+                              MEASURED_STEPS if measured else WHOLE_RUN)
+            self.closed = dataclasses.replace(over, recent_cores=self.recent_cores())
         return self.closed
+
+    def recent_cores(self, seconds: float = RECENT_S) -> float | None:
+        """Other processes' cores over about the last ``seconds`` of samples; None when
+        the samples span less than :data:`MIN_WINDOW_S` (too short to tell)."""
+        if not self.snapshots:
+            return None
+        end = self.snapshots[-1]
+        start = next((s for s in self.snapshots if s[0] >= end[0] - seconds), end)
+        wall = end[0] - start[0]
+        if wall < MIN_WINDOW_S:
+            return None
+        return max(0.0, ((end[1] - start[1]) - (end[2] - start[2]) - (end[3] - start[3]))
+                   / wall)
 
     def finish(self) -> Conditions:
         """The run's conditions (closing the window now if its summary never came)."""

@@ -25,6 +25,10 @@ from trials.contract.performance import Performance
 #: ticks (10 ms per core), so a load figure over 0.1 s is off by up to ~0.2 cores per core
 #: at each end, and a momentary spike is not contention.
 MIN_WINDOW_S = 1.0
+#: Seconds before the window's end over which :attr:`Conditions.recent_cores` is measured:
+#: the last steps, which a slow rule judges a trial by (a run stopped early is mostly
+#: warm-up, and a load that started late is diluted over its whole run).
+RECENT_S = 3.0
 #: The window's kinds: the measured steps (the steps tokens/s is computed from), or the
 #: whole run (it measured no step, or its measured steps were read in one go).
 MEASURED_STEPS = "measured steps"
@@ -49,6 +53,8 @@ class Conditions:
     #: :data:`MEASURED_STEPS` or :data:`WHOLE_RUN`, and its length.
     window: str = WHOLE_RUN
     window_s: float = 0.0
+    #: Other processes' cores over the window's last :data:`RECENT_S` (None: too short).
+    recent_cores: float | None = None
     #: Judged against ``contention_cores`` (None: not judged yet).
     contended: bool | None = None
     contention_cores: float | None = None
@@ -59,6 +65,13 @@ class Conditions:
         loaded = (self.other_cores is not None and self.window_s >= MIN_WINDOW_S
                   and self.other_cores > contention_cores)
         return dataclasses.replace(self, contended=loaded, contention_cores=contention_cores)
+
+    def loaded_at_the_end(self, contention_cores: float) -> bool:
+        """Other processes above ``contention_cores`` over the window or over its last
+        seconds: what a trial stopped as slow is judged by (the load may have come late)."""
+        judged = self.judge(contention_cores)
+        return bool(judged.contended) or (self.recent_cores is not None
+                                          and self.recent_cores > contention_cores)
 
     def text(self) -> str:
         """One line: 'other processes 1.30 cores over 4.2 s of measured steps, ...'."""
@@ -85,7 +98,7 @@ class Conditions:
         names = {f.name for f in dataclasses.fields(cls)}
         known = {k: v for k, v in data.items() if k in names}
         for key in ("other_cores", "steal_share", "cpu_mhz_min", "cpu_mhz_mean",
-                    "contention_cores"):
+                    "contention_cores", "recent_cores"):
             if known.get(key) is not None:
                 known[key] = float_of(known[key])
         return cls(**known)
