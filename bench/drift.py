@@ -1,0 +1,472 @@
+"""Decisions on a machine whose speed drifts (issue 20): two revisions side by side, each
+running the real default sweep and ``confirm`` twice, on a quiet machine and with a CPU hog
+switched on and off during it.
+
+    .venv/bin/python -m bench.drift --old 26a4878 --new HEAD            # ~70 min
+    .venv/bin/python -m bench.drift --old 26a4878 --new HEAD --quick    # a smoke run, ~15 min
+    .venv/bin/python -m bench.drift --reanalyse runs/bench/drift        # the tables again
+
+Each revision is a detached git worktree (bench/seam_overhead.py's machinery); every
+command is a fresh ``python -m autotune`` process of that worktree. Per revision and
+condition, in a study of its own: ``sweep`` (the embedded default: 12 launches, seed 0),
+``confirm`` (top 3 + the baseline, 3 rounds), ``report``, ``export``, and ``soak`` up to
+the line that names its trial (the soak itself is not what is measured here). Order: old
+quiet, new quiet, new loaded, old loaded (ABBA), then a quiet reference.
+
+* **quiet**: before each command, wait up to ``--max-wait`` for other jobs to go quiet.
+* **loaded**: a hog of ``--hog-procs`` busy processes (bounded: each ends itself at the
+  end of its on-phase, and is killed on the way out) follows one fixed schedule from the
+  start of the condition: off for the first ``--hog-first-off`` s (the baseline is
+  measured on a quiet machine, as it was when the issue was found), then on
+  ``--hog-on`` s, off ``--hog-off`` s, repeated, across the sweep and confirm alike.
+* **reference** (quiet, the measuring checkout's trial program): every configuration a
+  sweep stopped as slow and never completed, and each sweep's two fastest, re-measured in
+  ``--reference-rounds`` rounds, shuffled within each round; a configuration is "good"
+  when its median is within 10 % of the fastest median.
+
+Reported per revision and condition, side by side:
+
+(a) the configuration ``export`` took, and whether it is the same quiet and loaded;
+(b) configurations stopped as slow and never completed, and how many of them are good;
+(c) for each finalist ``confirm`` tested against the baseline: does the sweep's 95 %
+    interval of its gain (the leaderboard's, read with the revision's own code) contain
+    the within-round gain ``confirm`` measured (target >= 90 %);
+(d) the trials each command names as its winner (sweep summary, confirm, report, export,
+    soak), and the number of distinct configurations among them (target 1). A revision
+    that prints no pick line is read by what it does print: the sweep's profiled winner,
+    confirm's top row, the report's "best:" line.
+
+Everything a command printed and each study stay in ``runs/bench/drift/<revision>-<condition>/``;
+``--reanalyse`` recomputes the tables from them. Results: runs/bench/drift.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bench._common import (
+    RESULTS_DIR,
+    LoadMeter,
+    add_quiet_argument,
+    log,
+    median,
+    print_table,
+    run_trial,
+    wait_for_quiet,
+    write_result,
+)
+from bench.seam_overhead import Checkout, add_worktree, remove_worktree, repo_root, resolve
+from trials.contract.schema import CostPriors
+
+NAME = "drift"
+OUT = RESULTS_DIR / NAME
+#: The real default sweep; the seed is fixed so that both revisions start alike.
+SWEEP = ["sweep.seed=0"]
+#: --quick: a smaller space and study, one finalist.
+QUICK_SWEEP = ["sweep.seed=0", "search=tiny", "sweep.n_trials=4"]
+QUICK_CONFIRM = ["confirm.top_k=1", "confirm.repeats=2"]
+#: "Good": within this fraction of the fastest reference median (the issue's 10 %).
+GOOD_WITHIN = 0.10
+COMMAND_TIMEOUT_S = 3600
+CONDITIONS = ("quiet", "loaded")
+
+HOG = ("import sys, time\n"
+       "end = time.monotonic() + float(sys.argv[1])\n"
+       "while time.monotonic() < end:\n"
+       "    pass\n")
+
+#: Read a study with the revision's own code: its records, the sweep's gain intervals
+#: (annotated as its leaderboard does), and what confirm stored.
+PROBE = r"""
+import json, sys
+import optuna
+from autotune.study.records import load_records
+try:
+    from autotune.study.selection import annotate
+except ImportError:
+    from autotune.study.noise import annotate
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+study = optuna.load_study(study_name=sys.argv[2], storage=sys.argv[1])
+records = load_records(study)
+annotate(records, float(sys.argv[3]))
+out = []
+for r in records:
+    g = r.vs_baseline
+    reason = getattr(r.reason, "value", r.reason)
+    out.append({"number": r.number, "params": r.params, "state": str(r.state),
+                "reason": None if reason is None else str(reason),
+                "tokens_per_s": r.tokens_per_s, "reused_from": r.reused_from, "role": r.role,
+                "gain": None if g is None else [g.ratio, g.low, g.high]})
+print(json.dumps({"trials": out, "confirm": study.user_attrs.get("autotune.confirm") or {}},
+                 default=str))
+"""
+
+
+# -- the hog -----------------------------------------------------------------------------------
+class Hog:
+    """Busy processes on a fixed schedule from ``start()``: off ``first_off`` s, then on
+    ``on`` s and off ``off`` s, repeated until ``stop()``. Each process ends itself at the
+    end of its on-phase; ``stop()`` kills any left."""
+
+    def __init__(self, procs: int, first_off: float, on: float, off: float) -> None:
+        self.procs, self.first_off, self.on, self.off = procs, first_off, on, off
+        self.intervals: list[list[float]] = []
+        self._stop = threading.Event()
+        self._running: list[subprocess.Popen] = []
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def start(self) -> "Hog":
+        self._thread.start()
+        return self
+
+    def _loop(self) -> None:
+        if self._stop.wait(self.first_off):
+            return
+        while not self._stop.is_set():
+            began = time.time()
+            self._running = [subprocess.Popen([sys.executable, "-c", HOG, str(self.on)])
+                             for _ in range(self.procs)]
+            self.intervals.append([began, began + self.on])
+            self._stop.wait(self.on)
+            self._reap()
+            self.intervals[-1][1] = min(self.intervals[-1][1], time.time())
+            if self._stop.wait(self.off):
+                return
+
+    def _reap(self) -> None:
+        for proc in self._running:
+            proc.kill()
+            proc.wait(timeout=10)
+        self._running = []
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+        self._reap()
+        if self.intervals:
+            self.intervals[-1][1] = min(self.intervals[-1][1], time.time())
+
+
+# -- one revision under one condition -----------------------------------------------------------
+def autotune_cmd(checkout: Checkout, verb: str, overrides: list[str], log_path: Path, *,
+                 stop_on: re.Pattern | None = None) -> dict[str, Any]:
+    """``python -m autotune <verb>`` in the revision's worktree; stdout+stderr to log_path.
+    With ``stop_on``, the command's process group is stopped at the first matching line."""
+    start = time.perf_counter()
+    meter = LoadMeter()
+    with open(log_path, "w") as sink:
+        proc = subprocess.Popen([sys.executable, "-m", "autotune", verb, *overrides],
+                                cwd=checkout.root, env=checkout.env, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        stopped = False
+        deadline = time.monotonic() + COMMAND_TIMEOUT_S
+        for line in proc.stdout:
+            sink.write(line)
+            if stop_on is not None and stop_on.search(line):
+                os.killpg(proc.pid, signal.SIGKILL)
+                stopped = True
+                break
+            if time.monotonic() > deadline:
+                os.killpg(proc.pid, signal.SIGKILL)
+                break
+        rc = proc.wait()
+    return {"verb": verb, "rc": 0 if stopped else rc, "wall_s": time.perf_counter() - start,
+            "load": meter.stop(), "stopped_at_line": stopped}
+
+
+def run_condition(checkout: Checkout, condition: str, where: Path, args) -> dict[str, Any]:
+    where.mkdir(parents=True, exist_ok=True)
+    storage = f"sqlite:///{where / 'study.db'}"
+    common = [f"sweep.storage={storage}", f"sweep.runs_dir={where / 'runs'}", "sweep.study=drift",
+              "sweep.progress=false"]
+    sweep = [*common, *(QUICK_SWEEP if args.quick else SWEEP)]
+    confirm = [*sweep, *(QUICK_CONFIRM if args.quick else [])]
+    steps = [("sweep", sweep, None),
+             ("confirm", confirm, None),
+             ("report", sweep, None),
+             ("export", [*sweep, f"export.out={where / 'export'}", "export.overwrite=true"], None),
+             ("soak", [*sweep, f"soak.out={where / 'soak'}"], SOAK_TRIAL)]
+    hog = Hog(args.hog_procs, args.hog_first_off, args.hog_on, args.hog_off) \
+        if condition == "loaded" else None
+    started = time.time()
+    if hog:
+        hog.start()
+    commands = []
+    try:
+        for verb, overrides, stop_on in steps:
+            waited = wait_for_quiet(args.max_wait) if hog is None and args.max_wait > 0 else {}
+            log(f"{checkout.name} {condition}: {verb}")
+            result = autotune_cmd(checkout, verb, overrides, where / f"{verb}.log",
+                                  stop_on=stop_on)
+            commands.append({**result, "waited": waited})
+            if result["rc"] != 0 and verb in ("sweep", "confirm"):
+                tail = (where / f"{verb}.log").read_text()[-2000:]
+                raise SystemExit(f"{checkout.name} {condition}: {verb} failed "
+                                 f"(rc {result['rc']}):\n{tail}")
+    finally:
+        if hog:
+            hog.stop()
+    meta = {"revision": checkout.name, "commit": checkout.commit, "condition": condition,
+            "started": started, "ended": time.time(), "commands": commands,
+            "hog": None if hog is None else {"procs": hog.procs, "intervals": hog.intervals},
+            "study": probe(checkout, storage)}
+    (where / "meta.json").write_text(json.dumps(meta, indent=1, default=str))
+    return meta
+
+
+def probe(checkout: Checkout, storage: str) -> dict[str, Any]:
+    # The CPU profile's run-to-run noise prior, as the revision's sweep assumes it.
+    hardware = yaml.safe_load((checkout.root / "conf" / "hardware" / "cpu.yaml").read_text())
+    prior = (hardware.get("cost") or {}).get("run_to_run_cv", CostPriors.run_to_run_cv)
+    proc = subprocess.run([sys.executable, "-c", PROBE, storage, "drift", str(prior)],
+                          cwd=checkout.root, env=checkout.env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"{checkout.name}: reading its study failed:\n{proc.stderr[-2000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+# -- reading what each command named -------------------------------------------------------------
+PICK = re.compile(r"pick \(what export and soak take\): trial #(\d+)")
+SOAK_TRIAL = re.compile(r"^soak: trial (\d+)")
+NAMED = {
+    "sweep": [PICK, re.compile(r"profiling the winner, trial (\d+)")],
+    "confirm": [PICK, re.compile(r"^\s*trial\s+sweep tok/s.*\n\s*(\d+)\s", re.M)],
+    "report": [PICK, re.compile(r"^best: trial #(\d+)", re.M)],
+    "export": [re.compile(r"exported trial (\d+)")],
+    "soak": [re.compile(r"^soak: trial (\d+)", re.M)],
+}
+
+
+def named_trials(where: Path) -> dict[str, int | None]:
+    out: dict[str, int | None] = {}
+    for verb, patterns in NAMED.items():
+        path = where / f"{verb}.log"
+        text = path.read_text() if path.exists() else ""
+        found = None
+        for pattern in patterns:
+            hits = pattern.findall(text)
+            if hits:
+                found = int(hits[-1])
+                break
+        out[verb] = found
+    return out
+
+
+def key(params: dict) -> str:
+    return json.dumps(params, sort_keys=True)
+
+
+def label(params: dict, baseline: dict) -> str:
+    changed = {k: v for k, v in params.items() if baseline.get(k) != v}
+    return ", ".join(f"{k.split('.')[-1]}={v}" for k, v in sorted(changed.items())) \
+        or "the baseline"
+
+
+def lost_as_slow(trials: list[dict]) -> list[dict]:
+    """Configurations a sweep stopped as slow (or contended) and never completed."""
+    completed = {key(t["params"]) for t in trials if t["state"] == "COMPLETE"}
+    lost: dict[str, dict] = {}
+    for t in trials:
+        if t["reason"] in ("slow", "contended") and key(t["params"]) not in completed:
+            lost.setdefault(key(t["params"]), t["params"])
+    return list(lost.values())
+
+
+def fastest(trials: list[dict], n: int) -> list[dict]:
+    done = [t for t in trials if t["state"] == "COMPLETE" and t["tokens_per_s"]
+            and t["reused_from"] is None]
+    return [t["params"] for t in sorted(done, key=lambda t: -t["tokens_per_s"])[:n]]
+
+
+def coverage(study: dict) -> list[dict]:
+    """(c): each confirmed finalist's sweep interval against confirm's within-round gain."""
+    by_number = {t["number"]: t for t in study["trials"]}
+    rows = []
+    for number, summary in sorted(study["confirm"].items(), key=lambda kv: int(kv[0])):
+        test = summary.get("vs_baseline")
+        trial = by_number.get(int(number))
+        if not test or trial is None or trial["gain"] is None:
+            continue
+        _, low, high = trial["gain"]
+        rows.append({"trial": int(number), "sweep_gain": trial["gain"],
+                     "confirm_gain": test["ratio"], "covered": low <= test["ratio"] <= high})
+    return rows
+
+
+# -- the reference ------------------------------------------------------------------------------
+def overrides_of(params: dict) -> tuple[list[str], int]:
+    split = str(params.get("parallel.split", "1x1x1"))
+    return [f"{k}={v}" for k, v in params.items()], int(split.split("x")[0])
+
+
+def reference(configs: list[dict], rounds: int, max_wait: float, seed: int = 0) -> dict[str, Any]:
+    """Quiet re-measurements of ``configs``: tokens/s per configuration, round by round."""
+    rng = random.Random(seed)
+    runs: dict[str, list[float]] = {key(c): [] for c in configs}
+    for rep in range(rounds):
+        order = list(configs)
+        rng.shuffle(order)
+        for i, params in enumerate(order):
+            overrides, world = overrides_of(params)
+            log(f"reference round {rep + 1}/{rounds}, {i + 1}/{len(order)}: {' '.join(overrides)}")
+            run = run_trial(overrides, quiet_wait_s=max_wait, world_size=world, timeout_s=600)
+            runs[key(params)].append(run.tokens_per_s if run.ok else float("nan"))
+    medians = {k: median([v for v in vs if v == v]) if any(v == v for v in vs) else None
+               for k, vs in runs.items()}
+    return {"runs": runs, "medians": medians}
+
+
+# -- analysis -----------------------------------------------------------------------------------
+def analyse(metas: dict[str, dict], ref: dict[str, Any] | None) -> dict[str, Any]:
+    medians = (ref or {}).get("medians") or {}
+    top = max((m for m in medians.values() if m), default=None)
+    out: dict[str, Any] = {"reference_fastest_tokens_per_s": top, "runs": {}}
+    exported: dict[str, dict[str, str]] = {}
+    for name, meta in metas.items():
+        trials = meta["study"]["trials"]
+        params_of = {t["number"]: t["params"] for t in trials}
+        base = next((t["params"] for t in trials if t["role"] == "baseline"), {})
+        named = meta["named"]
+        configs = {verb: (None if n is None else key(params_of.get(n, {})))
+                   for verb, n in named.items()}
+        distinct = {c for c in configs.values() if c is not None}
+        lost = lost_as_slow(trials)
+        good = [p for p in lost if top and (medians.get(key(p)) or 0) >= (1 - GOOD_WITHIN) * top]
+        cover = coverage(meta["study"])
+        export_params = params_of.get(named.get("export"))
+        exported.setdefault(meta["revision"], {})[meta["condition"]] = \
+            None if export_params is None else key(export_params)
+        hog = meta.get("hog") or {}
+        hog_s = sum(b - a for a, b in hog.get("intervals") or [])
+        out["runs"][name] = {
+            "revision": meta["revision"], "condition": meta["condition"],
+            "wall_s": meta["ended"] - meta["started"], "hog_on_s": hog_s,
+            "commands": {c["verb"]: {"wall_s": c["wall_s"], "rc": c["rc"],
+                                     "foreign_cores": c["load"].get("foreign_cores")}
+                         for c in meta["commands"]},
+            "named": named, "distinct_winners": len(distinct),
+            "exported": None if export_params is None else label(export_params, base),
+            "lost_as_slow": [label(p, base) for p in lost],
+            "lost_good": [label(p, base) for p in good],
+            "coverage": cover,
+            "covered": sum(r["covered"] for r in cover), "tested": len(cover),
+            "stopped_slow_trials": sum(1 for t in trials if t["reason"] == "slow"),
+            "contended_trials": sum(1 for t in trials if t["reason"] == "contended"),
+        }
+    out["export_agrees"] = {rev: (None if None in (d.get("quiet"), d.get("loaded"))
+                                  else d["quiet"] == d["loaded"]) for rev, d in exported.items()}
+    return out
+
+
+def print_tables(result: dict[str, Any]) -> None:
+    rows = []
+    for r in result["runs"].values():
+        named = " ".join(f"{v[:4]}#{n}" for v, n in r["named"].items())
+        rows.append([r["revision"], r["condition"], f"{r['wall_s'] / 60:.1f}",
+                     f"{r['hog_on_s'] / 60:.1f}", r["exported"],
+                     f"{len(r['lost_good'])}/{len(r['lost_as_slow'])}",
+                     f"{r['covered']}/{r['tested']}", r["distinct_winners"], named])
+    print_table(["revision", "condition", "min", "hog min", "(a) exported",
+                 "(b) good lost/lost", "(c) covered", "(d) winners", "named"], rows)
+    for rev, agrees in result["export_agrees"].items():
+        print(f"(a) {rev}: exported configuration quiet vs loaded: "
+              f"{'same' if agrees else 'different' if agrees is not None else 'n/a'}")
+    for r in result["runs"].values():
+        if r["lost_as_slow"]:
+            print(f"(b) {r['revision']} {r['condition']}: lost as slow: "
+                  f"{'; '.join(r['lost_as_slow'])} (good: {'; '.join(r['lost_good']) or 'none'})")
+        for c in r["coverage"]:
+            g = c["sweep_gain"]
+            print(f"(c) {r['revision']} {r['condition']} trial {c['trial']}: sweep "
+                  f"{100 * g[0]:+.1f} % ({100 * g[1]:+.1f}..{100 * g[2]:+.1f}), confirm "
+                  f"{100 * c['confirm_gain']:+.1f} %: {'covered' if c['covered'] else 'MISSED'}")
+    top = result.get("reference_fastest_tokens_per_s")
+    if top:
+        print(f"reference: fastest median {top:,.0f} tokens/s; good = within "
+              f"{100 * GOOD_WITHIN:.0f} % of it")
+
+
+# -- main ---------------------------------------------------------------------------------------
+def read_metas(root: Path) -> dict[str, dict]:
+    metas = {}
+    for where in sorted(p for p in root.iterdir() if (p / "meta.json").exists()):
+        meta = json.loads((where / "meta.json").read_text())
+        meta["named"] = named_trials(where)
+        metas[where.name] = meta
+    return metas
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--old", default="26a4878", help="the revision before issue 20")
+    parser.add_argument("--new", default="HEAD")
+    parser.add_argument("--quick", action="store_true", help="search=tiny, 4 launches, top 1")
+    parser.add_argument("--only", choices=["old", "new"], help="one revision (a smoke run)")
+    parser.add_argument("--hog-procs", type=int, default=os.cpu_count() or 2)
+    parser.add_argument("--hog-first-off", type=float, default=45.0)
+    parser.add_argument("--hog-on", type=float, default=60.0)
+    parser.add_argument("--hog-off", type=float, default=60.0)
+    parser.add_argument("--reference-rounds", type=int, default=2)
+    parser.add_argument("--reanalyse", type=Path, metavar="DIR",
+                        help="recompute the tables from an earlier run's directory")
+    add_quiet_argument(parser)
+    args = parser.parse_args()
+    if args.reanalyse:
+        metas = read_metas(args.reanalyse)
+        ref_path = args.reanalyse / "reference.json"
+        ref = json.loads(ref_path.read_text()) if ref_path.exists() else None
+        result = analyse(metas, ref)
+        print_tables(result)
+        return
+    repo = repo_root()
+    labels = [args.only] if args.only else ["old", "new"]
+    revs = {"old": args.old, "new": args.new}
+    OUT.mkdir(parents=True, exist_ok=True)
+    for stale in OUT.iterdir():
+        if stale.is_dir():
+            subprocess.run(["rm", "-rf", str(stale)], check=True)
+    tmp = Path(tempfile.mkdtemp(prefix="autotune-drift-"))
+    checkouts = {lab: add_worktree(repo, lab, revs[lab], resolve(repo, revs[lab]), tmp)
+                 for lab in labels}
+    # ABBA: old quiet, new quiet, new loaded, old loaded.
+    order = [(lab, "quiet") for lab in labels] + [(lab, "loaded") for lab in reversed(labels)]
+    metas: dict[str, dict] = {}
+    try:
+        for lab, condition in order:
+            where = OUT / f"{lab}-{condition}"
+            metas[where.name] = run_condition(checkouts[lab], condition, where, args)
+            metas[where.name]["named"] = named_trials(where)
+        configs: dict[str, dict] = {}
+        for meta in metas.values():
+            for params in lost_as_slow(meta["study"]["trials"]) + \
+                    fastest(meta["study"]["trials"], 2):
+                configs.setdefault(key(params), params)
+        log(f"reference: {len(configs)} configurations x {args.reference_rounds} rounds, quiet")
+        ref = reference(list(configs.values()), args.reference_rounds, args.max_wait)
+        (OUT / "reference.json").write_text(json.dumps(ref, indent=1))
+    finally:
+        for checkout in checkouts.values():
+            remove_worktree(repo, checkout)
+    result = analyse(metas, ref)
+    result["settings"] = {k: v for k, v in vars(args).items() if k != "reanalyse"}
+    result["revisions"] = {lab: c.name for lab, c in checkouts.items()}
+    print_tables(result)
+    write_result(NAME, result)
+
+
+if __name__ == "__main__":
+    main()
