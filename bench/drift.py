@@ -162,6 +162,12 @@ class Hog:
 
 
 # -- one revision under one condition -----------------------------------------------------------
+def env_of(checkout: Checkout) -> dict[str, str]:
+    """The revision's environment, with a cache of its own: the revisions store the CPU
+    peak in different formats (the old one cannot read the new one's entry)."""
+    return {**checkout.env, "AUTOTUNE_CACHE": str(checkout.root / ".cache-autotune")}
+
+
 def autotune_cmd(checkout: Checkout, verb: str, overrides: list[str], log_path: Path, *,
                  stop_on: re.Pattern | None = None) -> dict[str, Any]:
     """``python -m autotune <verb>`` in the revision's worktree; stdout+stderr to log_path.
@@ -170,7 +176,7 @@ def autotune_cmd(checkout: Checkout, verb: str, overrides: list[str], log_path: 
     meter = LoadMeter()
     with open(log_path, "w") as sink:
         proc = subprocess.Popen([sys.executable, "-m", "autotune", verb, *overrides],
-                                cwd=checkout.root, env=checkout.env, stdout=subprocess.PIPE,
+                                cwd=checkout.root, env=env_of(checkout), stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True, start_new_session=True)
         stopped = False
         deadline = time.monotonic() + COMMAND_TIMEOUT_S
@@ -233,7 +239,8 @@ def probe(checkout: Checkout, storage: str) -> dict[str, Any]:
     hardware = yaml.safe_load((checkout.root / "conf" / "hardware" / "cpu.yaml").read_text())
     prior = (hardware.get("cost") or {}).get("run_to_run_cv", CostPriors.run_to_run_cv)
     proc = subprocess.run([sys.executable, "-c", PROBE, storage, "drift", str(prior)],
-                          cwd=checkout.root, env=checkout.env, capture_output=True, text=True)
+                          cwd=checkout.root, env=env_of(checkout), capture_output=True,
+                          text=True)
     if proc.returncode != 0:
         raise SystemExit(f"{checkout.name}: reading its study failed:\n{proc.stderr[-2000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
