@@ -79,6 +79,11 @@ SWEEP = ["sweep.seed=0"]
 #: --quick: a smaller space and study, one finalist.
 QUICK_SWEEP = ["sweep.seed=0", "search=tiny", "sweep.n_trials=4"]
 QUICK_CONFIRM = ["confirm.top_k=1", "confirm.repeats=2"]
+#: The reference's runs: a fixed measurement (a configuration stopped as slow may run at
+#: a hundredth of the best's speed: an adaptive one would take minutes to settle it).
+REFERENCE_RUN = ["run.adaptive=false", "run.warmup_steps=4", "run.measure_steps=8"]
+#: A reference run past this is far from good (the best makes its steps in ~10 s).
+REFERENCE_TIMEOUT_S = 120
 #: "Good": within this fraction of the fastest reference median (the issue's 10 %).
 GOOD_WITHIN = 0.10
 COMMAND_TIMEOUT_S = 3600
@@ -273,8 +278,17 @@ def named_trials(where: Path) -> dict[str, int | None]:
     return out
 
 
+#: Knob values the revisions spell differently (before issue 20 recompute was a bool).
+SPELLINGS = {"train.recompute": {True: "full", False: "none", "True": "full", "False": "none"}}
+
+
+def canonical(params: dict) -> dict:
+    """A configuration in the measuring checkout's spelling of its knob values."""
+    return {k: SPELLINGS.get(k, {}).get(v, v) for k, v in params.items()}
+
+
 def key(params: dict) -> str:
-    return json.dumps(params, sort_keys=True)
+    return json.dumps(canonical(params), sort_keys=True)
 
 
 def label(params: dict, baseline: dict) -> str:
@@ -316,6 +330,7 @@ def coverage(study: dict) -> list[dict]:
 
 # -- the reference ------------------------------------------------------------------------------
 def overrides_of(params: dict) -> tuple[list[str], int]:
+    params = canonical(params)
     split = str(params.get("parallel.split", "1x1x1"))
     return [f"{k}={v}" for k, v in params.items()], int(split.split("x")[0])
 
@@ -330,8 +345,11 @@ def reference(configs: list[dict], rounds: int, max_wait: float, seed: int = 0) 
         for i, params in enumerate(order):
             overrides, world = overrides_of(params)
             log(f"reference round {rep + 1}/{rounds}, {i + 1}/{len(order)}: {' '.join(overrides)}")
-            run = run_trial(overrides, quiet_wait_s=max_wait, world_size=world, timeout_s=600)
-            runs[key(params)].append(run.tokens_per_s if run.ok else float("nan"))
+            run = run_trial([*overrides, *REFERENCE_RUN], quiet_wait_s=max_wait,
+                            world_size=world, timeout_s=REFERENCE_TIMEOUT_S)
+            # A run that could not make its steps in the time is far from good: 0.
+            runs[key(params)].append(run.tokens_per_s if run.ok else
+                                     0.0 if run.rc is None else float("nan"))
     medians = {k: median([v for v in vs if v == v]) if any(v == v for v in vs) else None
                for k, vs in runs.items()}
     return {"runs": runs, "medians": medians}
@@ -362,15 +380,16 @@ def analyse(metas: dict[str, dict], ref: dict[str, Any] | None) -> dict[str, Any
         out["runs"][name] = {
             "revision": meta["revision"], "condition": meta["condition"],
             "wall_s": meta["ended"] - meta["started"], "hog_on_s": hog_s,
-            "commands": {c["verb"]: {"wall_s": c["wall_s"], "rc": c["rc"],
-                                     "foreign_cores": c["load"].get("foreign_cores")}
-                         for c in meta["commands"]},
+            "commands": hog_per_command(meta),
             "named": named, "distinct_winners": len(distinct),
             "exported": None if export_params is None else label(export_params, base),
             "lost_as_slow": [label(p, base) for p in lost],
             "lost_good": [label(p, base) for p in good],
             "coverage": cover,
             "covered": sum(r["covered"] for r in cover), "tested": len(cover),
+            # What covering costs: a wide interval covers more and claims less.
+            "median_interval_width": median([c["sweep_gain"][2] - c["sweep_gain"][1]
+                                             for c in cover]) if cover else None,
             "stopped_slow_trials": sum(1 for t in trials if t["reason"] == "slow"),
             "contended_trials": sum(1 for t in trials if t["reason"] == "contended"),
         }
@@ -379,16 +398,36 @@ def analyse(metas: dict[str, dict], ref: dict[str, Any] | None) -> dict[str, Any
     return out
 
 
+def hog_per_command(meta: dict) -> dict[str, dict]:
+    """Each command's wall time and the seconds the hog was on during it. (The bench's
+    own load meter cannot tell: the hog is its child, so its CPU counts as the bench's.)"""
+    out, t = {}, meta["started"]
+    intervals = (meta.get("hog") or {}).get("intervals") or []
+    for c in meta["commands"]:
+        t += (c.get("waited") or {}).get("waited_s", 0.0)
+        end = t + c["wall_s"]
+        on = sum(max(0.0, min(end, b) - max(t, a)) for a, b in intervals)
+        out[c["verb"]] = {"wall_s": c["wall_s"], "rc": c["rc"], "hog_on_s": on}
+        t = end
+    return out
+
+
 def print_tables(result: dict[str, Any]) -> None:
     rows = []
     for r in result["runs"].values():
         named = " ".join(f"{v[:4]}#{n}" for v, n in r["named"].items())
+        hog = r["commands"]
         rows.append([r["revision"], r["condition"], f"{r['wall_s'] / 60:.1f}",
-                     f"{r['hog_on_s'] / 60:.1f}", r["exported"],
+                     f"{hog['sweep']['hog_on_s']:.0f}/{hog['sweep']['wall_s']:.0f}",
+                     f"{hog['confirm']['hog_on_s']:.0f}/{hog['confirm']['wall_s']:.0f}",
+                     r["exported"],
                      f"{len(r['lost_good'])}/{len(r['lost_as_slow'])}",
-                     f"{r['covered']}/{r['tested']}", r["distinct_winners"], named])
-    print_table(["revision", "condition", "min", "hog min", "(a) exported",
-                 "(b) good lost/lost", "(c) covered", "(d) winners", "named"], rows)
+                     f"{r['covered']}/{r['tested']}",
+                     "-" if r["median_interval_width"] is None
+                     else f"{100 * r['median_interval_width']:.0f}",
+                     r["distinct_winners"], named])
+    print_table(["revision", "condition", "min", "sweep hog/s", "confirm hog/s", "(a) exported",
+                 "(b) good lost/lost", "(c) covered", "width %", "(d) winners", "named"], rows)
     for rev, agrees in result["export_agrees"].items():
         print(f"(a) {rev}: exported configuration quiet vs loaded: "
               f"{'same' if agrees else 'different' if agrees is not None else 'n/a'}")
@@ -436,8 +475,9 @@ def main() -> None:
         metas = read_metas(args.reanalyse)
         ref_path = args.reanalyse / "reference.json"
         ref = json.loads(ref_path.read_text()) if ref_path.exists() else None
-        result = analyse(metas, ref)
-        print_tables(result)
+        if ref is None:  # the sweeps ran, the reference did not: measure it now
+            ref = measure_reference(metas, args, args.reanalyse)
+        finish(metas, ref, args, {m["revision"]: m["commit"] for m in metas.values()})
         return
     repo = repo_root()
     labels = [args.only] if args.only else ["old", "new"]
@@ -457,20 +497,31 @@ def main() -> None:
             where = OUT / f"{lab}-{condition}"
             metas[where.name] = run_condition(checkouts[lab], condition, where, args)
             metas[where.name]["named"] = named_trials(where)
-        configs: dict[str, dict] = {}
-        for meta in metas.values():
-            for params in lost_as_slow(meta["study"]["trials"]) + \
-                    fastest(meta["study"]["trials"], 2):
-                configs.setdefault(key(params), params)
-        log(f"reference: {len(configs)} configurations x {args.reference_rounds} rounds, quiet")
-        ref = reference(list(configs.values()), args.reference_rounds, args.max_wait)
-        (OUT / "reference.json").write_text(json.dumps(ref, indent=1))
     finally:
         for checkout in checkouts.values():
             remove_worktree(repo, checkout)
+    ref = measure_reference(metas, args, OUT)
+    finish(metas, ref, args, {c.name: c.commit for c in checkouts.values()})
+
+
+def measure_reference(metas: dict[str, dict], args, where: Path) -> dict[str, Any]:
+    """The quiet reference of every configuration lost as slow and each sweep's two
+    fastest, written to ``where/reference.json``."""
+    configs: dict[str, dict] = {}
+    for meta in metas.values():
+        for params in lost_as_slow(meta["study"]["trials"]) + \
+                fastest(meta["study"]["trials"], 2):
+            configs.setdefault(key(params), canonical(params))
+    log(f"reference: {len(configs)} configurations x {args.reference_rounds} rounds, quiet")
+    ref = reference(list(configs.values()), args.reference_rounds, args.max_wait)
+    (where / "reference.json").write_text(json.dumps(ref, indent=1))
+    return ref
+
+
+def finish(metas: dict[str, dict], ref: dict[str, Any], args, revisions: dict) -> None:
     result = analyse(metas, ref)
-    result["settings"] = {k: v for k, v in vars(args).items() if k != "reanalyse"}
-    result["revisions"] = {lab: c.name for lab, c in checkouts.items()}
+    result["settings"] = {k: str(v) for k, v in vars(args).items()}
+    result["revisions"] = revisions
     print_tables(result)
     write_result(NAME, result)
 

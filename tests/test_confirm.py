@@ -164,3 +164,18 @@ def test_the_sweep_confirm_report_export_and_soak_name_one_winner(harness, capsy
     # Rule: the figure beside it is labelled: confirm's median, and the sweep's own.
     assert f"best confirmed: trial #{winner}, median " in confirmed
     assert re.search(rf"trial #{winner}, [\d,]+ tokens/s in the sweep: best confirmed", confirmed)
+
+
+def test_a_round_measured_under_load_is_left_out_of_the_paired_test():
+    from autotune.commands.confirm import rounds_of
+
+    runs = {0: [100.0, 102.0, 60.0], 1: [110.0, 111.0, 112.0]}
+    loaded = {0: [False, False, True], 1: [False, False, False]}
+    # Rule: the baseline's run in round 3 was measured under load: the pair was measured
+    # under different conditions, and the test keeps the two clean rounds.
+    assert rounds_of(runs, 1, 0, loaded) == ([110.0, 111.0], [100.0, 102.0])
+    # Rule: with fewer than two clean rounds left, every finished round counts.
+    loaded[1] = [True, False, False]
+    assert rounds_of(runs, 1, 0, loaded) == ([110.0, 111.0, 112.0], [100.0, 102.0, 60.0])
+    # Rule: a failed run drops its round, as before.
+    assert rounds_of({0: [100.0, None], 1: [110.0, 111.0]}, 1, 0) == ([110.0], [100.0])

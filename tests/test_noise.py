@@ -233,3 +233,18 @@ def test_confirm_runs_measured_under_other_conditions_are_never_pooled_with_the_
     # Rule: two trials that both have confirm runs compare those, within the rounds.
     both = noise.gain(trial, base, level)
     assert both.ratio == pytest.approx(0.60 / 0.45 - 1, abs=0.05)
+
+
+def test_a_run_measured_under_load_does_not_widen_the_studys_quiet_noise():
+    # Two configurations re-run three times each at about 1 % spread; one of the
+    # baseline's runs was measured under load and is 36 % slower.
+    base = record(0, {"k": 0}, 0.30, role="baseline", repeats=[0.30, 0.303, 0.47])
+    other = record(1, {"k": 1}, 0.28, repeats=[0.28, 0.283, 0.279])
+    noisy = noise.run_to_run_noise([base, other], 0.05)
+    base.repeats[2]["conditions"] = {"other_cores": 0.9, "window_s": 5.0, "contended": True,
+                                     "contention_cores": 0.5}
+    quiet = noise.run_to_run_noise([base, other], 0.05)
+    # Rule: unflagged, the slow run is noise of the study; flagged as measured under load,
+    # it is left out of the noise every quiet comparison rests on.
+    assert noisy.cv > 0.1
+    assert quiet.cv < 0.02 and "under load left out" in quiet.source

@@ -30,6 +30,7 @@ from autotune.study.choice import study_verdict
 from autotune.study.layout import StudyLayout
 from autotune.study.noise import PairedTest, paired_test
 from autotune.study.records import (
+    CONDITIONS,
     CONFIRM_SOURCE,
     CONFIRM_STUDY_KEY,
     TrialRecord,
@@ -57,10 +58,21 @@ def test_record(test: PairedTest | None) -> dict | None:
             "rounds": test.rounds, "real": g.real, "text": test.text()}
 
 
-def rounds_of(runs: dict[int, list[float | None]], a: int, b: int) -> tuple[list, list]:
-    """The rounds where both ``a`` and ``b`` finished (a failed run drops its round)."""
-    pairs = [(x, y) for x, y in zip(runs[a], runs[b]) if x and y]
-    return [x for x, _ in pairs], [y for _, y in pairs]
+#: Fewest clean rounds a paired test keeps before it falls back to every round.
+MIN_CLEAN_ROUNDS = 2
+
+
+def rounds_of(runs: dict[int, list[float | None]], a: int, b: int,
+              loaded: dict[int, list[bool]] | None = None) -> tuple[list, list]:
+    """The rounds where both ``a`` and ``b`` finished (a failed run drops its round), less
+    the rounds where either was measured under load (the pair was then measured under
+    different conditions), as long as :data:`MIN_CLEAN_ROUNDS` remain."""
+    pairs = [(x, y, i) for i, (x, y) in enumerate(zip(runs[a], runs[b])) if x and y]
+    if loaded:
+        clean = [p for p in pairs if not (loaded[a][p[2]] or loaded[b][p[2]])]
+        if len(clean) >= MIN_CLEAN_ROUNDS:
+            pairs = clean
+    return [x for x, _, _ in pairs], [y for _, y, _ in pairs]
 
 
 def run_confirm(composed: DictConfig, console: Console) -> int:
@@ -80,6 +92,8 @@ def run_confirm(composed: DictConfig, console: Console) -> int:
     layout, runner = StudyLayout.of(settings), runner_for(settings)
     runs: dict[int, list[float | None]] = {r.number: [] for r in chosen}
     perfs: dict[int, list[dict]] = {r.number: [] for r in chosen}
+    #: Whether each run was measured under load, round by round.
+    loaded: dict[int, list[bool]] = {r.number: [] for r in chosen}
     total = options.repeats * len(chosen)
     done = 0
     orders = round_orders(chosen, options.repeats, seed=settings.seed)
@@ -94,6 +108,7 @@ def run_confirm(composed: DictConfig, console: Console) -> int:
             perf = rerun(runner, r.run_dir, layout.confirm(r.number, rep),
                          settings, name=f"confirm/{r.number}")
             runs[r.number].append(Performance.from_dict(perf).tokens_per_s if perf else None)
+            loaded[r.number].append(bool(perf and (perf.get(CONDITIONS) or {}).get("contended")))
             if perf:
                 perfs[r.number].append(perf)
     add_repeats(study, perfs, CONFIRM_SOURCE)
@@ -106,13 +121,19 @@ def run_confirm(composed: DictConfig, console: Console) -> int:
         summary[r.number] = spread(measured)
         if base is not None and r.number != base.number and base.number in runs:
             summary[r.number]["vs_baseline"] = test_record(
-                paired_test(*rounds_of(runs, r.number, base.number)))
+                paired_test(*rounds_of(runs, r.number, base.number, loaded)))
             summary[r.number]["baseline"] = base.number
         stored[str(r.number)] = summary[r.number]
     study.set_user_attr(CONFIRM_STUDY_KEY, stored)
     study.set_user_attr(ORDER_STUDY_KEY, [[r.number for r in order] for order in orders])
-    console.print(render(chosen, summary, runs, base), highlight=False, soft_wrap=True,
-                  markup=False)
+    console.print(render(chosen, summary, runs, base, loaded), highlight=False,
+                  soft_wrap=True, markup=False)
+    under_load = sum(flag for flags in loaded.values() for flag in flags)
+    if under_load:
+        console.print(f"{under_load} run(s) measured under load (other processes above "
+                      f"sweep.contention_cores): their rounds are left out of the paired "
+                      f"tests while {MIN_CLEAN_ROUNDS} clean rounds remain", highlight=False,
+                      soft_wrap=True, markup=False)
     moved = speed_change(base, summary.get(base.number) if base is not None else None)
     if moved:
         console.print(moved, highlight=False, soft_wrap=True, markup=False)
@@ -152,7 +173,8 @@ def speed_change(base: TrialRecord | None, confirmed: dict | None) -> str | None
 
 
 def render(chosen: list[TrialRecord], summary: dict[int, dict],
-           runs: dict[int, list[float | None]], base: TrialRecord | None) -> str:
+           runs: dict[int, list[float | None]], base: TrialRecord | None,
+           loaded: dict[int, list[bool]] | None = None) -> str:
     lines = [f"{'trial':>5}  {'sweep tok/s':>12}  {'median':>10}  {'min..max':>19}  "
              f"{'CV':>6}  {'vs baseline (paired t-test)':<44}  knobs"]
     ranked = sorted(chosen, key=lambda r: -(summary.get(r.number) or {}).get("median", 0))
@@ -174,7 +196,7 @@ def render(chosen: list[TrialRecord], summary: dict[int, dict],
     top = [r for r in ranked if r.number in summary][:2]
     if len(top) == 2:
         a, b = top
-        test = paired_test(*rounds_of(runs, a.number, b.number))
+        test = paired_test(*rounds_of(runs, a.number, b.number, loaded))
         verdict = (f"{test.text()}; either is fine" if test is not None and not test.gain.real
                    else test.text() if test is not None else "too few complete rounds to test")
         lines.append(f"top two (trial {a.number} vs trial {b.number}): {verdict}")

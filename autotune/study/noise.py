@@ -119,17 +119,19 @@ def runs_from(perfs: list[Performance | dict]) -> list[Run]:
 def run_to_run_noise(records: list[TrialRecord], prior_cv: float) -> Noise:
     """The pooled run-to-run CV of the study's repeated configurations, or the prior. Each
     set of runs measured together counts on its own (a configuration's sweep runs, its
-    confirm runs): a speed that drifted between the sweep and ``confirm`` is not noise."""
+    confirm runs): a speed that drifted between the sweep and ``confirm`` is not noise.
+    Runs measured under load are left out (:meth:`TrialRecord.quiet_run_sets`): they are
+    widened on their own (:func:`under_load`)."""
     sum_sq, dof = 0.0, 0
-    for runs in (r for record in records
-                 for r in (runs_of(record), runs_from(record.confirm_runs()))):
+    for runs in _quiet_sets(records):
         if len(runs) >= 2:
             logs = np.log([r.tokens_per_s for r in runs])
             sum_sq += float(np.sum((logs - logs.mean()) ** 2))
             dof += len(runs) - 1
     if dof >= MIN_REPEAT_DOF:
         return Noise(math.sqrt(sum_sq / dof), f"measured from {dof + _configs(records)} runs "
-                                              "of repeated configurations")
+                                              "of repeated configurations, runs under load "
+                                              "left out")
     return Noise(prior_cv, "the hardware profile's cost.run_to_run_cv (too few repeats to "
                            "measure it)")
 
@@ -149,10 +151,12 @@ def under_load(level: Noise, base: TrialRecord) -> Noise:
                      f"({level.source} gives {100 * level.cv:.1f} %)")
 
 
+def _quiet_sets(records: list[TrialRecord]) -> list[list[Run]]:
+    return [runs_from(perfs) for record in records for perfs in record.quiet_run_sets()]
+
+
 def _configs(records: list[TrialRecord]) -> int:
-    return sum(1 for record in records for runs in (runs_of(record),
-                                                    runs_from(record.confirm_runs()))
-               if len(runs) >= 2)
+    return sum(1 for runs in _quiet_sets(records) if len(runs) >= 2)
 
 
 @lru_cache(maxsize=4096)

@@ -141,6 +141,22 @@ class TrialRecord:
         return [Performance.from_dict(r) for r in self.repeats
                 if r.get("source") == CONFIRM_SOURCE]
 
+    def quiet_run_sets(self) -> list[list[Performance]]:
+        """Its sweep runs and its confirm runs, each set without the runs measured under
+        load: what the study's run-to-run noise is estimated from. A contended run claims
+        less on its own (:func:`autotune.study.noise.under_load`); pooled into the noise,
+        one disturbed run would widen every quiet comparison of the study."""
+        def loaded(repeat: dict) -> bool:
+            conditions = Conditions.from_dict(repeat.get(CONDITIONS))
+            return bool(conditions is not None and conditions.contended)
+
+        sweep = [] if self.contended else [self.perf]
+        sweep += [Performance.from_dict(r) for r in self.repeats
+                  if r.get("source") != CONFIRM_SOURCE and not loaded(r)]
+        confirm = [Performance.from_dict(r) for r in self.repeats
+                   if r.get("source") == CONFIRM_SOURCE and not loaded(r)]
+        return [sweep, confirm]
+
     @property
     def runs(self) -> list[Performance]:
         """Every measured run of its configuration: its own, then its repeats."""
