@@ -87,10 +87,11 @@ def enumerate_jobs(cfg: TrialConfig, settings: PlanSettings, devices: int) -> li
         if (sp and mp == 1) or (shard and dp == 1):
             continue  # the same job as without it
         for m in micro_batch_counts(batch, dp, settings):
+            # plan describes our trial program, which keeps an fp32 accumulator.
             jobs.append(Job(dp=dp, mp=mp, pp=pp, global_batch=batch, micro_batches=m,
                             dtype=dtype, recompute=recompute_mode(rc, "plan.recompute"),
-                            sequence_parallel=sp,
-                            optimizer_shard=shard))
+                            sequence_parallel=sp, optimizer_shard=shard,
+                            fp32_accumulator=True))
     return jobs
 
 
