@@ -243,8 +243,12 @@ def landscape(hw: HardwareConfig) -> dict:
               f"{s['false_oom'][-1]['over_budget']} at {A100_MEMORY_GIB[-1]:g} GiB (target 0)")
     result["in_sample_constants"] = {
         "compute_efficiency_fp16": everything.compute_efficiency["float16"],
-        "collective_efficiency": everything.collective_efficiency,
+        "mp_collective_efficiency": everything.mp_collective_efficiency,
+        "dp_collective_efficiency": everything.dp_collective_efficiency,
+        "layer_latency_s": everything.layer_latency_s,
         "step_overhead_s": everything.step_overhead_s}
+    print("in-sample constants: " + ", ".join(f"{k} {v:.4g}"
+                                              for k, v in result["in_sample_constants"].items()))
     return result
 
 

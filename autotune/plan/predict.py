@@ -16,7 +16,12 @@ class Constants:
     """The free constants (priors from the profile, or a calibration's fit)."""
 
     compute_efficiency: dict[str, float]  # per dtype value
-    collective_efficiency: float
+    #: Achieved / nominal bandwidth of the tensor-parallel and of the data-parallel
+    #: collectives, fitted apart (their sizes, dtypes and overlap differ).
+    mp_collective_efficiency: float
+    dp_collective_efficiency: float
+    #: Fixed seconds per layer and micro-batch (steptime.layer_latency_term_s).
+    layer_latency_s: float
     step_overhead_s: float
     runtime_overhead_gib: float
     allocator_factor: float
@@ -33,7 +38,9 @@ class Constants:
     def priors(cls, hw: HardwareConfig) -> Constants:
         c: CostPriors = hw.cost
         return cls(compute_efficiency={d.value: c.compute_efficiency for d in DType},
-                   collective_efficiency=c.collective_efficiency,
+                   mp_collective_efficiency=c.collective_efficiency,
+                   dp_collective_efficiency=c.collective_efficiency,
+                   layer_latency_s=c.layer_latency_s,
                    step_overhead_s=c.step_overhead_s,
                    runtime_overhead_gib=c.runtime_overhead_gib,
                    allocator_factor=c.allocator_factor,
@@ -109,7 +116,9 @@ def predict(d: ModelDims, job: Job, cluster: Cluster, constants: Constants, *,
         time = steptime.breakdown(
             d, job, cluster, peak_flops=peak_flops_per_device,
             compute_efficiency=constants.compute_efficiency[job.dtype.value],
-            collective_efficiency=constants.collective_efficiency,
+            mp_collective_efficiency=constants.mp_collective_efficiency,
+            dp_collective_efficiency=constants.dp_collective_efficiency,
+            layer_latency_s=constants.layer_latency_s,
             step_overhead_s=constants.step_overhead_s, data_wait_s=constants.data_wait_s)
     total = peak_flops_per_device * job.devices if peak_flops_per_device else None
     return Prediction(job=job, memory=mem, time=time, tokens_per_step=job.global_batch * d.seq,
