@@ -96,7 +96,9 @@ def layer_latency_term_s(d: ModelDims, job: Job, per_layer_s: float) -> float:
     micro-batch count (0.91x at m = 2, 1.65x at 8, 2.36x at 16) while the FLOPs stayed the
     same; a least-squares fit gave ~2.7 ms per layer and micro-batch, ~59 % of the measured
     time. Every vTrain row is full recompute, so how the constant splits between the
-    passes is not identified: it is fitted per hardware profile (calibration.py).
+    passes is not identified: it is fitted per hardware profile (calibration.py). The
+    profiles' prior is 0: 2.7 ms as the A100 prior made the uncalibrated Megatron-LM points
+    (N21, K22: large models, fused kernels) 15-20 points worse.
     """
     return d.layers // job.pp * job.micro_batches * per_layer_s
 
