@@ -3,6 +3,7 @@ tokens/s, MFU, and the model's own uncertainty."""
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field, replace
 
 from autotune.plan import memory, steptime
@@ -50,6 +51,21 @@ class Constants:
                    source=f"priors of hardware profile {hw.name}")
 
 
+#: The model's held-out memory error: the largest relative error of the predicted peak on
+#: the real CPU trials held out of the fit (bench/cost_model_cpu.py on the committed
+#: measurements, BENCHMARKS.md: +8.3 %), rounded up. Every memory prediction carries it as
+#: an interval, peak x (1 -+ this).
+HELD_OUT_MEMORY_ERROR = 0.09
+
+
+class MemoryFit(enum.Enum):
+    """Where the budget falls in a prediction's memory interval."""
+
+    FITS = "fits"  # even the pessimistic end is within the budget
+    TIGHT = "tight"  # the budget is inside the interval: launch, and say so
+    OVER = "over"  # even the optimistic end exceeds the budget: rule it out
+
+
 @dataclass(frozen=True)
 class Prediction:
     job: Job
@@ -63,6 +79,24 @@ class Prediction:
     @property
     def peak_gib(self) -> float:
         return self.memory.peak_gib
+
+    @property
+    def peak_interval_gib(self) -> tuple[float, float]:
+        """(optimistic, pessimistic) peak: the held-out memory error either side."""
+        return (self.peak_gib * (1 - HELD_OUT_MEMORY_ERROR),
+                self.peak_gib * (1 + HELD_OUT_MEMORY_ERROR))
+
+    def memory_fit(self, budget_gib: float, *, margin: float = 0.0) -> MemoryFit:
+        """OVER only when even the optimistic end exceeds budget x (1 + margin); TIGHT
+        when the budget is inside the interval."""
+        low, high = self.peak_interval_gib
+        if low > budget_gib * (1 + margin):
+            return MemoryFit.OVER
+        return MemoryFit.TIGHT if high > budget_gib else MemoryFit.FITS
+
+    def over_budget(self, budget_gib: float, *, margin: float = 0.0) -> bool:
+        """The guard's rule: out only when even the optimistic end is over."""
+        return self.memory_fit(budget_gib, margin=margin) is MemoryFit.OVER
 
     @property
     def step_s(self) -> float | None:
@@ -80,7 +114,8 @@ class Prediction:
 
     def record(self) -> dict:
         """JSON-ready: what a trial record stores as its prediction."""
-        return {"peak_gib": self.peak_gib, "memory_gib": self.memory.gib(),
+        return {"peak_gib": self.peak_gib, "peak_interval_gib": list(self.peak_interval_gib),
+                "memory_gib": self.memory.gib(),
                 "step_s": self.step_s, "tokens_per_s": self.tokens_per_s, "mfu": self.mfu,
                 "time_s": self.time.seconds() if self.time else None,
                 "memory_uncertainty": self.constants.memory_uncertainty,
