@@ -141,7 +141,7 @@ def main() -> None:
     rows, result_rows = [], []
     for i, (c, r) in enumerate(zip(cfgs, runs)):
         p = model.predict_config(c)
-        state = p.memory.states + p.memory.comm_buffer
+        state = p.memory.states
         variable = state + p.memory.dynamic
         role = role_of[i]
         result_rows.append({**r, "role": role, "predicted_peak_gib": p.peak_gib,

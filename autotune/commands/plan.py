@@ -41,6 +41,7 @@ def row(rank: int | None, point: PlanPoint) -> dict:
         if p.time is not None:
             out.update({f"time_{k}_s": v for k, v in p.time.seconds().items() if k != "step"})
     out["fits"] = point.fits
+    out["tight"] = point.tight  # the budget is inside the predicted memory interval
     out["reason"] = point.reason or ""
     return out
 

@@ -4,12 +4,16 @@ profile and machine, and keep the fit with its residual error.
 Both models are linear in their constants once the formulas have done their work:
 
     measured step - data wait = overhead + sum_dtype (FLOPs / peak) / efficiency_dtype
-                                + (collective seconds at full bandwidth) / collective efficiency
+                                + layer latency x layers x micro-batches
+                                + (TP collective seconds at full bandwidth) / TP efficiency
+                                + (DP all-reduce seconds at full bandwidth) / DP efficiency
     measured peak             = runtime overhead + allocator x (states + buffers)
                                 + allocator x activation factor x activations
 
-so a non-negative least-squares fit (scipy.optimize.nnls) recovers them. Constants a
-measurement cannot inform (a dtype never run, no collectives) keep their priors. A
+so a least-squares fit recovers them: bounded for step time (scipy.optimize.lsq_linear:
+compute efficiency <= 1, seconds >= 0), non-negative for memory (scipy.optimize.nnls).
+Constants a measurement cannot inform (a dtype never run, no collectives, a column the
+others already explain) keep their priors. A
 measured OOM is a lower bound: when the fit still predicts it under its budget, the
 allocator factor rises until it does not.
 """
@@ -35,6 +39,9 @@ from trials.contract.machine import default_cache_dir, machine_key
 GIB = memory.GIB
 #: Fewer measured trials than this keep the priors (and their uncertainty).
 MIN_POINTS = 3
+#: The fit may charge a collective down to this fraction of its ring estimate (an
+#: efficiency of up to 100): frameworks overlap collectives with compute.
+MIN_COLLECTIVE_FACTOR = 0.01
 
 
 @dataclass(frozen=True)
@@ -51,71 +58,111 @@ class Measurement:
     oom_budget_gib: float | None = None  # ran out of memory under this budget
 
 
-def _time_columns(m: Measurement) -> tuple[dict[str, float], float, float]:
-    """The regressors of one trial's step time: FLOP-seconds at peak per dtype, collective
-    seconds at full bandwidth, and the seconds no constant scales (latencies, p2p)."""
+def _time_columns(m: Measurement) -> tuple[dict[str, float], float]:
+    """The regressors of one trial's step time: the seconds each time constant's coefficient
+    multiplies (FLOP-seconds at peak for the dtype's 1 / compute efficiency, collective
+    seconds at full bandwidth for 1 / efficiency, layer-micro-batches for the layer
+    latency, 1 for the step overhead), and the seconds no constant scales (latencies, p2p)."""
     def seconds(collective_efficiency: float) -> steptime.TimeBreakdown:
         return steptime.breakdown(m.dims, m.job, m.cluster, peak_flops=m.peak_flops_per_device,
                                   compute_efficiency=1.0,
-                                  collective_efficiency=collective_efficiency,
-                                  step_overhead_s=0.0)
+                                  mp_collective_efficiency=collective_efficiency,
+                                  dp_collective_efficiency=collective_efficiency,
+                                  layer_latency_s=1.0, step_overhead_s=0.0)
 
     bubble = 1 + (m.job.pp - 1) / m.job.micro_batches if m.job.pp > 1 else 1.0
     full, latency_only = seconds(1.0), seconds(1e30)
+    columns = {"overhead": 1.0, f"compute:{m.job.dtype.value}": full.compute * bubble,
+               "mp": (full.mp_collectives - latency_only.mp_collectives) * bubble,
+               "dp": full.dp_allreduce - latency_only.dp_allreduce,
+               "layer": full.layer_latency * bubble}
+    fixed = latency_only.mp_collectives * bubble + latency_only.dp_allreduce + full.pp_p2p
+    return columns, fixed
 
-    def comm(t: steptime.TimeBreakdown) -> float:
-        return t.dp_allreduce + t.mp_collectives * bubble
 
-    fixed = comm(latency_only) + full.pp_p2p
-    return {m.job.dtype.value: full.compute * bubble}, comm(full) - comm(latency_only), fixed
+def _time_prior(name: str, prior: Constants) -> tuple[float, float]:
+    """(the prior's coefficient of a column, the lower bound of the fit): compute cannot
+    beat the peak (efficiency <= 1); a collective may be mostly hidden by the framework's
+    overlap (efficiency up to 1 / MIN_COLLECTIVE_FACTOR); the seconds are non-negative."""
+    if name.startswith("compute:"):
+        return 1.0 / prior.compute_efficiency[name.split(":", 1)[1]], 1.0
+    return {"overhead": (prior.step_overhead_s, 0.0), "layer": (prior.layer_latency_s, 0.0),
+            "mp": (1.0 / prior.mp_collective_efficiency, MIN_COLLECTIVE_FACTOR),
+            "dp": (1.0 / prior.dp_collective_efficiency, MIN_COLLECTIVE_FACTOR)}[name]
+
+
+def _identifiable(a: np.ndarray, n_points: int) -> list[int]:
+    """The columns, in order, that each add information (raise the rank of the scaled
+    design), at most one per measured point: the others keep their priors."""
+    scale = np.linalg.norm(a, axis=0)
+    keep: list[int] = []
+    for j in range(a.shape[1]):
+        if scale[j] == 0 or len(keep) >= n_points:
+            continue
+        trial = a[:, [*keep, j]] / scale[[*keep, j]]
+        if np.linalg.matrix_rank(trial, tol=1e-9) > len(keep):
+            keep.append(j)
+    return keep
 
 
 def fit_time(points: list[Measurement], prior: Constants) -> tuple[dict, float | None]:
-    """(constants, relative RMS error) from the trials with a measured step time."""
+    """(constants, relative RMS error) from the trials with a measured step time.
+
+    One bounded least-squares fit (scipy.optimize.lsq_linear) of every identifiable
+    constant at once, bounds inside the fit (no clipping afterwards, which would leave
+    the other constants fitted to a value that is not used)."""
     usable = [m for m in points if m.step_s and m.peak_flops_per_device]
     if not usable:
         return {}, None
     if len(usable) < MIN_POINTS:
         return _fit_efficiency_only(usable, prior), None
     rows = [_time_columns(m) for m in usable]
-    dtypes = sorted({k for compute, _, _ in rows for k in compute})
-    has_comm = any(comm > 0 for _, comm, _ in rows)
-    names = ["overhead", *dtypes] + (["comm"] if has_comm else [])
-    a = np.array([[1.0, *[compute.get(k, 0.0) for k in dtypes]] + ([comm] if has_comm else [])
-                  for compute, comm, _ in rows])
-    y = np.array([m.step_s - m.data_wait_s - fixed for m, (_, _, fixed) in zip(usable, rows)])
-    from scipy.optimize import nnls  # only when fitting: keeps the sweep's start-up short
+    dtypes = sorted({k for columns, _ in rows for k in columns if k.startswith("compute:")})
+    names = ["overhead", *dtypes, "mp", "dp", "layer"]
+    a = np.array([[columns.get(k, 0.0) for k in names] for columns, _ in rows])
+    y = np.array([m.step_s - m.data_wait_s - fixed for m, (_, fixed) in zip(usable, rows)])
+    priors = np.array([_time_prior(k, prior)[0] for k in names])
+    lower = np.array([_time_prior(k, prior)[1] for k in names])
+    free = _identifiable(a / y[:, None], len(usable))
+    held = [j for j in range(len(names)) if j not in free]
+    from scipy.optimize import lsq_linear  # only when fitting: keeps start-up short
 
     # Weight by 1/y: minimise relative, not absolute, error (trials differ 100x in time).
-    coef, _ = nnls(a / y[:, None], np.ones_like(y))
-    fitted = dict(zip(names, coef))
-    out = {"step_overhead_s": float(fitted["overhead"]),
-           "data_wait_s": float(np.median([m.data_wait_s for m in usable]))}
+    target = y - a[:, held] @ priors[held]
+    coef = priors.copy()
+    coef[free] = lsq_linear(a[:, free] / y[:, None], target / y, method="bvls",
+                            bounds=(lower[free], np.inf)).x
+    fitted = {names[j]: float(coef[j]) for j in free}
+    out: dict = {"data_wait_s": float(np.median([m.data_wait_s for m in usable]))}
+    if "overhead" in fitted:
+        out["step_overhead_s"] = fitted["overhead"]
+    if "layer" in fitted:
+        out["layer_latency_s"] = fitted["layer"]
+    for k in ("mp", "dp"):
+        if k in fitted:
+            out[f"{k}_collective_efficiency"] = 1.0 / fitted[k]
     efficiency = dict(prior.compute_efficiency)
     for k in dtypes:
-        if fitted[k] > 0:
-            efficiency[k] = float(min(1.0, 1.0 / fitted[k]))
+        if k in fitted:
+            efficiency[k.split(":", 1)[1]] = 1.0 / fitted[k]
     out["compute_efficiency"] = efficiency
-    if has_comm and fitted["comm"] > 0:
-        out["collective_efficiency"] = float(min(1.0, 1.0 / fitted["comm"]))
-    predicted = a @ coef
-    return out, _relative_rms(predicted, y, len(names))
+    return out, _relative_rms(a @ coef, y, len(free))
 
 
 def _fit_efficiency_only(usable: list[Measurement], prior: Constants) -> dict:
     """Too few trials for every constant: scale each dtype's compute efficiency alone so
-    that the other terms at their priors add up to the measured times."""
+    that the other terms at their priors add up to the measured times (at most the peak)."""
     efficiency = dict(prior.compute_efficiency)
     sums: dict[str, list[float]] = {}
     for m in usable:
-        compute, comm, fixed = _time_columns(m)
-        (dtype, flop_s), = compute.items()
-        rest = m.step_s - m.data_wait_s - fixed - prior.step_overhead_s \
-            - comm / prior.collective_efficiency
+        columns, fixed = _time_columns(m)
+        key = f"compute:{m.job.dtype.value}"
+        rest = m.step_s - m.data_wait_s - fixed - sum(
+            _time_prior(k, prior)[0] * v for k, v in columns.items() if k != key)
         if rest > 0:
-            sums.setdefault(dtype, [0.0, 0.0])
-            sums[dtype][0] += flop_s
-            sums[dtype][1] += rest
+            sums.setdefault(m.job.dtype.value, [0.0, 0.0])
+            sums[m.job.dtype.value][0] += columns[key]
+            sums[m.job.dtype.value][1] += rest
     for dtype, (flop_s, rest) in sums.items():
         efficiency[dtype] = float(min(1.0, flop_s / rest))
     return {"compute_efficiency": efficiency}

@@ -25,16 +25,20 @@ class Job:
     recompute: Recompute = Recompute.none
     sequence_parallel: bool = False  # Megatron/MindFormers SP: activations split by mp
     optimizer_shard: bool = False  # MindSpore's parallel optimizer: states split by dp
+    #: The program keeps its own fp32 gradient accumulator under accumulation: ours does
+    #: (trials/step.py); Megatron-LM accumulates into its gradient buffer.
+    fp32_accumulator: bool = False
 
     @classmethod
     def of(cls, cfg: TrialConfig, *, sequence_parallel: bool = False,
            optimizer_shard: bool = False) -> Job:
+        """The job of our trial program (the only one a trial config describes)."""
         p, t = cfg.parallel, cfg.train
         return cls(dp=p.dp, mp=p.mp, pp=p.pp, global_batch=t.global_batch,
                    micro_batches=t.micro_batches, dtype=cfg.precision.dtype,
                    recompute=t.recompute,
                    sequence_parallel=sequence_parallel,
-                   optimizer_shard=optimizer_shard)
+                   optimizer_shard=optimizer_shard, fp32_accumulator=True)
 
     @property
     def devices(self) -> int:

@@ -3,17 +3,19 @@
 The most loaded device is on the first pipeline stage: it holds the embedding, its
 share of the layers, and the most micro-batches in flight under 1F1B. Terms in bytes:
 
-- model states: fp32 master weights 4, fp32 gradients 4, Adam moments 8 bytes per
-  parameter (Rajbhandari et al. 2020, section 3.1: 16 bytes per parameter for mixed-
-  precision Adam); a 16-bit compute copy 2 more when the dtype is not fp32; an fp32
-  accumulation buffer 4 more under gradient accumulation. Tensor parallel divides
-  parameters by mp, pipeline parallel leaves L/pp layers, MindSpore's parallel
-  optimizer divides the master weights and Adam moments by dp (gradients stay fp32
-  and whole: MindSpore keeps gradients in the parameters' dtype).
+- model states: 16 bytes per parameter for Adam (Rajbhandari et al., "ZeRO", SC'20,
+  arXiv:1910.02054, section 3.1): mixed precision keeps 16-bit parameters 2 and
+  gradients 2, and fp32 optimizer states 12 (master weights, momentum, variance); fp32
+  training keeps parameters 4, gradients 4 and the two moments 8. Tensor parallel
+  divides parameters by mp, pipeline parallel leaves L/pp layers, the parallel
+  optimizer (MindSpore's, ZeRO-1) divides the optimizer states by dp.
+- accumulation: an fp32 gradient accumulator (4 bytes a parameter) under gradient
+  accumulation, only for a program that keeps one (ours: trials/step.py). Megatron-LM
+  and DeepSpeed accumulate into the gradients themselves, and no gradient-sized
+  communication buffer is counted (ZeRO's 16 bytes hold none).
 - activations: Korthikanti et al. 2022, eq. 1-4 and Table 2, per layer and micro-batch;
   x micro-batches in flight; full recompute keeps only each layer's input.
 - logits: the fp32 logits and their gradient on the last stage (4 s b V / mp bytes each).
-- communication buffer: a gradient-sized fusion buffer when dp > 1.
 - runtime overhead and the allocator factor: calibrated constants (calibration.py).
 """
 
@@ -21,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from autotune.plan.layout import Job, Recompute
+from autotune.plan.layout import BYTES, Job, Recompute
 from autotune.plan.model_dims import ModelDims, embedding_params, head_params, layer_params
 from trials.contract.schema import DType
 
@@ -38,7 +40,6 @@ class MemoryBreakdown:
     accumulation: float
     activations: float
     logits: float
-    comm_buffer: float
     runtime_overhead: float
     allocator_factor: float
     activation_factor: float
@@ -50,7 +51,7 @@ class MemoryBreakdown:
     @property
     def static(self) -> float:
         """What does not scale with the batch."""
-        return self.states + self.comm_buffer
+        return self.states
 
     @property
     def dynamic(self) -> float:
@@ -76,8 +77,7 @@ class MemoryBreakdown:
     def explain(self, budget_gib: float) -> str:
         """Why it does not fit, in the words of its biggest terms."""
         terms = {"activations": (self.dynamic * self.activation_factor),
-                 "states": self.states, "buffers": self.comm_buffer,
-                 "runtime": self.runtime_overhead}
+                 "states": self.states, "runtime": self.runtime_overhead}
         parts = " + ".join(f"{name} {value / GIB:.1f} GiB"
                            for name, value in sorted(terms.items(), key=lambda kv: -kv[1])
                            if value / GIB >= 0.05)
@@ -91,26 +91,34 @@ def stage_params(d: ModelDims, job: Job) -> float:
     return (layers + edges) / job.mp
 
 
+def mixed_precision(job: Job) -> bool:
+    return job.dtype is not DType.float32
+
+
 def parameter_bytes(d: ModelDims, job: Job) -> float:
-    """fp32 master weights (split across dp by the parallel optimizer, as ZeRO-1 splits
-    them), plus a whole 16-bit compute copy under mixed precision."""
-    master = 4 / (job.dp if job.optimizer_shard else 1)
-    copy = 0 if job.dtype is DType.float32 else 2
-    return stage_params(d, job) * (master + copy)
+    """[ZeRO 3.1] 2 bytes a parameter (16-bit) under mixed precision, 4 in fp32."""
+    return stage_params(d, job) * BYTES[job.dtype]
 
 
 def gradient_bytes(d: ModelDims, job: Job) -> float:
-    return stage_params(d, job) * 4
+    """[ZeRO 3.1] gradients in the parameters' dtype: 2 bytes (16-bit) or 4 (fp32)."""
+    return stage_params(d, job) * BYTES[job.dtype]
 
 
 def optimizer_bytes(d: ModelDims, job: Job) -> float:
-    """Adam's two fp32 moments, split across dp by the parallel optimizer."""
-    return stage_params(d, job) * 8 / (job.dp if job.optimizer_shard else 1)
+    """[ZeRO 3.1] Adam's states: 12 bytes under mixed precision (fp32 master weights,
+    momentum and variance: K = 12), 8 in fp32 (the two moments); the parallel optimizer
+    (ZeRO-1, P_os) splits them across dp."""
+    per_param = 12 if mixed_precision(job) else 8
+    return stage_params(d, job) * per_param / (job.dp if job.optimizer_shard else 1)
 
 
 def accumulation_bytes(d: ModelDims, job: Job) -> float:
-    """An fp32 gradient accumulator when micro-batches are accumulated (pp = 1)."""
-    return stage_params(d, job) * 4 if job.accumulation > 1 else 0.0
+    """An fp32 gradient accumulator when micro-batches are accumulated (pp = 1), for a
+    program that keeps one (trials/step.py's ``accum.*`` Parameters)."""
+    if job.fp32_accumulator and job.accumulation > 1:
+        return stage_params(d, job) * 4
+    return 0.0
 
 
 def activation_bytes_per_layer(d: ModelDims, job: Job) -> float:
@@ -160,16 +168,11 @@ def logits_bytes(d: ModelDims, job: Job) -> float:
     return 2 * 4 * d.seq * job.micro_batch_size * d.vocab / job.mp
 
 
-def comm_buffer_bytes(d: ModelDims, job: Job) -> float:
-    """The fused gradient buffer of the data-parallel all-reduce."""
-    return gradient_bytes(d, job) if job.dp > 1 else 0.0
-
-
 def breakdown(d: ModelDims, job: Job, *, runtime_overhead_gib: float, allocator_factor: float,
               activation_factor: float) -> MemoryBreakdown:
     return MemoryBreakdown(
         parameters=parameter_bytes(d, job), gradients=gradient_bytes(d, job),
         optimizer_states=optimizer_bytes(d, job), accumulation=accumulation_bytes(d, job),
         activations=activation_bytes(d, job), logits=logits_bytes(d, job),
-        comm_buffer=comm_buffer_bytes(d, job), runtime_overhead=runtime_overhead_gib * GIB,
+        runtime_overhead=runtime_overhead_gib * GIB,
         allocator_factor=allocator_factor, activation_factor=activation_factor)

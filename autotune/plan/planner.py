@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from autotune.plan.costmodel import CostModel
 from autotune.plan.layout import Job
 from autotune.plan.model_dims import ModelDims
-from autotune.plan.predict import Prediction
+from autotune.plan.predict import MemoryFit, Prediction
 from autotune.settings import PlanSettings
 from trials.contract.capabilities import unsupported_reason
 from trials.contract.schema import (
@@ -27,10 +27,16 @@ class PlanPoint:
     job: Job
     prediction: Prediction | None
     reason: str | None  # why it is ruled out; None = it fits
+    memory_fit: MemoryFit | None = None
 
     @property
     def fits(self) -> bool:
         return self.reason is None
+
+    @property
+    def tight(self) -> bool:
+        """Fits, but the budget lies inside the predicted memory interval."""
+        return self.fits and self.memory_fit is MemoryFit.TIGHT
 
 
 def splits(devices: int) -> list[tuple[int, int, int]]:
@@ -87,10 +93,11 @@ def enumerate_jobs(cfg: TrialConfig, settings: PlanSettings, devices: int) -> li
         if (sp and mp == 1) or (shard and dp == 1):
             continue  # the same job as without it
         for m in micro_batch_counts(batch, dp, settings):
+            # plan describes our trial program, which keeps an fp32 accumulator.
             jobs.append(Job(dp=dp, mp=mp, pp=pp, global_batch=batch, micro_batches=m,
                             dtype=dtype, recompute=recompute_mode(rc, "plan.recompute"),
-                            sequence_parallel=sp,
-                            optimizer_shard=shard))
+                            sequence_parallel=sp, optimizer_shard=shard,
+                            fp32_accumulator=True))
     return jobs
 
 
@@ -105,9 +112,10 @@ def plan(cfg: TrialConfig, settings: PlanSettings, model: CostModel,
             points.append(PlanPoint(job, None, reason))
             continue
         prediction = model.predict_job(dims, job)
-        if prediction.peak_gib > budget_gib:
+        fit = prediction.memory_fit(budget_gib)
+        if fit is MemoryFit.OVER:
             reason = prediction.memory.explain(budget_gib)
-        points.append(PlanPoint(job, prediction, reason))
+        points.append(PlanPoint(job, prediction, reason, fit))
     return sorted(points, key=_rank)
 
 

@@ -3,6 +3,7 @@ tokens/s, MFU, and the model's own uncertainty."""
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field, replace
 
 from autotune.plan import memory, steptime
@@ -16,7 +17,12 @@ class Constants:
     """The free constants (priors from the profile, or a calibration's fit)."""
 
     compute_efficiency: dict[str, float]  # per dtype value
-    collective_efficiency: float
+    #: Achieved / nominal bandwidth of the tensor-parallel and of the data-parallel
+    #: collectives, fitted apart (their sizes, dtypes and overlap differ).
+    mp_collective_efficiency: float
+    dp_collective_efficiency: float
+    #: Fixed seconds per layer and micro-batch (steptime.layer_latency_term_s).
+    layer_latency_s: float
     step_overhead_s: float
     runtime_overhead_gib: float
     allocator_factor: float
@@ -33,7 +39,9 @@ class Constants:
     def priors(cls, hw: HardwareConfig) -> Constants:
         c: CostPriors = hw.cost
         return cls(compute_efficiency={d.value: c.compute_efficiency for d in DType},
-                   collective_efficiency=c.collective_efficiency,
+                   mp_collective_efficiency=c.collective_efficiency,
+                   dp_collective_efficiency=c.collective_efficiency,
+                   layer_latency_s=c.layer_latency_s,
                    step_overhead_s=c.step_overhead_s,
                    runtime_overhead_gib=c.runtime_overhead_gib,
                    allocator_factor=c.allocator_factor,
@@ -41,6 +49,21 @@ class Constants:
                    recompute_frees_memory=c.recompute_frees_memory,
                    memory_uncertainty=c.uncertainty, time_uncertainty=c.uncertainty,
                    source=f"priors of hardware profile {hw.name}")
+
+
+#: The model's held-out memory error: the largest relative error of the predicted peak on
+#: the real CPU trials held out of the fit (bench/cost_model_cpu.py on the committed
+#: measurements, BENCHMARKS.md: +8.3 %), rounded up. Every memory prediction carries it as
+#: an interval, peak x (1 -+ this).
+HELD_OUT_MEMORY_ERROR = 0.09
+
+
+class MemoryFit(enum.Enum):
+    """Where the budget falls in a prediction's memory interval."""
+
+    FITS = "fits"  # even the pessimistic end is within the budget
+    TIGHT = "tight"  # the budget is inside the interval: launch, and say so
+    OVER = "over"  # even the optimistic end exceeds the budget: rule it out
 
 
 @dataclass(frozen=True)
@@ -58,6 +81,24 @@ class Prediction:
         return self.memory.peak_gib
 
     @property
+    def peak_interval_gib(self) -> tuple[float, float]:
+        """(optimistic, pessimistic) peak: the held-out memory error either side."""
+        return (self.peak_gib * (1 - HELD_OUT_MEMORY_ERROR),
+                self.peak_gib * (1 + HELD_OUT_MEMORY_ERROR))
+
+    def memory_fit(self, budget_gib: float, *, margin: float = 0.0) -> MemoryFit:
+        """OVER only when even the optimistic end exceeds budget x (1 + margin); TIGHT
+        when the budget is inside the interval."""
+        low, high = self.peak_interval_gib
+        if low > budget_gib * (1 + margin):
+            return MemoryFit.OVER
+        return MemoryFit.TIGHT if high > budget_gib else MemoryFit.FITS
+
+    def over_budget(self, budget_gib: float, *, margin: float = 0.0) -> bool:
+        """The guard's rule: out only when even the optimistic end is over."""
+        return self.memory_fit(budget_gib, margin=margin) is MemoryFit.OVER
+
+    @property
     def step_s(self) -> float | None:
         return self.time.step_s if self.time is not None else None
 
@@ -73,7 +114,8 @@ class Prediction:
 
     def record(self) -> dict:
         """JSON-ready: what a trial record stores as its prediction."""
-        return {"peak_gib": self.peak_gib, "memory_gib": self.memory.gib(),
+        return {"peak_gib": self.peak_gib, "peak_interval_gib": list(self.peak_interval_gib),
+                "memory_gib": self.memory.gib(),
                 "step_s": self.step_s, "tokens_per_s": self.tokens_per_s, "mfu": self.mfu,
                 "time_s": self.time.seconds() if self.time else None,
                 "memory_uncertainty": self.constants.memory_uncertainty,
@@ -109,7 +151,9 @@ def predict(d: ModelDims, job: Job, cluster: Cluster, constants: Constants, *,
         time = steptime.breakdown(
             d, job, cluster, peak_flops=peak_flops_per_device,
             compute_efficiency=constants.compute_efficiency[job.dtype.value],
-            collective_efficiency=constants.collective_efficiency,
+            mp_collective_efficiency=constants.mp_collective_efficiency,
+            dp_collective_efficiency=constants.dp_collective_efficiency,
+            layer_latency_s=constants.layer_latency_s,
             step_overhead_s=constants.step_overhead_s, data_wait_s=constants.data_wait_s)
     total = peak_flops_per_device * job.devices if peak_flops_per_device else None
     return Prediction(job=job, memory=mem, time=time, tokens_per_step=job.global_batch * d.seq,

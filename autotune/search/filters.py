@@ -10,7 +10,9 @@ the first answer:
 2. :class:`RuledOutByStage`: a knob value an earlier tuning stage ruled out;
 3. :class:`Reuse`: the same parameters already measured (a measurement outranks a
    prediction, so this comes before the cost model);
-4. :class:`PredictedOOM`: the cost model says it cannot fit (the baseline is exempt);
+4. :class:`PredictedOOM`: the cost model says it cannot fit even at the optimistic end
+   of its memory interval (the baseline is exempt); a point whose interval holds the
+   budget is launched and flagged ``tight``;
 5. :class:`OOMDominance`: a smaller micro-batch of the same point already ran out of
    memory.
 """
@@ -97,10 +99,13 @@ class Reuse:
 
 
 class PredictedOOM:
-    """The cost model's peak over the budget x (1 + margin). The prediction is recorded on
-    the trial either way. The baseline is always launched: it is the user's own running
-    configuration, and its measurement corrects a model calibrated elsewhere (another
-    workload, another study) before the model rules anything out."""
+    """Rules a point out only when even the optimistic end of the cost model's memory
+    interval (peak x (1 - the held-out error), autotune/plan/predict.py) exceeds the budget
+    x (1 + margin); a point whose interval holds the budget is launched and flagged
+    ``memory_fit: tight`` on the trial. The prediction is recorded on the trial either
+    way. The baseline is always launched: it is the user's own running configuration,
+    and its measurement corrects a model calibrated elsewhere (another workload, another
+    study) before the model rules anything out."""
 
     def __init__(self, model, budget_gib: float, options: PredictSettings) -> None:
         self.model, self.budget_gib, self.options = model, budget_gib, options
@@ -109,11 +114,14 @@ class PredictedOOM:
         prediction = self.model.predict_config(proposal.cfg)
         proposal.trial.set_user_attr(R.PREDICTION, prediction.record())
         margin = self.options.oom_margin
+        proposal.trial.set_user_attr(
+            R.MEMORY_FIT, prediction.memory_fit(self.budget_gib, margin=margin).value)
         if proposal.is_baseline or not self.options.rule_out_oom or \
-                prediction.peak_gib <= self.budget_gib * (1 + margin):
+                not prediction.over_budget(self.budget_gib, margin=margin):
             return None
-        return Rejected(f"predicted peak {prediction.peak_gib:.2f} GiB > budget "
-                        f"{self.budget_gib:g} GiB x (1 + margin {margin:g}): "
+        low, _ = prediction.peak_interval_gib
+        return Rejected(f"predicted peak {prediction.peak_gib:.2f} GiB (optimistic {low:.2f}) "
+                        f"> budget {self.budget_gib:g} GiB x (1 + margin {margin:g}): "
                         f"{prediction.memory.explain(self.budget_gib)}", Outcome.PREDICTED_OOM)
 
 

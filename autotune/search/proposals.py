@@ -95,7 +95,7 @@ def queue_best_predicted(study: optuna.Study, space: SearchSpace, model, budget_
             continue
         prediction = model.predict_config(cfg)
         if prediction is None or prediction.tokens_per_s is None or \
-                prediction.peak_gib > budget_gib:
+                prediction.over_budget(budget_gib):
             continue
         scored.append((prediction.tokens_per_s, point))
     best = [point for _, point in sorted(scored, key=lambda sp: -sp[0])[:k]]

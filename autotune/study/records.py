@@ -35,6 +35,7 @@ WORKER = "worker"  # {"host": ..., "pid": ...} of the orchestrator that runs it
 PLACEMENT = "placement"  # the devices and cores of a concurrent trial ("devices 0,1 cores 0")
 PROCESS = "process"  # {"host": ..., "pgid": ..., "marker": ...} of the trial's process group
 PREDICTION = "prediction"  # the cost model's prediction before launch (autotune/plan)
+MEMORY_FIT = "memory_fit"  # fits / tight / over: the budget against the predicted interval
 CONFIRM = "confirm"  # confirmation runs: {"tokens_per_s": [...], "median": ..., ...}
 #: The source of a repeat that ``confirm`` ran (its rounds compare only with each other).
 CONFIRM_SOURCE = "confirm"

@@ -271,8 +271,12 @@ class CostPriors:
 
     #: Achieved / peak FLOP/s of the model's matmul work.
     compute_efficiency: float = field(default=0.5, metadata=rule(gt=0, le=1))
-    #: Achieved / nominal link bandwidth of collectives.
+    #: Achieved / nominal link bandwidth of collectives (the prior of both the tensor- and
+    #: the data-parallel efficiency, which calibration fits apart).
     collective_efficiency: float = field(default=0.7, metadata=rule(gt=0, le=1))
+    #: Fixed time per layer and micro-batch (forward + backward + recompute): kernel
+    #: launches and memory-bound work that does not scale with FLOPs.
+    layer_latency_s: float = field(default=0.0, metadata=rule(ge=0))
     #: Fixed time per optimizer step (launch, Python, host sync).
     step_overhead_s: float = field(default=0.0, metadata=rule(ge=0))
     #: Memory held before any model state: runtime, workspace, communication library.
