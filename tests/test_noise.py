@@ -248,3 +248,26 @@ def test_a_run_measured_under_load_does_not_widen_the_studys_quiet_noise():
     # it is left out of the noise every quiet comparison rests on.
     assert noisy.cv > 0.1
     assert quiet.cv < 0.02 and "under load left out" in quiet.source
+
+
+def test_a_quiet_trial_is_paired_with_the_quiet_baseline_runs_beside_it():
+    import datetime as dt
+
+    from autotune.study.selection import annotate
+
+    t0 = dt.datetime(2026, 12, 1, 12, 0, 0)
+    # The baseline ran at 0.30 s a step quiet (12:00 and 12:02), and at 0.45 s at 12:05
+    # while other processes loaded the host; the trial ran quiet at 12:04 at 0.30 s.
+    base = record(0, {"k": 0}, 0.30, role="baseline", repeats=[0.30, 0.45])
+    base.finished = t0
+    base.repeats[0]["at"] = (t0 + dt.timedelta(minutes=2)).timestamp()
+    base.repeats[1]["at"] = (t0 + dt.timedelta(minutes=5)).timestamp()
+    base.repeats[1]["conditions"] = {"other_cores": 1.1, "window_s": 5.0, "contended": True,
+                                     "contention_cores": 0.5}
+    trial = record(1, {"k": 1}, 0.30)
+    trial.finished = t0 + dt.timedelta(minutes=4)
+    annotate([base, trial], prior_cv=0.05)
+    # Rule: the loaded run that came after the trial is not its pair (the load came and
+    # went between them): against the quiet run before it, the trial is within noise,
+    # where the pair in time alone would have claimed a gain of about +20 %.
+    assert abs(trial.vs_baseline.ratio) < 0.05 and not trial.vs_baseline.real

@@ -131,6 +131,11 @@ class TrialRecord:
         return [(own, self.perf), *((r.get("at"), Performance.from_dict(r))
                                     for r in self.repeats if r.get("source") != CONFIRM_SOURCE)]
 
+    def sweep_run_loads(self) -> list[bool]:
+        """Whether each of :meth:`timed_runs` was measured under load, in that order."""
+        return [self.contended, *(_loaded(r) for r in self.repeats
+                                  if r.get("source") != CONFIRM_SOURCE)]
+
     def sweep_runs(self) -> list[Performance]:
         """Its runs measured during the sweep: its own, racing's, the baseline's
         re-measurements. ``confirm``'s runs are measured later, under other conditions,
@@ -147,15 +152,11 @@ class TrialRecord:
         load: what the study's run-to-run noise is estimated from. A contended run claims
         less on its own (:func:`autotune.study.noise.under_load`); pooled into the noise,
         one disturbed run would widen every quiet comparison of the study."""
-        def loaded(repeat: dict) -> bool:
-            conditions = Conditions.from_dict(repeat.get(CONDITIONS))
-            return bool(conditions is not None and conditions.contended)
-
         sweep = [] if self.contended else [self.perf]
         sweep += [Performance.from_dict(r) for r in self.repeats
-                  if r.get("source") != CONFIRM_SOURCE and not loaded(r)]
+                  if r.get("source") != CONFIRM_SOURCE and not _loaded(r)]
         confirm = [Performance.from_dict(r) for r in self.repeats
-                   if r.get("source") == CONFIRM_SOURCE and not loaded(r)]
+                   if r.get("source") == CONFIRM_SOURCE and not _loaded(r)]
         return [sweep, confirm]
 
     @property
@@ -243,6 +244,12 @@ def told_tokens_per_s(trial: FrozenTrial, perf: Performance) -> float | None:
 
 
 #: Study attribute where `confirm` stores its verdicts, keyed by trial number.
+def _loaded(repeat: dict) -> bool:
+    """A stored repeat measured under load (its conditions judged contended)."""
+    conditions = Conditions.from_dict(repeat.get(CONDITIONS))
+    return bool(conditions is not None and conditions.contended)
+
+
 CONFIRM_STUDY_KEY = "autotune.confirm"
 #: Study attribute with more runs of a trial's configuration (a finished Optuna trial
 #: cannot change), keyed by trial number: lists of performance dicts.

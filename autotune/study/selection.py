@@ -275,14 +275,18 @@ def annotate(records: list[TrialRecord], prior_cv: float) -> noise.Noise:
 def nearest_baseline_runs(base: TrialRecord, trial: TrialRecord) -> list[noise.Run]:
     """The baseline's runs that bracket ``trial``'s own in time: the last one that ended
     before it and the first one after (its first run and its re-measurements,
-    ``sweep.baseline_every``). A machine whose speed drifts moves a trial and the
-    baseline runs beside it alike. Every run where a time is missing (a study written
-    before runs carried one)."""
+    ``sweep.baseline_every``), among those measured under the trial's conditions (a quiet
+    trial against quiet baseline runs, a loaded one against loaded runs where there are
+    any). A machine whose speed drifts moves a trial and the baseline runs beside it
+    alike; a load that came and went between them does not, so it is not paired. Every
+    run where a time is missing (a study written before runs carried one)."""
     timed = base.timed_runs()
     at = trial.finished.timestamp() if trial.finished is not None else None
     if at is None or any(t is None for t, _ in timed):
         return noise.runs_of(base)
-    return noise.runs_from([perf for _, perf in _beside(timed, trial)])
+    alike = [run for run, loaded in zip(timed, base.sweep_run_loads())
+             if loaded == trial.contended]
+    return noise.runs_from([perf for _, perf in _beside(alike or timed, trial)])
 
 
 def _beside(timed: list[tuple[float, Performance]], trial: TrialRecord
