@@ -13,6 +13,7 @@
     python -m autotune soak                           # the winner run long, killed, resumed
     python -m autotune tune                           # correctness, memory, throughput, stability
     python -m autotune calibrate-host                 # this CPU's peak FLOP/s, measured when quiet
+    python -m autotune calibrate calibrate.csv=runs.csv hardware=gpu_a100  # fit to your runs
 
 Every command takes the same overrides and so finds the same study. Bad input
 ends with one line naming the fix and exit code 2.
@@ -36,7 +37,7 @@ from trials.contract.schema import ConfigError
 #: ``run(composed, overrides, console)`` runs it (imported only when chosen; a hyphen in the
 #: verb is an underscore in the module's name).
 COMMANDS = ("sweep", "plan", "report", "confirm", "export", "profile", "commbench", "soak",
-            "tune", "calibrate-host")
+            "tune", "calibrate-host", "calibrate")
 #: The verbs that compose the search space's config-group choices too.
 SEARCHING = ("sweep", "tune")
 

@@ -68,9 +68,12 @@ class StopRules:
 class PredictSettings:
     """The cost model inside the sweep (autotune/plan/)."""
 
-    #: Rule out, before launch, points predicted to exceed the memory budget.
+    #: Rule out, before launch, points whose predicted memory exceeds the budget even at
+    #: the optimistic end of its interval (the model's held-out error,
+    #: autotune/plan/predict.py); a point inside the interval is launched, flagged tight.
     rule_out_oom: bool = True
-    #: ...only when the prediction exceeds the budget by more than this fraction.
+    #: Refit the cost model after a trial whose measured peak or step time is off its
+    #: prediction by more than this fraction.
     oom_margin: float = field(default=0.1, metadata=rule(ge=0, le=10))
     #: Launch the k configurations with the best predicted tokens/s first (after the
     #: baseline); 0 = let the sampler choose.
@@ -248,8 +251,11 @@ class PlanSettings:
     out: str = ""
     #: Sequences per optimizer step; null = train.global_batch.
     global_batch: int | None = field(default=None, metadata=rule(ge=1))
-    #: What to enumerate besides every dp x mp x pp split of the cluster. Micro-batch
-    #: counts: empty = every power of two that divides the per-replica batch.
+    #: Splits to plan, as "DPxMPxPP" (each must use every device of the cluster); empty =
+    #: every dp x mp x pp split of the cluster.
+    split: list = field(default_factory=list)
+    #: What to enumerate besides the splits. Micro-batch counts: empty = every power of
+    #: two that divides the per-replica batch.
     micro_batches: list = field(default_factory=list)
     #: Recompute modes (none, selective, full), as train.recompute spells them.
     recompute: list = field(default_factory=lambda: ["none", "selective", "full"])
@@ -260,6 +266,16 @@ class PlanSettings:
     precisions: list = field(default_factory=list)
     #: Rows shown on the terminal and in plan.png.
     show: int = field(default=15, metadata=rule(ge=1))
+
+
+@dataclass
+class CalibrateSettings:
+    """``python -m autotune calibrate``: fit the cost model to runs measured elsewhere."""
+
+    #: A CSV of measured runs (autotune/plan/measured_points.py names the columns).
+    csv: str = ""
+    #: Store the fit for the hardware profile, where ``plan`` and the sweep find it.
+    store: bool = True
 
 
 @dataclass
@@ -343,6 +359,7 @@ class SweepConfig(TrialConfig):
     confirm: ConfirmSettings = field(default_factory=ConfirmSettings)
     export: ExportSettings = field(default_factory=ExportSettings)
     plan: PlanSettings = field(default_factory=PlanSettings)
+    calibrate: CalibrateSettings = field(default_factory=CalibrateSettings)
     profile: ProfileSettings = field(default_factory=ProfileSettings)
     commbench: CommbenchSettings = field(default_factory=CommbenchSettings)
     soak: SoakSettings = field(default_factory=SoakSettings)
@@ -353,8 +370,8 @@ ConfigStore.instance().store(name="sweep_schema", node=SweepConfig)
 
 
 #: The sections of SweepConfig that are not the trial's, in the order they are checked.
-SETTINGS_KEYS = ("sweep", "search", "report", "confirm", "export", "plan", "profile",
-                 "commbench", "soak", "tune")
+SETTINGS_KEYS = ("sweep", "search", "report", "confirm", "export", "plan", "calibrate",
+                 "profile", "commbench", "soak", "tune")
 
 
 def validate_settings(composed: DictConfig) -> SweepConfig:

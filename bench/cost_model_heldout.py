@@ -18,8 +18,7 @@ Every headline is held out: the constants are fitted (autotune.plan.calibration.
 other model sizes, groups or sources, then used on the one left out. Uncalibrated numbers
 use the profile's priors; in-sample numbers are labelled as such. A false OOM is a
 configuration that ran but that the model predicts over the device memory (strictly, and
-as the sweep's guard rules: the optimistic end of the memory interval over the memory x
-(1 + sweep.predict.oom_margin, default 10 %)).
+as the sweep's guard rules: the optimistic end of the memory interval over the memory).
 """
 
 from __future__ import annotations
@@ -38,7 +37,6 @@ from autotune.plan.calibration import Measurement
 from autotune.plan.layout import Cluster, Job, Recompute
 from autotune.plan.model_dims import ModelDims, total_params
 from autotune.plan.predict import HELD_OUT_MEMORY_ERROR, Constants, Prediction, predict
-from autotune.settings import PredictSettings
 from bench import cost_model_accel as accel
 from bench._common import REPO, print_table, write_result
 from trials.contract.schema import Arch, DType, HardwareConfig
@@ -50,8 +48,6 @@ VTRAIN_VOCAB = 50257
 VOCAB_DIVISOR = 128
 #: The A100 sizes the rows may have run on (the repository does not say which).
 A100_MEMORY_GIB = (40.0, 80.0)
-#: The sweep's guard rules a point out above budget x (1 + margin) (autotune/search/filters.py).
-GUARD_MARGIN = PredictSettings().oom_margin
 #: A group's ranking counts when it has this many configurations.
 MIN_GROUP_ROWS = 3
 #: "The model's fastest is within 5 % of the measured fastest" (issue 21).
@@ -164,11 +160,11 @@ def errors(predicted: list[float], measured: list[float]) -> dict:
 
 def false_ooms(peaks_gib: list[float], budget_gib: float) -> dict:
     """Ran, but predicted over the budget: strictly (the predicted peak), and as the sweep's
-    guard rules (the optimistic end of the memory interval over budget x (1 + margin))."""
+    guard rules (the optimistic end of the memory interval over the budget)."""
     peaks = np.array(peaks_gib)
     optimistic = peaks * (1 - HELD_OUT_MEMORY_ERROR)
     return {"budget_gib": budget_gib, "over_budget": int(np.sum(peaks > budget_gib)),
-            "ruled_out_by_guard": int(np.sum(optimistic > budget_gib * (1 + GUARD_MARGIN)))}
+            "ruled_out_by_guard": int(np.sum(optimistic > budget_gib))}
 
 
 def landscape_scores(rows: list[LandscapeRow], preds: list[Prediction]) -> dict:

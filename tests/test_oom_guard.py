@@ -38,7 +38,7 @@ class FakeTrial:
 def check(budget_gib: float) -> tuple[object, dict]:
     trial = FakeTrial()
     proposal = Proposal(trial, {}, cfg=None, problem=None, is_baseline=False)
-    guard = PredictedOOM(FakeModel(), budget_gib, PredictSettings(oom_margin=0.0))
+    guard = PredictedOOM(FakeModel(), budget_gib, PredictSettings())
     return guard.check(proposal, view=None), trial.user_attrs
 
 

@@ -56,6 +56,22 @@ def test_plan_takes_the_precision_names_and_recompute_modes_of_every_command(tmp
     assert {r["recompute"] for r in rows} == {"none", "full"}
 
 
+def test_plan_answers_about_pinned_splits_and_says_which_global_batch(tmp_path):
+    out = tmp_path / "plan"
+    proc = autotune("plan", "workload=llama2_7b", "hardware=gpu_a100", "plan.split=[8x1x1,2x4x1]",
+                    "plan.precisions=[fp16,bf16]", f"plan.out={out}")
+    assert proc.returncode == 0, proc.stderr
+    rows = list(csv.DictReader((out / "plan.csv").open()))
+    # Rule: plan.split pins the splits planned, nothing else is enumerated.
+    assert {r["split"] for r in rows} == {"8x1x1", "2x4x1"}
+    # Rule: fp16 and bf16 predict the same speed and memory on an A100: plan.csv keeps
+    # both, the shown table one row that says it stands for both.
+    assert {r["precision"] for r in rows} == {"fp16", "bf16"}
+    assert "precision fp16/bf16" in proc.stdout
+    # Rule: the global batch planned for is printed with where it came from.
+    assert "global batch 8 (train.global_batch, the workload's default" in proc.stdout
+
+
 @pytest.mark.parametrize("overrides, needle", [
     (["workload=llama9"], "Could not find 'workload/llama9'"),
     (["workload=llama2_7b", "parallel.mp=3"], "is not divisible by parallel.mp=3"),
@@ -73,6 +89,16 @@ def test_plan_takes_the_precision_names_and_recompute_modes_of_every_command(tmp
     (["plan.recompute=[true]"], "plan.recompute: 'true' is not a recompute mode; write full "
      "(modes: none, selective, full)"),
     (["plan.recompute=[none,false]"], "'false' is not a recompute mode; write none"),
+    # An override plan would ignore (it enumerates that knob) names the pin to use.
+    (["workload=llama2_7b", "hardware=gpu_a100", "parallel.dp=8"],
+     "plan ignores parallel.dp=8: it enumerates every value of parallel; pin it with "
+     "plan.split=[DPxMPxPP]"),
+    (["workload=llama2_7b", "hardware=gpu_a100", "precision=fp16"],
+     "plan ignores precision=fp16"),
+    (["workload=llama2_7b", "hardware=gpu_a100", "plan.split=[3x1x1]"],
+     "plan.split value '3x1x1' uses 3 devices; the cluster has 8"),
+    (["workload=llama2_7b", "hardware=gpu_a100", "plan.split=[8x1]"],
+     "plan.split value '8x1' must look like 'DPxMPxPP'"),
 ])
 def test_plan_bad_input_is_one_line(tmp_path, overrides, needle):
     proc = autotune("plan", *overrides, f"plan.out={tmp_path / 'plan'}")

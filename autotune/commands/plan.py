@@ -63,11 +63,34 @@ SHOWN = {"rank": "rank", "split": "dp x mp x pp", "micro_batches": "m",
          "micro_batch_size": "b", "recompute": "recompute", "seq_parallel": "SP",
          "opt_shard": "opt shard", "precision": "precision", "tokens_per_s": "tokens/s",
          "mfu": "MFU %", "peak_gib": "peak GiB", "mem_optimizer_states_gib": "states GiB",
-         "mem_activations_gib": "activations GiB"}
+         "mem_activations_gib": "activations GiB", "same_for": "same for"}
+
+
+#: The knobs a row of the shown table may stand for several values of.
+FOLDABLE = ("precision", "opt_shard", "seq_parallel", "recompute")
+
+
+def collapse(fitting: pd.DataFrame) -> pd.DataFrame:
+    """One row per predicted (tokens/s, peak memory): rows that differ only in knobs the
+    model predicts make no difference are folded into the best-ranked one, and the
+    ``same for`` column lists the values folded ("precision fp16/bf16")."""
+    if fitting.empty:
+        return fitting.assign(same_for="")
+    key = (fitting["tokens_per_s"].round(6).astype(str) + "|"
+           + fitting["peak_gib"].round(4).astype(str) + "|" + fitting["split"]
+           + "|" + fitting["micro_batches"].astype(str))
+    rows = []
+    for _, group in fitting.groupby(key, sort=False):
+        first = group.iloc[0].copy()
+        folded = [f"{k} {'/'.join(str(v) for v in dict.fromkeys(group[k]))}"
+                  for k in FOLDABLE if group[k].nunique() > 1]
+        first["same_for"] = ", ".join(folded)
+        rows.append(first)
+    return pd.DataFrame(rows).sort_values("rank")
 
 
 def shown_table(df: pd.DataFrame, limit: int) -> pd.DataFrame:
-    top = df[df["fits"]].head(limit)
+    top = collapse(df[df["fits"]]).head(limit)
     cols = [c for c in SHOWN if c in top.columns]
     shown = top[cols].rename(columns=SHOWN).copy()
     shown["rank"] = shown["rank"].astype(int)
@@ -146,6 +169,7 @@ def run_plan(composed: DictConfig, console: Console) -> int:
         raise ConfigError(f"cannot write the plan to {out} ({exc.strerror or exc}): choose a "
                           "writable plan.out=PATH") from exc
     console.print(title, markup=False)
+    console.print(batch_line(settings, cfg), markup=False)
     console.print(shown.to_string(index=False, na_rep="-", float_format=lambda v: f"{v:,.2f}")
                   if not shown.empty else "No configuration fits.", markup=False, soft_wrap=True)
     c = model.constants
@@ -175,5 +199,32 @@ def markdown(title: str, model: CostModel, shown: pd.DataFrame, df: pd.DataFrame
     return text
 
 
+#: Trial knobs plan enumerates itself, and the plan setting that pins each: an override
+#: of the knob would be ignored, so it is refused with the pin to use.
+PINNED_BY = {"parallel.": "plan.split=[DPxMPxPP]", "train.micro_batches": "plan.micro_batches=[M]",
+             "train.recompute": "plan.recompute=[MODE]", "precision": "plan.precisions=[NAME]"}
+
+
+def ignored_override(overrides: list[str]) -> str | None:
+    """The one line refusing an override plan would ignore, or None."""
+    for override in overrides:
+        key = override.partition("=")[0].lstrip("+~")
+        for knob, pin in PINNED_BY.items():
+            if key == knob or key.startswith(knob if knob.endswith(".") else knob + "."):
+                return (f"plan ignores {override}: it enumerates every value of "
+                        f"{knob.rstrip('.')}; pin it with {pin}")
+    return None
+
+
+def batch_line(settings: PlanSettings, cfg: TrialConfig) -> str:
+    if settings.global_batch is not None:
+        return f"global batch {settings.global_batch} (plan.global_batch)"
+    return (f"global batch {cfg.train.global_batch} (train.global_batch, the workload's "
+            "default: set plan.global_batch=N to plan your job's)")
+
+
 def run(composed: DictConfig, overrides: list[str], console: Console) -> int:
+    refused = ignored_override(overrides)
+    if refused:
+        raise ConfigError(refused)
     return run_plan(composed, console)

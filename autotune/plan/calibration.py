@@ -255,30 +255,47 @@ def fit(points: list[Measurement], prior: Constants) -> Constants:
 # -- storage ---------------------------------------------------------------------------
 
 def calibration_path(profile: str, cache_dir: Path | None = None) -> Path:
-    """One file per hardware profile and machine."""
+    """One file per hardware profile and machine: the fits of trials measured here."""
     machine = hashlib.sha256(machine_key().encode()).hexdigest()[:12]
     return (cache_dir or default_cache_dir()) / "calibration" / f"{profile}-{machine}.json"
 
 
-def load(profile: str, prior: Constants, cache_dir: Path | None = None) -> Constants:
-    """The stored fit for this profile and machine, else the priors."""
+def imported_path(profile: str, cache_dir: Path | None = None) -> Path:
+    """One file per hardware profile: a fit of runs measured elsewhere (``python -m
+    autotune calibrate``), which no machine owns."""
+    return (cache_dir or default_cache_dir()) / "calibration" / f"{profile}-imported.json"
+
+
+def _read(path: Path, prior: Constants) -> tuple[float, Constants] | None:
     try:
-        data = json.loads(calibration_path(profile, cache_dir).read_text())
+        data = json.loads(path.read_text())
         stored = replace(prior, **data["constants"])
+        fitted_at = float(data.get("fitted_at") or 0.0)
     except (OSError, ValueError, KeyError, TypeError):
-        return prior
+        return None
     # A file from another version of the model (other fields, other shapes) is ignored.
     shapes_match = all(isinstance(getattr(stored, f.name), type(getattr(prior, f.name)))
                        for f in dataclasses.fields(prior))
-    return stored if shapes_match else prior
+    return (fitted_at, stored) if shapes_match else None
 
 
-def save(profile: str, constants: Constants, cache_dir: Path | None = None) -> Path:
-    path = calibration_path(profile, cache_dir)
+def load(profile: str, prior: Constants, cache_dir: Path | None = None) -> Constants:
+    """The newest stored fit for this profile (this machine's, or one imported by
+    ``calibrate``), else the priors. Its ``source`` says which it is."""
+    found = [f for f in (_read(calibration_path(profile, cache_dir), prior),
+                         _read(imported_path(profile, cache_dir), prior)) if f is not None]
+    return max(found, key=lambda f: f[0])[1] if found else prior
+
+
+def save(profile: str, constants: Constants, cache_dir: Path | None = None, *,
+         imported: bool = False) -> Path:
+    """Store a fit: this machine's trials', or (``imported``) runs measured elsewhere."""
+    path = imported_path(profile, cache_dir) if imported else calibration_path(profile,
+                                                                               cache_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".{time.time_ns()}.tmp")
-    tmp.write_text(json.dumps({"machine": machine_key(), "profile": profile,
-                               "fitted_at": time.time(), "constants": asdict(constants)},
-                              indent=1))
+    tmp.write_text(json.dumps({"machine": None if imported else machine_key(),
+                               "profile": profile, "fitted_at": time.time(),
+                               "constants": asdict(constants)}, indent=1))
     tmp.replace(path)
     return path

@@ -13,13 +13,14 @@ from autotune.plan.predict import MemoryFit, Prediction
 from autotune.settings import PlanSettings
 from trials.contract.capabilities import unsupported_reason
 from trials.contract.schema import (
+    ConfigError,
     DType,
     ParallelConfig,
     TrialConfig,
     WorkloadConfig,
     dimension_problem,
 )
-from trials.contract.vocabulary import dtype_of, recompute_mode
+from trials.contract.vocabulary import dtype_of, parse_split, recompute_mode
 
 
 @dataclass
@@ -48,6 +49,22 @@ def splits(devices: int) -> list[tuple[int, int, int]]:
         for pp in range(1, devices // mp + 1):
             if (devices // mp) % pp == 0:
                 out.append((devices // (mp * pp), mp, pp))
+    return out
+
+
+def pinned_splits(settings: PlanSettings, devices: int) -> list[tuple[int, int, int]]:
+    """``plan.split``'s splits, or every split of the cluster; ConfigError for a split
+    that does not use the cluster's devices."""
+    if not settings.split:
+        return splits(devices)
+    out = []
+    for text in settings.split:
+        dp, mp, pp = parse_split(text, "plan.split")
+        if dp * mp * pp != devices:
+            raise ConfigError(f"plan.split value {text!r} uses {dp * mp * pp} devices; the "
+                              f"cluster has {devices} (plan.nodes x hardware.devices): pin a "
+                              "split whose product is that, or change plan.nodes")
+        out.append((dp, mp, pp))
     return out
 
 
@@ -88,7 +105,7 @@ def enumerate_jobs(cfg: TrialConfig, settings: PlanSettings, devices: int) -> li
     batch = settings.global_batch or cfg.train.global_batch
     jobs = []
     for (dp, mp, pp), rc, sp, shard, dtype in itertools.product(
-            splits(devices), settings.recompute, settings.sequence_parallel,
+            pinned_splits(settings, devices), settings.recompute, settings.sequence_parallel,
             settings.optimizer_shard, dtypes(cfg, settings)):
         if (sp and mp == 1) or (shard and dp == 1):
             continue  # the same job as without it

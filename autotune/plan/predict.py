@@ -86,17 +86,18 @@ class Prediction:
         return (self.peak_gib * (1 - HELD_OUT_MEMORY_ERROR),
                 self.peak_gib * (1 + HELD_OUT_MEMORY_ERROR))
 
-    def memory_fit(self, budget_gib: float, *, margin: float = 0.0) -> MemoryFit:
-        """OVER only when even the optimistic end exceeds budget x (1 + margin); TIGHT
-        when the budget is inside the interval."""
+    def memory_fit(self, budget_gib: float) -> MemoryFit:
+        """OVER only when even the optimistic end exceeds the budget; TIGHT when the budget
+        is inside the interval."""
         low, high = self.peak_interval_gib
-        if low > budget_gib * (1 + margin):
+        if low > budget_gib:
             return MemoryFit.OVER
         return MemoryFit.TIGHT if high > budget_gib else MemoryFit.FITS
 
-    def over_budget(self, budget_gib: float, *, margin: float = 0.0) -> bool:
-        """The guard's rule: out only when even the optimistic end is over."""
-        return self.memory_fit(budget_gib, margin=margin) is MemoryFit.OVER
+    def over_budget(self, budget_gib: float) -> bool:
+        """The guard's rule (the sweep's and plan's): out only when even the optimistic
+        end is over."""
+        return self.memory_fit(budget_gib) is MemoryFit.OVER
 
     @property
     def step_s(self) -> float | None:

@@ -100,8 +100,8 @@ class Reuse:
 
 class PredictedOOM:
     """Rules a point out only when even the optimistic end of the cost model's memory
-    interval (peak x (1 - the held-out error), autotune/plan/predict.py) exceeds the budget
-    x (1 + margin); a point whose interval holds the budget is launched and flagged
+    interval (peak x (1 - the held-out error), autotune/plan/predict.py) exceeds the
+    budget, as ``plan`` rules; a point whose interval holds the budget is launched and flagged
     ``memory_fit: tight`` on the trial. The prediction is recorded on the trial either
     way. The baseline is always launched: it is the user's own running configuration,
     and its measurement corrects a model calibrated elsewhere (another workload, another
@@ -113,15 +113,13 @@ class PredictedOOM:
     def check(self, proposal: Proposal, view: StudyView) -> Verdict:
         prediction = self.model.predict_config(proposal.cfg)
         proposal.trial.set_user_attr(R.PREDICTION, prediction.record())
-        margin = self.options.oom_margin
-        proposal.trial.set_user_attr(
-            R.MEMORY_FIT, prediction.memory_fit(self.budget_gib, margin=margin).value)
+        proposal.trial.set_user_attr(R.MEMORY_FIT, prediction.memory_fit(self.budget_gib).value)
         if proposal.is_baseline or not self.options.rule_out_oom or \
-                not prediction.over_budget(self.budget_gib, margin=margin):
+                not prediction.over_budget(self.budget_gib):
             return None
         low, _ = prediction.peak_interval_gib
-        return Rejected(f"predicted peak {prediction.peak_gib:.2f} GiB (optimistic {low:.2f}) "
-                        f"> budget {self.budget_gib:g} GiB x (1 + margin {margin:g}): "
+        return Rejected(f"predicted peak {prediction.peak_gib:.2f} GiB, even its optimistic "
+                        f"end {low:.2f} GiB > budget {self.budget_gib:g} GiB: "
                         f"{prediction.memory.explain(self.budget_gib)}", Outcome.PREDICTED_OOM)
 
 

@@ -1,0 +1,130 @@
+"""Measured training runs from a CSV, as the cost model sees them (``python -m autotune
+calibrate``): the user's own runs or a published table, on the hardware profile given.
+
+One row per run. Required columns (names as the trial config spells its knobs):
+
+    n_layers, d_model, n_heads, seq_len, vocab_size     the model
+    dp, mp, pp, global_batch, micro_batches             the split and the batch
+    precision (fp32 / fp16 / bf16), recompute (none / selective / full)
+    step_s                                              measured seconds per optimizer step
+
+Optional: ``arch`` (gpt / llama, default gpt), ``kv_heads`` and ``ffn_dim`` (0 = the
+defaults of the trial config: all heads, 4 x d_model), ``sequence_parallel`` and
+``optimizer_shard`` (true / false, default false), ``peak_gib`` (the most loaded device's
+peak memory), ``nodes`` (default: as few as the profile's ``devices`` per node allow).
+A bad row is one line naming the row and the column (ConfigError).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+
+from autotune.plan.calibration import Measurement
+from autotune.plan.layout import Cluster, Job
+from autotune.plan.model_dims import ModelDims
+from trials.contract.schema import Arch, ConfigError, HardwareConfig, WorkloadConfig
+from trials.contract.vocabulary import dtype_of, recompute_mode
+
+REQUIRED = ("n_layers", "d_model", "n_heads", "seq_len", "vocab_size", "dp", "mp", "pp",
+            "global_batch", "micro_batches", "precision", "recompute", "step_s")
+OPTIONAL = ("arch", "kv_heads", "ffn_dim", "sequence_parallel", "optimizer_shard",
+            "peak_gib", "nodes")
+POSITIVE_INTS = ("n_layers", "d_model", "n_heads", "seq_len", "vocab_size", "dp", "mp", "pp",
+                 "global_batch", "micro_batches", "nodes")
+BOOLEANS = {"true": True, "false": False, "1": True, "0": False, "": False}
+
+
+def read_points(path: Path, hardware: HardwareConfig, peak_flops) -> list[Measurement]:
+    """Every row of ``path`` as a :class:`Measurement`; ``peak_flops(dtype, devices)`` is
+    the profile's peak FLOP/s per device (the cost model's)."""
+    try:
+        with path.open(encoding="utf-8-sig", newline="") as handle:  # a BOM is no column
+            reader = csv.DictReader(handle)
+            header = [h.strip() for h in reader.fieldnames or []]
+            missing = [c for c in REQUIRED if c not in header]
+            if missing:
+                raise ConfigError(f"{path}: missing column(s) {', '.join(missing)}; the "
+                                  f"columns are {', '.join(REQUIRED)} (optional: "
+                                  f"{', '.join(OPTIONAL)})")
+            unknown = [c for c in header if c not in REQUIRED + OPTIONAL]
+            if unknown:
+                raise ConfigError(f"{path}: unknown column(s) {', '.join(unknown)}; the "
+                                  f"columns are {', '.join(REQUIRED + OPTIONAL)}")
+            rows = [{k.strip(): (v or "").strip() for k, v in row.items()} for row in reader]
+    except OSError as exc:
+        raise ConfigError(f"cannot read calibrate.csv={path} ({exc.strerror or exc}): give "
+                          "the path of a CSV of measured runs") from exc
+    except (csv.Error, UnicodeDecodeError) as exc:
+        raise ConfigError(f"calibrate.csv={path} is not a CSV file ({exc})") from exc
+    if not rows:
+        raise ConfigError(f"{path} has no rows: one measured run per row")
+    # Row numbers as a spreadsheet shows them: the header is row 1.
+    return [point(row, n, path, hardware, peak_flops) for n, row in enumerate(rows, start=2)]
+
+
+def point(row: dict, n: int, path: Path, hardware: HardwareConfig, peak_flops) -> Measurement:
+    def bad(column: str, why: str) -> ConfigError:
+        return ConfigError(f"{path} row {n}, column {column}: {row.get(column)!r} {why}")
+
+    ints = {}
+    for column in POSITIVE_INTS:
+        text = row.get(column, "")
+        if column == "nodes" and not text:
+            continue
+        try:
+            ints[column] = int(text)
+        except ValueError:
+            raise bad(column, "is not a whole number") from None
+        if ints[column] < 1:
+            raise bad(column, "must be >= 1")
+    optional_ints = {}
+    for column in ("kv_heads", "ffn_dim"):
+        text = row.get(column, "")
+        try:
+            optional_ints[column] = int(text) if text else 0
+        except ValueError:
+            raise bad(column, "is not a whole number (0 = the default)") from None
+    floats = {}
+    for column in ("step_s", "peak_gib"):
+        text = row.get(column, "")
+        if column == "peak_gib" and not text:
+            continue
+        try:
+            floats[column] = float(text)
+        except ValueError:
+            raise bad(column, "is not a number") from None
+        if not math.isfinite(floats[column]) or floats[column] <= 0:
+            raise bad(column, "must be a positive number (seconds or GiB)")
+    flags = {}
+    for column in ("sequence_parallel", "optimizer_shard"):
+        text = row.get(column, "").lower()
+        if text not in BOOLEANS:
+            raise bad(column, "must be true or false")
+        flags[column] = BOOLEANS[text]
+    try:
+        arch = Arch(row.get("arch") or "gpt")
+    except ValueError:
+        raise bad("arch", f"is not one of {', '.join(a.value for a in Arch)}") from None
+    dtype = dtype_of(row["precision"], f"{path} row {n}, column precision")
+    recompute = recompute_mode(row["recompute"], f"{path} row {n}, column recompute")
+    workload = WorkloadConfig(arch=arch, n_layers=ints["n_layers"], d_model=ints["d_model"],
+                              n_heads=ints["n_heads"], kv_heads=optional_ints["kv_heads"],
+                              ffn_dim=optional_ints["ffn_dim"], seq_len=ints["seq_len"],
+                              vocab_size=ints["vocab_size"])
+    job = Job(dp=ints["dp"], mp=ints["mp"], pp=ints["pp"], global_batch=ints["global_batch"],
+              micro_batches=ints["micro_batches"], dtype=dtype, recompute=recompute,
+              sequence_parallel=flags["sequence_parallel"],
+              optimizer_shard=flags["optimizer_shard"])
+    if job.global_batch % (job.dp * job.micro_batches):
+        raise bad("global_batch", f"is not divisible by dp {job.dp} x micro_batches "
+                                  f"{job.micro_batches}")
+    nodes = ints.get("nodes") or max(1, math.ceil(job.devices / hardware.devices))
+    cluster = Cluster(hardware, nodes)
+    if job.devices > cluster.devices:
+        raise bad("nodes", f"gives {cluster.devices} devices of {hardware.name}, fewer than "
+                           f"dp x mp x pp = {job.devices}")
+    return Measurement(dims=ModelDims.of(workload), job=job, cluster=cluster,
+                       peak_flops_per_device=peak_flops(dtype, job.devices),
+                       peak_gib=floats.get("peak_gib"), step_s=floats["step_s"])

@@ -1,0 +1,114 @@
+"""``python -m autotune calibrate``: a CSV of measured runs round-trips into the profile's
+stored fit that ``plan`` then uses and names; bad rows are one line; a fit that bends its
+constants out of their range is refused."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+
+import pytest
+
+from autotune.cli import main
+from autotune.plan import calibration
+from autotune.plan.costmodel import CostModel
+from autotune.settings import SweepConfig
+from tests.conftest import ROOT
+from tests.test_cli_errors import assert_one_line_error
+from trials.contract.compose import compose
+from trials.contract.schema import to_trial_config
+
+EXAMPLE = ROOT / "examples" / "calibrate" / "vtrain_a100.csv"
+A100 = to_trial_config(compose("sweep", ["hardware=gpu_a100"], schema=SweepConfig)).hardware
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    path = tmp_path / "cache"
+    monkeypatch.setenv("AUTOTUNE_CACHE", str(path))
+    return path
+
+
+def rows() -> list[dict]:
+    with EXAMPLE.open(newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def write(path, table: list[dict]) -> str:
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(table[0]))
+        writer.writeheader()
+        writer.writerows(table)
+    return str(path)
+
+
+def test_a_csv_round_trips_into_the_profiles_fit_that_plan_names(tmp_path, cache, capsys):
+    code = main(["calibrate", f"calibrate.csv={EXAMPLE}", "hardware=gpu_a100"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    # Rule: the in-sample and the leave-one-out errors are printed, each labelled.
+    assert "step time: in-sample " in out and "leave-one-out " in out
+    # Rule: the fit is stored for the profile (runs measured elsewhere: no machine owns it),
+    # and the profile's model loads it with its name.
+    assert calibration.imported_path("gpu_a100", cache).exists()
+    assert not calibration.calibration_path("gpu_a100", cache).exists()
+    loaded = CostModel.for_profile(A100, cache_dir=cache).constants
+    assert loaded.source.startswith("calibrate: fit of 24 runs from vtrain_a100.csv")
+    # Rule: the fit explains the runs better than the priors it started from.
+    held = float(out.split("leave-one-out ")[1].split(" %")[0])
+    assert held < 15.0, out
+    # Rule: plan uses it and says so.
+    assert main(["plan", "workload=llama2_7b", "hardware=gpu_a100", "plan.precisions=[fp16]",
+                 f"plan.out={tmp_path / 'plan'}"]) == 0
+    assert "constants: calibrate: fit of 24 runs" in capsys.readouterr().out
+
+
+def test_the_newest_fit_of_a_profile_wins(cache):
+    prior = CostModel.for_profile(A100, cache_dir=cache).constants
+    calibration.save("gpu_a100", dataclasses.replace(prior, source="imported"), cache,
+                     imported=True)
+    calibration.save("gpu_a100", dataclasses.replace(prior, source="this machine"), cache)
+    assert calibration.load("gpu_a100", prior, cache).source == "this machine"
+    calibration.save("gpu_a100", dataclasses.replace(prior, source="imported again"), cache,
+                     imported=True)
+    assert calibration.load("gpu_a100", prior, cache).source == "imported again"
+
+
+@pytest.mark.parametrize("edit, needles", [
+    (lambda t: t[1].update(dp="two"), ("row 3, column dp: 'two' is not a whole number",)),
+    (lambda t: t[0].update(step_s="-1"), ("row 2, column step_s", "must be a positive")),
+    (lambda t: t[0].update(precision="float16"), ("row 2, column precision", "write fp16")),
+    (lambda t: t[0].update(global_batch="33"), ("row 2, column global_batch",
+                                                 "is not divisible by dp")),
+    (lambda t: [r.pop("step_s") for r in t], ("missing column(s) step_s",)),
+    (lambda t: [r.update(colour="red") for r in t], ("unknown column(s) colour",)),
+])
+def test_a_bad_row_is_one_line_naming_row_and_column(tmp_path, cache, capsys, edit, needles):
+    table = rows()
+    edit(table)
+    code = main(["calibrate", f"calibrate.csv={write(tmp_path / 'bad.csv', table)}",
+                 "hardware=gpu_a100"])
+    assert_one_line_error(code, capsys.readouterr().err, *needles)
+    assert not (cache / "calibration").exists()
+
+
+def test_no_csv_or_a_missing_one_is_one_line(tmp_path, cache, capsys):
+    assert_one_line_error(main(["calibrate", "hardware=gpu_a100"]), capsys.readouterr().err,
+                          "calibrate needs calibrate.csv=PATH")
+    assert_one_line_error(main(["calibrate", f"calibrate.csv={tmp_path / 'none.csv'}",
+                                "hardware=gpu_a100"]), capsys.readouterr().err,
+                          "cannot read calibrate.csv=")
+
+
+def test_a_fit_out_of_its_plausible_range_is_refused_and_nothing_stored(tmp_path, cache,
+                                                                         capsys):
+    # The same runs 1,000x slower: only a compute efficiency of a few hundredths of a
+    # per cent would explain them (a wrong profile, wrong dimensions).
+    table = rows()
+    for r in table:
+        r["step_s"] = str(float(r["step_s"]) * 1000)
+    code = main(["calibrate", f"calibrate.csv={write(tmp_path / 'slow.csv', table)}",
+                 "hardware=gpu_a100"])
+    out = capsys.readouterr().out
+    assert code == 1 and "refused, nothing stored:" in out, out
+    assert not calibration.imported_path("gpu_a100", cache).exists()
