@@ -143,7 +143,7 @@ def run_calibrate(composed: DictConfig, console: Console) -> int:
         constants, source=f"calibrate: fit of {len(points)} runs from {path.name} ({when})")
     c = constants
     console.print("constants: compute efficiency "
-                  + ", ".join(f"{precision_name_of(d)} {v:.3f}"
+                  + ", ".join(f"{precision_name(DType(d))} {v:.3f}"
                               for d, v in c.compute_efficiency.items()
                               if d in {p.job.dtype.value for p in points})
                   + f"; tensor/data-parallel collective efficiency "
@@ -158,10 +158,6 @@ def run_calibrate(composed: DictConfig, console: Console) -> int:
     else:
         console.print("not stored (calibrate.store=false)", markup=False)
     return 0
-
-
-def precision_name_of(dtype_value: str) -> str:
-    return precision_name(DType(dtype_value))
 
 
 def run(composed: DictConfig, overrides: list[str], console: Console) -> int:

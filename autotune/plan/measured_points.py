@@ -68,35 +68,26 @@ def point(row: dict, n: int, path: Path, hardware: HardwareConfig, peak_flops) -
     def bad(column: str, why: str) -> ConfigError:
         return ConfigError(f"{path} row {n}, column {column}: {row.get(column)!r} {why}")
 
-    ints = {}
-    for column in POSITIVE_INTS:
+    def number(column: str, kind: type, *, optional: bool = False):
+        """The column as ``kind`` (positive), or None where an optional one is empty."""
         text = row.get(column, "")
-        if column == "nodes" and not text:
-            continue
+        if optional and not text:
+            return None
+        what = "a whole number" if kind is int else "a number"
         try:
-            ints[column] = int(text)
+            value = kind(text)
         except ValueError:
-            raise bad(column, "is not a whole number") from None
-        if ints[column] < 1:
-            raise bad(column, "must be >= 1")
-    optional_ints = {}
-    for column in ("kv_heads", "ffn_dim"):
-        text = row.get(column, "")
-        try:
-            optional_ints[column] = int(text) if text else 0
-        except ValueError:
-            raise bad(column, "is not a whole number (0 = the default)") from None
-    floats = {}
-    for column in ("step_s", "peak_gib"):
-        text = row.get(column, "")
-        if column == "peak_gib" and not text:
-            continue
-        try:
-            floats[column] = float(text)
-        except ValueError:
-            raise bad(column, "is not a number") from None
-        if not math.isfinite(floats[column]) or floats[column] <= 0:
-            raise bad(column, "must be a positive number (seconds or GiB)")
+            raise bad(column, f"is not {what}") from None
+        if not math.isfinite(value) or value <= 0:
+            raise bad(column, "must be >= 1" if kind is int else
+                      "must be a positive number (seconds or GiB)")
+        return value
+
+    ints = {c: number(c, int, optional=c == "nodes") for c in POSITIVE_INTS}
+    # 0 (or empty) = the trial config's default: all heads, 4 x d_model.
+    optional_ints = {c: 0 if row.get(c, "") in ("", "0") else number(c, int)
+                     for c in ("kv_heads", "ffn_dim")}
+    floats = {c: number(c, float, optional=c == "peak_gib") for c in ("step_s", "peak_gib")}
     flags = {}
     for column in ("sequence_parallel", "optimizer_shard"):
         text = row.get(column, "").lower()
@@ -127,4 +118,4 @@ def point(row: dict, n: int, path: Path, hardware: HardwareConfig, peak_flops) -
                            f"dp x mp x pp = {job.devices}")
     return Measurement(dims=ModelDims.of(workload), job=job, cluster=cluster,
                        peak_flops_per_device=peak_flops(dtype, job.devices),
-                       peak_gib=floats.get("peak_gib"), step_s=floats["step_s"])
+                       peak_gib=floats["peak_gib"], step_s=floats["step_s"])
