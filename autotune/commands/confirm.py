@@ -30,12 +30,12 @@ from autotune.study.choice import study_verdict
 from autotune.study.layout import StudyLayout
 from autotune.study.noise import PairedTest, paired_test
 from autotune.study.records import (
-    CONDITIONS,
     CONFIRM_SOURCE,
     CONFIRM_STUDY_KEY,
     TrialRecord,
     add_repeats,
     load_records,
+    measured_under_load,
 )
 from trials.contract.performance import Performance
 from trials.contract.schema import ConfigError
@@ -108,7 +108,7 @@ def run_confirm(composed: DictConfig, console: Console) -> int:
             perf = rerun(runner, r.run_dir, layout.confirm(r.number, rep),
                          settings, name=f"confirm/{r.number}")
             runs[r.number].append(Performance.from_dict(perf).tokens_per_s if perf else None)
-            loaded[r.number].append(bool(perf and (perf.get(CONDITIONS) or {}).get("contended")))
+            loaded[r.number].append(bool(perf) and measured_under_load(perf))
             if perf:
                 perfs[r.number].append(perf)
     add_repeats(study, perfs, CONFIRM_SOURCE)

@@ -133,7 +133,7 @@ class TrialRecord:
 
     def sweep_run_loads(self) -> list[bool]:
         """Whether each of :meth:`timed_runs` was measured under load, in that order."""
-        return [self.contended, *(_loaded(r) for r in self.repeats
+        return [self.contended, *(measured_under_load(r) for r in self.repeats
                                   if r.get("source") != CONFIRM_SOURCE)]
 
     def sweep_runs(self) -> list[Performance]:
@@ -154,9 +154,9 @@ class TrialRecord:
         one disturbed run would widen every quiet comparison of the study."""
         sweep = [] if self.contended else [self.perf]
         sweep += [Performance.from_dict(r) for r in self.repeats
-                  if r.get("source") != CONFIRM_SOURCE and not _loaded(r)]
+                  if r.get("source") != CONFIRM_SOURCE and not measured_under_load(r)]
         confirm = [Performance.from_dict(r) for r in self.repeats
-                   if r.get("source") == CONFIRM_SOURCE and not _loaded(r)]
+                   if r.get("source") == CONFIRM_SOURCE and not measured_under_load(r)]
         return [sweep, confirm]
 
     @property
@@ -244,7 +244,7 @@ def told_tokens_per_s(trial: FrozenTrial, perf: Performance) -> float | None:
 
 
 #: Study attribute where `confirm` stores its verdicts, keyed by trial number.
-def _loaded(repeat: dict) -> bool:
+def measured_under_load(repeat: dict) -> bool:
     """A stored repeat measured under load (its conditions judged contended)."""
     conditions = Conditions.from_dict(repeat.get(CONDITIONS))
     return bool(conditions is not None and conditions.contended)
