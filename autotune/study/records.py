@@ -243,13 +243,14 @@ def told_tokens_per_s(trial: FrozenTrial, perf: Performance) -> float | None:
     return perf.tokens_per_s
 
 
-#: Study attribute where `confirm` stores its verdicts, keyed by trial number.
 def measured_under_load(repeat: dict) -> bool:
-    """A stored repeat measured under load (its conditions judged contended)."""
+    """A stored repeat (or a re-run's performance layer) measured under load: its
+    conditions judged contended."""
     conditions = Conditions.from_dict(repeat.get(CONDITIONS))
     return bool(conditions is not None and conditions.contended)
 
 
+#: Study attribute where `confirm` stores its verdicts, keyed by trial number.
 CONFIRM_STUDY_KEY = "autotune.confirm"
 #: Study attribute with more runs of a trial's configuration (a finished Optuna trial
 #: cannot change), keyed by trial number: lists of performance dicts.
