@@ -245,6 +245,7 @@ def landscape(hw: HardwareConfig) -> dict:
         "mp_collective_efficiency": everything.mp_collective_efficiency,
         "dp_collective_efficiency": everything.dp_collective_efficiency,
         "layer_latency_s": everything.layer_latency_s,
+        "score_element_s": everything.score_element_s,
         "step_overhead_s": everything.step_overhead_s}
     print("in-sample constants: " + ", ".join(f"{k} {v:.4g}"
                                               for k, v in result["in_sample_constants"].items()))

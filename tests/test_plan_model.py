@@ -108,7 +108,7 @@ def test_model_states_are_16_bytes_a_parameter_and_shard_as_declared():
     assert states(job()) == 16 * n
     assert memory.parameter_bytes(TINY, job()) == memory.gradient_bytes(TINY, job()) == 2 * n
     # ZeRO-1 (P_os) splits the 12 bytes of optimizer states across dp: 4 + 12 / N_d.
-    sharded = job(dp=4, global_batch=8, optimizer_shard=True)
+    sharded = job(dp=4, global_batch=8, shard_level=1)
     assert states(sharded) == 4 * n + 12 * n / 4
     # No accumulation buffer for a framework that accumulates into its gradients
     # (Megatron-LM); an fp32 one for ours (trials/step.py).
@@ -127,7 +127,7 @@ def test_zero_figure_1_model_states_of_7_5b_on_64_gpus():
                   seq=2048, vocab=51200)
     scale = 7.5e9 / total_params(d)
     for shard, published_gb in ((False, 120.0), (True, 31.4)):
-        j = job(dp=64, global_batch=64, optimizer_shard=shard)
+        j = job(dp=64, global_batch=64, shard_level=int(shard))
         gb = (memory.parameter_bytes(d, j) + memory.gradient_bytes(d, j)
               + memory.optimizer_bytes(d, j)) * scale / 1e9
         assert gb == pytest.approx(published_gb, abs=0.05)

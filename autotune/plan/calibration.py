@@ -62,21 +62,28 @@ def _time_columns(m: Measurement) -> tuple[dict[str, float], float]:
     """The regressors of one trial's step time: the seconds each time constant's coefficient
     multiplies (FLOP-seconds at peak for the dtype's 1 / compute efficiency, collective
     seconds at full bandwidth for 1 / efficiency, layer-micro-batches for the layer
-    latency, 1 for the step overhead), and the seconds no constant scales (latencies, p2p)."""
+    latency, score elements for the seconds per score element, 1 for the step overhead),
+    and the seconds no constant scales (latencies, p2p). An overlapped data-parallel
+    reduction enters as its exposed part at full bandwidth (the overlap is not linear in
+    the efficiency; the fit treats it as if it were)."""
     def seconds(collective_efficiency: float) -> steptime.TimeBreakdown:
         return steptime.breakdown(m.dims, m.job, m.cluster, peak_flops=m.peak_flops_per_device,
                                   compute_efficiency=1.0,
                                   mp_collective_efficiency=collective_efficiency,
                                   dp_collective_efficiency=collective_efficiency,
-                                  layer_latency_s=1.0, step_overhead_s=0.0)
+                                  layer_latency_s=1.0, step_overhead_s=0.0,
+                                  score_element_s=1.0)
 
-    bubble = 1 + (m.job.pp - 1) / m.job.micro_batches if m.job.pp > 1 else 1.0
+    bubble = 1 / (1 - steptime.bubble_fraction(m.job))
     full, latency_only = seconds(1.0), seconds(1e30)
+    tensor = full.mp_collectives + full.cp_collectives
+    tensor_latency = latency_only.mp_collectives + latency_only.cp_collectives
     columns = {"overhead": 1.0, f"compute:{m.job.dtype.value}": full.compute * bubble,
-               "mp": (full.mp_collectives - latency_only.mp_collectives) * bubble,
+               "mp": (tensor - tensor_latency) * bubble,
                "dp": full.dp_allreduce - latency_only.dp_allreduce,
-               "layer": full.layer_latency * bubble}
-    fixed = latency_only.mp_collectives * bubble + latency_only.dp_allreduce + full.pp_p2p
+               "layer": full.layer_latency * bubble,
+               "scores": full.attention_scores * bubble}
+    fixed = tensor_latency * bubble + latency_only.dp_allreduce + full.pp_p2p
     return columns, fixed
 
 
@@ -87,6 +94,7 @@ def _time_prior(name: str, prior: Constants) -> tuple[float, float]:
     if name.startswith("compute:"):
         return 1.0 / prior.compute_efficiency[name.split(":", 1)[1]], 1.0
     return {"overhead": (prior.step_overhead_s, 0.0), "layer": (prior.layer_latency_s, 0.0),
+            "scores": (prior.score_element_s, 0.0),
             "mp": (1.0 / prior.mp_collective_efficiency, MIN_COLLECTIVE_FACTOR),
             "dp": (1.0 / prior.dp_collective_efficiency, MIN_COLLECTIVE_FACTOR)}[name]
 
@@ -118,7 +126,7 @@ def fit_time(points: list[Measurement], prior: Constants) -> tuple[dict, float |
         return _fit_efficiency_only(usable, prior), None
     rows = [_time_columns(m) for m in usable]
     dtypes = sorted({k for columns, _ in rows for k in columns if k.startswith("compute:")})
-    names = ["overhead", *dtypes, "mp", "dp", "layer"]
+    names = ["overhead", *dtypes, "mp", "dp", "layer", "scores"]
     a = np.array([[columns.get(k, 0.0) for k in names] for columns, _ in rows])
     y = np.array([m.step_s - m.data_wait_s - fixed for m, (_, fixed) in zip(usable, rows)])
     priors = np.array([_time_prior(k, prior)[0] for k in names])
@@ -138,6 +146,8 @@ def fit_time(points: list[Measurement], prior: Constants) -> tuple[dict, float |
         out["step_overhead_s"] = fitted["overhead"]
     if "layer" in fitted:
         out["layer_latency_s"] = fitted["layer"]
+    if "scores" in fitted:
+        out["score_element_s"] = fitted["scores"]
     for k in ("mp", "dp"):
         if k in fitted:
             out[f"{k}_collective_efficiency"] = 1.0 / fitted[k]

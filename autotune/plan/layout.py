@@ -24,25 +24,58 @@ class Job:
     dtype: DType
     recompute: Recompute = Recompute.none
     sequence_parallel: bool = False  # Megatron/MindFormers SP: activations split by mp
-    optimizer_shard: bool = False  # MindSpore's parallel optimizer: states split by dp
+    #: What the data-parallel ranks split between them (ZeRO, Rajbhandari et al. 2020;
+    #: MindSpore's parallel optimizer levels ``optimizer_weight_shard_size`` /
+    #: ``parallel_optimizer_config``): 0 nothing, 1 optimizer states (ZeRO-1, MindSpore
+    #: level1, Megatron's distributed optimizer), 2 and gradients (ZeRO-2, level2),
+    #: 3 and parameters (ZeRO-3, FSDP, level3).
+    shard_level: int = 0
     #: The program keeps its own fp32 gradient accumulator under accumulation: ours does
     #: (trials/step.py); Megatron-LM accumulates into its gradient buffer.
     fp32_accumulator: bool = False
+    #: Model chunks per pipeline stage (Megatron's interleaved 1F1B, Narayanan et al. 2021
+    #: section 2.2.2; MindSpore's ``pipeline_interleave``): 1 is plain 1F1B.
+    virtual_stages: int = 1
+    #: Layers per pipeline stage when they are not equal (MindSpore's ``offset``:
+    #: L // p + offset[i] layers on stage i); None splits them as evenly as they go.
+    stage_layers: tuple[int, ...] | None = None
+    #: Context parallel: the sequence split across this many ranks (Megatron-LM's
+    #: ``--context-parallel-size``, ring attention); devices = dp x mp x pp x cp.
+    context_parallel: int = 1
+    #: Fused attention that never stores the s x s scores (FlashAttention, Dao et al.
+    #: 2022; MindSpore's ``use_flash_attention``); its backward recomputes them.
+    flash_attention: bool = False
+    #: Gradients are reduced across dp in fp32 (ours, and Megatron's
+    #: ``--accumulate-allreduce-grads-in-fp32``), else in the compute dtype.
+    reduce_in_fp32: bool = True
+    #: The data-parallel reduction runs in buckets during the backward pass (Megatron's
+    #: ``--overlap-grad-reduce``, DDP's buckets, MindSpore's communication fusion), so only
+    #: what outlasts the backward is exposed.
+    overlap_grad_reduce: bool = False
+
+    def __post_init__(self) -> None:
+        if self.stage_layers is not None and len(self.stage_layers) != self.pp:
+            raise ValueError(f"stage_layers {self.stage_layers} must name {self.pp} stages")
 
     @classmethod
     def of(cls, cfg: TrialConfig, *, sequence_parallel: bool = False,
-           optimizer_shard: bool = False) -> Job:
+           shard_level: int = 0) -> Job:
         """The job of our trial program (the only one a trial config describes)."""
         p, t = cfg.parallel, cfg.train
         return cls(dp=p.dp, mp=p.mp, pp=p.pp, global_batch=t.global_batch,
                    micro_batches=t.micro_batches, dtype=cfg.precision.dtype,
                    recompute=t.recompute,
                    sequence_parallel=sequence_parallel,
-                   optimizer_shard=optimizer_shard, fp32_accumulator=True)
+                   shard_level=shard_level, fp32_accumulator=True)
+
+    @property
+    def optimizer_shard(self) -> bool:
+        """The optimizer states are split across dp (every shard level does that)."""
+        return self.shard_level >= 1
 
     @property
     def devices(self) -> int:
-        return self.dp * self.mp * self.pp
+        return self.dp * self.mp * self.pp * self.context_parallel
 
     @property
     def micro_batch_size(self) -> int:

@@ -10,8 +10,13 @@ One row per run. Required columns (names as the trial config spells its knobs):
 
 Optional: ``arch`` (gpt / llama, default gpt), ``kv_heads`` and ``ffn_dim`` (0 = the
 defaults of the trial config: all heads, 4 x d_model), ``sequence_parallel`` and
-``optimizer_shard`` (true / false, default false), ``peak_gib`` (the most loaded device's
-peak memory), ``nodes`` (default: as few as the profile's ``devices`` per node allow).
+``optimizer_shard`` (true / false, default false), ``shard_level`` (0 none, 1 optimizer
+states, 2 and gradients, 3 and parameters: ZeRO-1/2/3, FSDP = 3; default 1 when
+``optimizer_shard`` is true, else 0), ``virtual_stages`` (interleaved pipeline chunks,
+default 1), ``context_parallel`` (default 1), ``flash_attention`` and
+``overlap_grad_reduce`` (true / false, default false), ``peak_gib`` (the most loaded
+device's peak memory), ``nodes`` (default: as few as the profile's ``devices`` per node
+allow).
 A bad row is one line naming the row and the column (ConfigError).
 """
 
@@ -29,10 +34,13 @@ from trials.contract.vocabulary import dtype_of, recompute_mode
 
 REQUIRED = ("n_layers", "d_model", "n_heads", "seq_len", "vocab_size", "dp", "mp", "pp",
             "global_batch", "micro_batches", "precision", "recompute", "step_s")
-OPTIONAL = ("arch", "kv_heads", "ffn_dim", "sequence_parallel", "optimizer_shard",
-            "peak_gib", "nodes")
+FLAGS = ("sequence_parallel", "optimizer_shard", "flash_attention", "overlap_grad_reduce")
+OPTIONAL = ("arch", "kv_heads", "ffn_dim", *FLAGS, "shard_level", "virtual_stages",
+            "context_parallel", "peak_gib", "nodes")
 POSITIVE_INTS = ("n_layers", "d_model", "n_heads", "seq_len", "vocab_size", "dp", "mp", "pp",
-                 "global_batch", "micro_batches", "nodes")
+                 "global_batch", "micro_batches", "nodes", "virtual_stages",
+                 "context_parallel")
+DEFAULT_ONE = ("nodes", "virtual_stages", "context_parallel")  # empty = 1 (nodes: fewest)
 BOOLEANS = {"true": True, "false": False, "1": True, "0": False, "": False}
 
 
@@ -83,13 +91,13 @@ def point(row: dict, n: int, path: Path, hardware: HardwareConfig, peak_flops) -
                       "must be a positive number (seconds or GiB)")
         return value
 
-    ints = {c: number(c, int, optional=c == "nodes") for c in POSITIVE_INTS}
+    ints = {c: number(c, int, optional=c in DEFAULT_ONE) for c in POSITIVE_INTS}
     # 0 (or empty) = the trial config's default: all heads, 4 x d_model.
     optional_ints = {c: 0 if row.get(c, "") in ("", "0") else number(c, int)
                      for c in ("kv_heads", "ffn_dim")}
     floats = {c: number(c, float, optional=c == "peak_gib") for c in ("step_s", "peak_gib")}
     flags = {}
-    for column in ("sequence_parallel", "optimizer_shard"):
+    for column in FLAGS:
         text = row.get(column, "").lower()
         if text not in BOOLEANS:
             raise bad(column, "must be true or false")
@@ -98,6 +106,10 @@ def point(row: dict, n: int, path: Path, hardware: HardwareConfig, peak_flops) -
         arch = Arch(row.get("arch") or "gpt")
     except ValueError:
         raise bad("arch", f"is not one of {', '.join(a.value for a in Arch)}") from None
+    shard_text = row.get("shard_level", "")
+    if shard_text not in ("", "0", "1", "2", "3"):
+        raise bad("shard_level", "must be 0, 1, 2 or 3 (ZeRO stage; FSDP = 3)")
+    shard_level = int(shard_text) if shard_text else int(flags["optimizer_shard"])
     dtype = dtype_of(row["precision"], f"{path} row {n}, column precision")
     recompute = recompute_mode(row["recompute"], f"{path} row {n}, column recompute")
     workload = WorkloadConfig(arch=arch, n_layers=ints["n_layers"], d_model=ints["d_model"],
@@ -106,8 +118,11 @@ def point(row: dict, n: int, path: Path, hardware: HardwareConfig, peak_flops) -
                               vocab_size=ints["vocab_size"])
     job = Job(dp=ints["dp"], mp=ints["mp"], pp=ints["pp"], global_batch=ints["global_batch"],
               micro_batches=ints["micro_batches"], dtype=dtype, recompute=recompute,
-              sequence_parallel=flags["sequence_parallel"],
-              optimizer_shard=flags["optimizer_shard"])
+              sequence_parallel=flags["sequence_parallel"], shard_level=shard_level,
+              virtual_stages=ints["virtual_stages"] or 1,
+              context_parallel=ints["context_parallel"] or 1,
+              flash_attention=flags["flash_attention"],
+              overlap_grad_reduce=flags["overlap_grad_reduce"])
     if job.global_batch % (job.dp * job.micro_batches):
         raise bad("global_batch", f"is not divisible by dp {job.dp} x micro_batches "
                                   f"{job.micro_batches}")
@@ -115,7 +130,7 @@ def point(row: dict, n: int, path: Path, hardware: HardwareConfig, peak_flops) -
     cluster = Cluster(hardware, nodes)
     if job.devices > cluster.devices:
         raise bad("nodes", f"gives {cluster.devices} devices of {hardware.name}, fewer than "
-                           f"dp x mp x pp = {job.devices}")
+                           f"dp x mp x pp x context_parallel = {job.devices}")
     return Measurement(dims=ModelDims.of(workload), job=job, cluster=cluster,
                        peak_flops_per_device=peak_flops(dtype, job.devices),
                        peak_gib=floats["peak_gib"], step_s=floats["step_s"])

@@ -1,14 +1,16 @@
 """Peak memory per device, one function per term, each checkable by hand.
 
-The most loaded device is on the first pipeline stage: it holds the embedding, its
-share of the layers, and the most micro-batches in flight under 1F1B. Terms in bytes:
+The peak is the most loaded pipeline stage's: usually the first (the embedding, its share
+of the layers, the most micro-batches in flight under 1F1B), the last when the logits or
+an uneven split weigh more. Terms in bytes:
 
 - model states: 16 bytes per parameter for Adam (Rajbhandari et al., "ZeRO", SC'20,
   arXiv:1910.02054, section 3.1): mixed precision keeps 16-bit parameters 2 and
   gradients 2, and fp32 optimizer states 12 (master weights, momentum, variance); fp32
   training keeps parameters 4, gradients 4 and the two moments 8. Tensor parallel
-  divides parameters by mp, pipeline parallel leaves L/pp layers, the parallel
-  optimizer (MindSpore's, ZeRO-1) divides the optimizer states by dp.
+  divides parameters by mp, pipeline parallel leaves a stage its layers, and the shard
+  level splits optimizer states (ZeRO-1, MindSpore's parallel optimizer), gradients
+  (ZeRO-2) and parameters (ZeRO-3, FSDP) across dp.
 - accumulation: an fp32 gradient accumulator (4 bytes a parameter) under gradient
   accumulation, only for a program that keeps one (ours: trials/step.py). Megatron-LM
   and DeepSpeed accumulate into the gradients themselves, and no gradient-sized
@@ -84,10 +86,45 @@ class MemoryBreakdown:
         return f"{parts} (x{self.allocator_factor:g} allocator) > {budget_gib:g} GiB"
 
 
-def stage_params(d: ModelDims, job: Job) -> float:
-    """Parameters on one device of the first stage (the most loaded one)."""
-    layers = d.layers // job.pp * layer_params(d)
-    edges = embedding_params(d) + (head_params(d) if job.pp == 1 else 0)
+def stage_layer_counts(d: ModelDims, job: Job) -> tuple[int, ...]:
+    """Layers on each pipeline stage: the job's own split (MindSpore's ``offset``), else as
+    even as they go, the extra layers on the last stages (the first holds the embedding and
+    the most micro-batches in flight; BLOOM's 70 layers on 12 stages: 5 on the first two,
+    6 on the other ten)."""
+    if job.stage_layers is not None:
+        return job.stage_layers
+    base, extra = divmod(d.layers, job.pp)
+    return tuple(base + (1 if i >= job.pp - extra else 0) for i in range(job.pp))
+
+
+def offset_stage_layers(layers: int, offsets: list[int]) -> tuple[int, ...]:
+    """MindSpore's ``pipeline_config``/``offset``: stage i holds L // p + offset[i] layers;
+    the offsets must place every layer (sum(offset) = L - p x (L // p)) and leave each
+    stage at least one."""
+    p = len(offsets)
+    counts = tuple(layers // p + o for o in offsets)
+    if sum(counts) != layers or min(counts) < 1:
+        raise ValueError(f"offset {offsets} puts {list(counts)} layers on the {p} stages; "
+                         f"they must add up to the model's {layers} layers, each stage >= 1")
+    return counts
+
+
+def shard_ranks(job: Job) -> int:
+    """The ranks a shard level splits states across: data parallel, and context parallel,
+    whose ranks hold the same parameters (Megatron-LM's distributed optimizer uses dp x cp)."""
+    return job.dp * job.context_parallel
+
+
+def stage_params(d: ModelDims, job: Job, stage: int = 0) -> float:
+    """Parameters on one device of a pipeline stage (its layers' share under mp). The first
+    stage holds the embedding, the last the final norm and output projection; a tied
+    output layer (gpt) keeps a copy of the embedding on the last stage (Megatron-LM's
+    ``initialize_word_embeddings``)."""
+    last = stage == job.pp - 1
+    layers = stage_layer_counts(d, job)[stage] * layer_params(d)
+    edges = (embedding_params(d) if stage == 0 else 0.0) + (head_params(d) if last else 0.0)
+    if last and job.pp > 1 and d.gpt:
+        edges += d.vocab * d.hidden
     return (layers + edges) / job.mp
 
 
@@ -95,30 +132,45 @@ def mixed_precision(job: Job) -> bool:
     return job.dtype is not DType.float32
 
 
-def parameter_bytes(d: ModelDims, job: Job) -> float:
-    """[ZeRO 3.1] 2 bytes a parameter (16-bit) under mixed precision, 4 in fp32."""
-    return stage_params(d, job) * BYTES[job.dtype]
+def parameter_bytes(d: ModelDims, job: Job, stage: int = 0) -> float:
+    """[ZeRO 3.1] 2 bytes a parameter (16-bit) under mixed precision, 4 in fp32. ZeRO-3
+    (P_os+g+p, section 5.3) splits them across dp and gathers two layers' full
+    parameters at a time (the one computing and the one prefetched: FSDP's
+    ``forward_prefetch``, DeepSpeed's ``stage3_prefetch_bucket_size``)."""
+    per_param = BYTES[job.dtype]
+    if job.shard_level < 3:
+        return stage_params(d, job, stage) * per_param
+    gathered = 2 * layer_params(d) / job.mp * per_param
+    return stage_params(d, job, stage) * per_param / shard_ranks(job) + gathered
 
 
-def gradient_bytes(d: ModelDims, job: Job) -> float:
-    """[ZeRO 3.1] gradients in the parameters' dtype: 2 bytes (16-bit) or 4 (fp32)."""
-    return stage_params(d, job) * BYTES[job.dtype]
+def gradient_bytes(d: ModelDims, job: Job, stage: int = 0) -> float:
+    """[ZeRO 3.1] gradients in the parameters' dtype: 2 bytes (16-bit) or 4 (fp32); split
+    across dp from ZeRO-2 (P_os+g, section 5.2) on."""
+    split = shard_ranks(job) if job.shard_level >= 2 else 1
+    return stage_params(d, job, stage) * BYTES[job.dtype] / split
 
 
-def optimizer_bytes(d: ModelDims, job: Job) -> float:
+def optimizer_bytes(d: ModelDims, job: Job, stage: int = 0) -> float:
     """[ZeRO 3.1] Adam's states: 12 bytes under mixed precision (fp32 master weights,
-    momentum and variance: K = 12), 8 in fp32 (the two moments); the parallel optimizer
-    (ZeRO-1, P_os) splits them across dp."""
+    momentum and variance: K = 12), 8 in fp32 (the two moments); every shard level
+    (ZeRO-1, P_os, on) splits them across dp."""
     per_param = 12 if mixed_precision(job) else 8
-    return stage_params(d, job) * per_param / (job.dp if job.optimizer_shard else 1)
+    split = shard_ranks(job) if job.shard_level >= 1 else 1
+    return stage_params(d, job, stage) * per_param / split
 
 
-def accumulation_bytes(d: ModelDims, job: Job) -> float:
+def accumulation_bytes(d: ModelDims, job: Job, stage: int = 0) -> float:
     """An fp32 gradient accumulator when micro-batches are accumulated (pp = 1), for a
     program that keeps one (trials/step.py's ``accum.*`` Parameters)."""
     if job.fp32_accumulator and job.accumulation > 1:
-        return stage_params(d, job) * 4
+        return stage_params(d, job, stage) * 4
     return 0.0
+
+
+def local_seq(d: ModelDims, job: Job) -> float:
+    """Tokens of one sequence on one rank: context parallel splits the sequence."""
+    return d.seq / job.context_parallel
 
 
 def activation_bytes_per_layer(d: ModelDims, job: Job) -> float:
@@ -127,52 +179,79 @@ def activation_bytes_per_layer(d: ModelDims, job: Job) -> float:
     s b h (34 + 5 a s / h)              no parallelism (eq. 1)
     s b h (10 + 24/t + 5 a s / (h t))   tensor parallel (eq. 2)
     s b h (34/t + 5 a s / (h t))        tensor + sequence parallel (eq. 4)
-    the same without 5 a s / (h t)      selective recompute (section 5)
-    2 s b h                             full recompute (the layer input only)
+    the same without 5 a s / (h t)      selective recompute (section 5), or an attention
+                                        that never stores the scores (FlashAttention)
+    2 s b h, 2 s b h / t under SP       full recompute (the layer input only, section 4.1)
 
     Their counts assume 16-bit activations (2 bytes an element, 1-byte dropout masks);
-    an fp32 run stores twice as much. The MLP term (19 s b h at f = 4h) is rescaled for
-    other feed-forward widths and for a gated MLP (three f-wide tensors instead of two).
+    an fp32 run stores twice as much. Of the 24/t: Q and K 4, V 2, the output projection's
+    input 2, the MLP 16. Under grouped-query attention K and V are kv_heads / heads as wide
+    (Q, K and V: 2 + 4 g with g = kv_heads / heads; 6 at g = 1). The MLP term is rescaled
+    for other feed-forward widths and for a gated MLP (SwiGLU: three f-wide tensors
+    instead of two). Context parallel stores 1 / cp of the sequence (s is the local one).
     """
-    s, b, h, a, t = d.seq, job.micro_batch_size, d.hidden, d.heads, job.mp
+    s, b, h, a, t = local_seq(d, job), job.micro_batch_size, d.hidden, d.heads, job.mp
     width = d.ffn / h
     mlp_wide = (4 if d.gpt else 6) * width  # 16 s b h at f = 4h (fc output, GeLU input)
-    attention_core = 0.0 if job.recompute is Recompute.selective else 5 * a * s / (h * t)
+    qkv_and_projection = 2 + 4 * d.kv_heads / d.heads + 2
+    scores_stored = not (job.recompute is Recompute.selective or job.flash_attention)
+    attention_core = 5 * a * s / (h * t) if scores_stored else 0.0
+    tensor_parallel = mlp_wide + qkv_and_projection
     if job.recompute is Recompute.full:
-        coefficient = 2.0
+        coefficient = 2.0 / t if job.sequence_parallel else 2.0
     elif job.sequence_parallel:
-        coefficient = (10 + mlp_wide + 8) / t + attention_core
+        coefficient = (10 + tensor_parallel) / t + attention_core
     else:
-        coefficient = 10 + (mlp_wide + 8) / t + attention_core
+        coefficient = 10 + tensor_parallel / t + attention_core
     return s * b * h * coefficient * job.element_bytes / 2
 
 
-def micro_batches_in_flight(job: Job) -> int:
-    """1F1B: the first stage holds min(m, p) micro-batches; without pipeline, one."""
-    return min(job.micro_batches, job.pp) if job.pp > 1 else 1
+def micro_batches_in_flight(job: Job, stage: int = 0) -> float:
+    """Micro-batches (in units of a whole stage's layers) whose activations a stage holds
+    at its peak. 1F1B: stage i holds min(m, p - i). Interleaved 1F1B with v chunks: stage i
+    warms up with 2 (p - i - 1) + (v - 1) p chunk-micro-batches (Megatron-LM's
+    ``forward_backward_pipelining_with_interleaving``), plus the one in flight, each 1 / v
+    of the stage: p + (p - 1) / v on the first stage, Korthikanti et al. 2022 eq. 5's
+    factor 1 + (p - 1) / (p v). Without pipeline, one."""
+    if job.pp == 1:
+        return 1
+    if job.virtual_stages == 1:
+        return min(job.micro_batches, job.pp - stage)
+    chunks = 2 * (job.pp - stage - 1) + (job.virtual_stages - 1) * job.pp + 1
+    return min(float(job.micro_batches), chunks / job.virtual_stages)
 
 
-def activation_bytes(d: ModelDims, job: Job) -> float:
-    layers = d.layers // job.pp
-    stored = layers * activation_bytes_per_layer(d, job) * micro_batches_in_flight(job)
+def activation_bytes(d: ModelDims, job: Job, stage: int = 0) -> float:
+    layers = stage_layer_counts(d, job)[stage]
+    stored = layers * activation_bytes_per_layer(d, job) * micro_batches_in_flight(job, stage)
     if job.recompute is Recompute.full:  # the backward rebuilds one layer at a time
         stored += activation_bytes_per_layer(
             d, Job(**{**asdict(job), "recompute": Recompute.none}))
     return stored
 
 
-def logits_bytes(d: ModelDims, job: Job) -> float:
+def logits_bytes(d: ModelDims, job: Job, stage: int = 0) -> float:
     """fp32 logits and their gradient on the last stage (4 s b V / t bytes each)."""
-    if job.pp > 1:
-        return 0.0  # the first stage (the peak) holds no logits
-    return 2 * 4 * d.seq * job.micro_batch_size * d.vocab / job.mp
+    if stage != job.pp - 1:
+        return 0.0
+    return 2 * 4 * local_seq(d, job) * job.micro_batch_size * d.vocab / job.mp
+
+
+def stage_breakdown(d: ModelDims, job: Job, stage: int, *, runtime_overhead_gib: float,
+                    allocator_factor: float, activation_factor: float) -> MemoryBreakdown:
+    return MemoryBreakdown(
+        parameters=parameter_bytes(d, job, stage), gradients=gradient_bytes(d, job, stage),
+        optimizer_states=optimizer_bytes(d, job, stage),
+        accumulation=accumulation_bytes(d, job, stage),
+        activations=activation_bytes(d, job, stage), logits=logits_bytes(d, job, stage),
+        runtime_overhead=runtime_overhead_gib * GIB,
+        allocator_factor=allocator_factor, activation_factor=activation_factor)
 
 
 def breakdown(d: ModelDims, job: Job, *, runtime_overhead_gib: float, allocator_factor: float,
               activation_factor: float) -> MemoryBreakdown:
-    return MemoryBreakdown(
-        parameters=parameter_bytes(d, job), gradients=gradient_bytes(d, job),
-        optimizer_states=optimizer_bytes(d, job), accumulation=accumulation_bytes(d, job),
-        activations=activation_bytes(d, job), logits=logits_bytes(d, job),
-        runtime_overhead=runtime_overhead_gib * GIB,
-        allocator_factor=allocator_factor, activation_factor=activation_factor)
+    """The most loaded stage's terms (the stage with the highest peak)."""
+    stages = [stage_breakdown(d, job, i, runtime_overhead_gib=runtime_overhead_gib,
+                              allocator_factor=allocator_factor,
+                              activation_factor=activation_factor) for i in range(job.pp)]
+    return max(stages, key=lambda b: b.peak_bytes)

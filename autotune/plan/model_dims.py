@@ -79,13 +79,27 @@ def model_flops_per_token(d: ModelDims) -> float:
     return 6.0 * non_embedding_params(d) + 12.0 * d.layers * d.heads * d.head_dim * d.seq
 
 
+def layer_flops_per_token(d: ModelDims, *, recompute: str = "none",
+                          flash_attention: bool = False) -> float:
+    """What one block computes per token, forward and backward: the forward is 2 FLOPs per
+    matmul parameter (with grouped-query attention K and V are kv_heads x head_dim wide,
+    and SwiGLU's gate, up and down are three h x f matrices: layer_params counts both) plus
+    4 s h for the attention core (QK^T and the scores times V for every query head, full
+    s^2 as Megatron-LM counts it: GQA shares K and V, it does not shrink this); the backward
+    is twice the forward. Full recompute adds one forward of the block (Narayanan et al.
+    2021, eq. 3), selective one forward of the attention core (Korthikanti et al. 2022,
+    eq. 8); FlashAttention's backward recomputes the scores QK^T (Dao et al. 2022,
+    algorithm 4): half the attention core's forward."""
+    attention_core = 4.0 * d.seq * d.hidden
+    forward = 2.0 * layer_params(d) + attention_core
+    extra = {"none": 0.0, "selective": attention_core, "full": forward}[recompute]
+    if flash_attention and recompute == "none":
+        extra += attention_core / 2
+    return 3.0 * forward + extra
+
+
 def hardware_flops_per_token(d: ModelDims, *, recompute: str = "none") -> float:
-    """What the devices compute per token: forward 2 x matmul params + 4 L s h attention
-    (full s^2, as Megatron-LM counts it) + 2 V h logits; backward twice the forward.
-    Full recompute adds one forward of the blocks (Narayanan et al. 2021, eq. 3);
-    selective recompute one forward of the attention core (Korthikanti et al. 2022, eq. 8)."""
-    attention_core = 4.0 * d.layers * d.seq * d.hidden
-    blocks_forward = 2.0 * d.layers * layer_params(d) + attention_core
+    """What the devices compute per token: every block (layer_flops_per_token) and the
+    logits, 2 V h in the forward, twice that in the backward."""
     logits_forward = 2.0 * d.vocab * d.hidden
-    extra = {"none": 0.0, "selective": attention_core, "full": blocks_forward}[recompute]
-    return 3.0 * (blocks_forward + logits_forward) + extra
+    return d.layers * layer_flops_per_token(d, recompute=recompute) + 3.0 * logits_forward

@@ -113,7 +113,7 @@ def enumerate_jobs(cfg: TrialConfig, settings: PlanSettings, devices: int) -> li
             # plan describes our trial program, which keeps an fp32 accumulator.
             jobs.append(Job(dp=dp, mp=mp, pp=pp, global_batch=batch, micro_batches=m,
                             dtype=dtype, recompute=recompute_mode(rc, "plan.recompute"),
-                            sequence_parallel=sp, optimizer_shard=shard,
+                            sequence_parallel=sp, shard_level=int(shard),
                             fp32_accumulator=True))
     return jobs
 

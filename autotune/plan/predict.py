@@ -24,6 +24,8 @@ class Constants:
     #: Fixed seconds per layer and micro-batch (steptime.layer_latency_term_s).
     layer_latency_s: float
     step_overhead_s: float
+    #: Seconds per attention-score element and pass (steptime.score_elements).
+    score_element_s: float
     runtime_overhead_gib: float
     allocator_factor: float
     activation_factor: dict[str, float]  # per dtype value: a backend may keep extra copies
@@ -43,6 +45,7 @@ class Constants:
                    dp_collective_efficiency=c.collective_efficiency,
                    layer_latency_s=c.layer_latency_s,
                    step_overhead_s=c.step_overhead_s,
+                   score_element_s=c.score_element_s,
                    runtime_overhead_gib=c.runtime_overhead_gib,
                    allocator_factor=c.allocator_factor,
                    activation_factor={d.value: c.activation_factor for d in DType},
@@ -155,7 +158,8 @@ def predict(d: ModelDims, job: Job, cluster: Cluster, constants: Constants, *,
             mp_collective_efficiency=constants.mp_collective_efficiency,
             dp_collective_efficiency=constants.dp_collective_efficiency,
             layer_latency_s=constants.layer_latency_s,
-            step_overhead_s=constants.step_overhead_s, data_wait_s=constants.data_wait_s)
+            step_overhead_s=constants.step_overhead_s,
+            score_element_s=constants.score_element_s, data_wait_s=constants.data_wait_s)
     total = peak_flops_per_device * job.devices if peak_flops_per_device else None
     return Prediction(job=job, memory=mem, time=time, tokens_per_step=job.global_batch * d.seq,
                       model_flops_per_token=model_flops_per_token(d), peak_flops_total=total,

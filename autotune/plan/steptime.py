@@ -1,37 +1,48 @@
 """Step time per optimizer step, one function per term, each checkable by hand.
 
     step = overhead + data wait
-         + (compute + layer latency + tensor-parallel collectives) x (1 + (p - 1) / m)
-         + pipeline point-to-point sends + data-parallel gradient all-reduce
+         + (compute + layer latency + attention scores + tensor/context-parallel
+            collectives) x (1 + (p - 1) / (v m))
+         + pipeline point-to-point sends + exposed data-parallel gradient reduction
 
-(the factor 1 + (p - 1) / m is the pipeline bubble)
+(the factor 1 + (p - 1) / (v m) is the pipeline bubble)
 
-- compute: hardware FLOPs of the device's share / (peak FLOP/s x efficiency);
+- compute: hardware FLOPs of the slowest stage's share / (peak FLOP/s x efficiency);
   recompute adds one forward of the blocks (model_dims.hardware_flops_per_token);
 - layer latency: a fixed time per layer and micro-batch that does not scale with FLOPs
   (kernel launches, memory-bound element-wise work), a calibrated constant;
+- attention scores: the s x s scores of every head are written and read by the masking,
+  softmax and dropout kernels, memory-bound work that grows with s^2 and not with h:
+  seconds per score element, a calibrated constant; none under FlashAttention;
 - collectives: ring all-reduce of n bytes over g ranks moves 2 (g-1)/g n bytes per
-  rank; bandwidth x a calibrated collective efficiency, plus 2 (g-1) latencies. Tensor
-  and data parallel have an efficiency each: their collectives differ in size, dtype,
-  and in how much of them the framework overlaps with compute;
+  rank; bandwidth x a calibrated collective efficiency, plus 2 (g-1) latencies. A group
+  that spans nodes reduces hierarchically (inside each node, then across nodes over
+  every GPU's own link). Tensor and data parallel have an efficiency each: their
+  collectives differ in size, dtype, and in how much of them the framework overlaps;
 - tensor parallel: 2 all-reduces of s b h activations in the forward and 2 in the
   backward of every layer and micro-batch (Megatron-LM's f/g operators), 2 more when
-  the forward is recomputed;
-- pipeline bubble: (p - 1) / (m + p - 1) of the pipelined time is idle (Narayanan et al.
-  2021, section 2.2), i.e. a factor (m + p - 1) / m on the busy time;
-- data parallel: one all-reduce of the stage's gradients in fp32 (not overlapped).
+  the forward is recomputed (reduce-scatter + all-gather under sequence parallel: the
+  same volume);
+- context parallel: ring attention passes every rank's K and V around the cp ranks in
+  the forward, K, V and their gradients in the backward;
+- pipeline bubble: (p - 1) / (v m + p - 1) of the pipelined time is idle (Narayanan et al.
+  2021, section 2.2; v = 1 for plain 1F1B), i.e. a factor (v m + p - 1) / (v m);
+- data parallel: one all-reduce of the stage's gradients (in fp32 or the compute dtype;
+  1.5x the volume under ZeRO-3), exposed in full, or only the part that outlasts the
+  backward when it is bucketed and overlapped.
 
-Which link a group uses follows Megatron's rank order (mp fastest, then dp, then pp):
+Which link a group uses follows Megatron's rank order (mp fastest, then cp, dp, pp):
 a group stays inside a node while its span fits the node's devices.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 
 from autotune.plan.layout import Cluster, Job, Recompute
-from autotune.plan.memory import stage_params
-from autotune.plan.model_dims import ModelDims, hardware_flops_per_token
+from autotune.plan.memory import local_seq, shard_ranks, stage_layer_counts, stage_params
+from autotune.plan.model_dims import ModelDims, hardware_flops_per_token, layer_flops_per_token
 from trials.contract.schema import LinkConfig
 
 FP32_BYTES = 4
@@ -44,7 +55,9 @@ class TimeBreakdown:
     compute: float
     recompute: float  # the part of compute that is the extra forward (already in compute)
     layer_latency: float
+    attention_scores: float
     mp_collectives: float
+    cp_collectives: float
     pp_bubble: float
     pp_p2p: float
     dp_allreduce: float
@@ -53,12 +66,13 @@ class TimeBreakdown:
 
     @property
     def step_s(self) -> float:
-        return (self.compute + self.layer_latency + self.mp_collectives + self.pp_bubble
+        return (self.compute + self.layer_latency + self.attention_scores
+                + self.mp_collectives + self.cp_collectives + self.pp_bubble
                 + self.pp_p2p + self.dp_allreduce + self.data_wait + self.overhead)
 
     @property
     def communication(self) -> float:
-        return self.mp_collectives + self.pp_p2p + self.dp_allreduce
+        return self.mp_collectives + self.cp_collectives + self.pp_p2p + self.dp_allreduce
 
     def seconds(self) -> dict[str, float]:
         return {**asdict(self), "step": self.step_s}
@@ -72,6 +86,32 @@ def ring_allreduce_s(n_bytes: float, ranks: int, link: LinkConfig,
     return 2 * (ranks - 1) / ranks * n_bytes / bandwidth + 2 * (ranks - 1) * link.latency_us * 1e-6
 
 
+def group_layout(ranks: int, stride: int, cluster: Cluster) -> tuple[int, int]:
+    """(ranks of the group inside one node, nodes it spans) for a group of ``ranks`` ranks
+    ``stride`` apart in Megatron's rank order."""
+    if cluster.nodes == 1 or ranks * stride <= cluster.devices_per_node:
+        return ranks, 1
+    in_node = max(1, min(ranks, cluster.devices_per_node // stride))
+    return in_node, math.ceil(ranks / in_node)
+
+
+def allreduce_s(n_bytes: float, ranks: int, stride: int, cluster: Cluster,
+                collective_efficiency: float) -> float:
+    """All-reduce of n bytes over a group: one ring inside a node; across nodes the
+    hierarchical form NCCL and HCCL use (reduce-scatter inside each node, all-reduce of
+    the 1/g shards across nodes, every GPU over its own inter-node link, all-gather inside
+    each node). Its intra-node part moves what one ring of the g local ranks moves, its
+    inter-node part what a ring of the N nodes moves on n / g bytes (NCCL's tree/ring
+    choice is not modelled)."""
+    in_node, nodes = group_layout(ranks, stride, cluster)
+    hw = cluster.hardware
+    if nodes == 1:
+        return ring_allreduce_s(n_bytes, ranks, hw.intra_node, collective_efficiency)
+    return (ring_allreduce_s(n_bytes, in_node, hw.intra_node, collective_efficiency)
+            + ring_allreduce_s(n_bytes / in_node, nodes, hw.inter_node,
+                               collective_efficiency))
+
+
 def link_for_span(span: int, cluster: Cluster) -> LinkConfig:
     """The link a group of consecutive ranks ``span`` wide crosses."""
     if cluster.nodes > 1 and span > cluster.devices_per_node:
@@ -79,17 +119,35 @@ def link_for_span(span: int, cluster: Cluster) -> LinkConfig:
     return cluster.hardware.intra_node
 
 
+def stage_flops(d: ModelDims, job: Job, stage: int, recompute: str) -> float:
+    """Hardware FLOPs one device of a stage computes per step: its layers' share of the
+    blocks, and the logits on the last stage, over the mp x cp ranks that split them and
+    the dp ranks that split the batch."""
+    tokens = job.global_batch * d.seq / (job.dp * job.mp * job.context_parallel)
+    per_token = stage_layer_counts(d, job)[stage] * layer_flops_per_token(
+        d, recompute=recompute, flash_attention=job.flash_attention)
+    if stage == job.pp - 1:
+        per_token += hardware_flops_per_token(d) - d.layers * layer_flops_per_token(d)
+    return per_token * tokens
+
+
 def compute_flops(d: ModelDims, job: Job) -> tuple[float, float]:
-    """(hardware FLOPs per device per step, of which the recompute forward)."""
-    tokens = job.global_batch * d.seq
-    total = hardware_flops_per_token(d, recompute=job.recompute.value) * tokens / job.devices
-    plain = hardware_flops_per_token(d) * tokens / job.devices
-    return total, total - plain
+    """(hardware FLOPs per device per step of the slowest stage, of which the recompute
+    forward). The pipeline runs at the pace of its slowest stage: an uneven split or the
+    logits make one stage longer than L / p layers' worth."""
+    stages = range(job.pp)
+    total = max(stage_flops(d, job, i, job.recompute.value) for i in stages)
+    slowest = max(stages, key=lambda i: stage_flops(d, job, i, job.recompute.value))
+    return total, total - stage_flops(d, job, slowest, "none")
+
+
+def stage_layers_max(d: ModelDims, job: Job) -> int:
+    return max(stage_layer_counts(d, job))
 
 
 def layer_latency_term_s(d: ModelDims, job: Job, per_layer_s: float) -> float:
     """Fixed seconds per layer and micro-batch (forward, backward and any recompute
-    forward together), times the stage's L / p layers and m micro-batches.
+    forward together), times the slowest stage's layers and m micro-batches.
 
     Source: a derived number. On the vTrain landscape (bench/data/vtrain_single.csv:
     Megatron-DeepSpeed, fp16, full recompute, A100) measured / predicted time rose with the
@@ -100,65 +158,141 @@ def layer_latency_term_s(d: ModelDims, job: Job, per_layer_s: float) -> float:
     profiles' prior is 0: 2.7 ms as the A100 prior made the uncalibrated Megatron-LM points
     (N21, K22: large models, fused kernels) 15-20 points worse.
     """
-    return d.layers // job.pp * job.micro_batches * per_layer_s
+    return stage_layers_max(d, job) * job.micro_batches * per_layer_s
+
+
+def score_elements(d: ModelDims, job: Job) -> float:
+    """Attention-score elements one device writes per step, counted once per pass over them
+    (forward, backward, and the recompute forward under full or selective recompute):
+    b x (a / t) x s_local x s per layer and micro-batch. None under FlashAttention, which
+    keeps the scores in on-chip memory (Dao et al. 2022, section 3.1).
+
+    Source: a derived number. On the vTrain landscape the relative error grew with the
+    micro-batch size (-15 % at b = 8) in a way neither FLOPs nor the per-micro-batch
+    latency follow; a column of score elements cut the in-sample step MAPE from 10.0 to
+    8.9 % at ~20 ps an element-pass, what moving ~10 bytes an element at the A100's
+    ~1.5 TB/s takes (bench/cost_model_heldout.py)."""
+    if job.flash_attention:
+        return 0.0
+    passes = 3 + (1 if job.recompute is not Recompute.none else 0)
+    per_layer = (job.micro_batch_size * d.heads / job.mp * local_seq(d, job) * d.seq)
+    return stage_layers_max(d, job) * job.micro_batches * per_layer * passes
+
+
+def attention_scores_s(d: ModelDims, job: Job, per_element_s: float) -> float:
+    return score_elements(d, job) * per_element_s
 
 
 def mp_collectives_s(d: ModelDims, job: Job, cluster: Cluster,
                      collective_efficiency: float) -> float:
     if job.mp == 1:
         return 0.0
-    per_call = d.seq * job.micro_batch_size * d.hidden * job.element_bytes
-    calls = d.layers // job.pp * job.micro_batches * (6 if job.recompute is Recompute.full
-                                                      else 4)
-    link = link_for_span(job.mp, cluster)
-    return calls * ring_allreduce_s(per_call, job.mp, link, collective_efficiency)
+    per_call = local_seq(d, job) * job.micro_batch_size * d.hidden * job.element_bytes
+    calls = stage_layers_max(d, job) * job.micro_batches * (
+        6 if job.recompute is Recompute.full else 4)
+    return calls * allreduce_s(per_call, job.mp, 1, cluster, collective_efficiency)
+
+
+def cp_collectives_s(d: ModelDims, job: Job, cluster: Cluster,
+                     collective_efficiency: float) -> float:
+    """Ring attention (Liu et al. 2023; Megatron-LM's context parallel): each rank passes its
+    K and V (2 x s_local b kv_heads head_dim / t elements) to the next cp - 1 times in the
+    forward, and K, V and their gradients in the backward (twice that), per layer and
+    micro-batch, plus a recompute forward's worth. Charged in full: the overlap with the
+    attention blocks is left to the fitted efficiency."""
+    cp = job.context_parallel
+    if cp == 1:
+        return 0.0
+    kv = 2 * local_seq(d, job) * job.micro_batch_size * d.kv_heads * d.head_dim / job.mp
+    passes = 3 + (1 if job.recompute is not Recompute.none else 0)
+    hop = kv * job.element_bytes
+    in_node, nodes = group_layout(cp, job.mp, cluster)
+    link = cluster.hardware.intra_node if nodes == 1 else cluster.hardware.inter_node
+    per_hop = hop / (link.bandwidth_gbs * 1e9 * collective_efficiency) + link.latency_us * 1e-6
+    return stage_layers_max(d, job) * job.micro_batches * passes * (cp - 1) * per_hop
 
 
 def bubble_fraction(job: Job) -> float:
-    """Idle share of the pipelined time: (p - 1) / (m + p - 1)."""
+    """Idle share of the pipelined time: (p - 1) / (v m + p - 1)."""
     if job.pp == 1:
         return 0.0
-    return (job.pp - 1) / (job.micro_batches + job.pp - 1)
+    return (job.pp - 1) / (job.virtual_stages * job.micro_batches + job.pp - 1)
 
 
 def pp_p2p_s(d: ModelDims, job: Job, cluster: Cluster) -> float:
     """Activations forward and gradients backward across one stage boundary, per
-    micro-batch (sequential in the critical path of the first and last stages)."""
+    micro-batch and model chunk (sequential in the critical path of the first and last
+    stages; interleaving sends v times as often)."""
     if job.pp == 1:
         return 0.0
-    size = d.seq * job.micro_batch_size * d.hidden * job.element_bytes / (
+    size = local_seq(d, job) * job.micro_batch_size * d.hidden * job.element_bytes / (
         job.mp if job.sequence_parallel else 1)
-    link = link_for_span(job.mp * job.dp + 1, cluster)
+    link = link_for_span(job.mp * job.context_parallel * job.dp + 1, cluster)
     per_send = size / (link.bandwidth_gbs * 1e9) + link.latency_us * 1e-6
-    return 2 * job.micro_batches * per_send
+    return 2 * job.micro_batches * job.virtual_stages * per_send
+
+
+#: Megatron-LM's default gradient bucket (``--ddp-bucket-size``: max(40M, 1M x dp)
+#: parameters, megatron/core/distributed/distributed_data_parallel.py): under overlap the
+#: last bucket's reduction is what always remains after the backward.
+GRADIENT_BUCKET_PARAMS = 40e6
+#: ZeRO-3 moves 1.5x a data-parallel all-reduce's volume (parameter all-gather in the
+#: forward and backward, gradient reduce-scatter; Rajbhandari et al. 2020, section 7.2.2).
+ZERO3_VOLUME = 1.5
+
+
+def dp_reduction_bytes(d: ModelDims, job: Job) -> float:
+    """Bytes the data-parallel reduction covers on the slowest stage: its gradients in
+    fp32 or the compute dtype, 1.5x under ZeRO-3 (ZeRO-1 and -2 reduce-scatter and
+    all-gather: the all-reduce's volume)."""
+    size = FP32_BYTES if job.reduce_in_fp32 else job.element_bytes
+    params = max(stage_params(d, job, i) for i in range(job.pp))
+    return params * size * (ZERO3_VOLUME if job.shard_level >= 3 else 1.0)
+
+
+def exposed_reduction_s(reduction_s: float, backward_s: float, job: Job,
+                        stage_parameters: float) -> float:
+    """What of the data-parallel reduction the step waits for. Not overlapped: all of it.
+    Bucketed and overlapped with the backward: what outlasts the backward, and at least
+    the last bucket's share (it starts only when the backward ends)."""
+    if not job.overlap_grad_reduce:
+        return reduction_s
+    last_bucket = min(1.0, GRADIENT_BUCKET_PARAMS / max(stage_parameters, 1.0))
+    return max(reduction_s - backward_s, reduction_s * last_bucket)
 
 
 def dp_allreduce_s(d: ModelDims, job: Job, cluster: Cluster,
-                   collective_efficiency: float) -> float:
-    """One all-reduce of the stage's gradients in fp32 across dp (reduce-scatter +
-    all-gather under the parallel optimizer: the same volume). The reduction dtype and the
-    overlap with the backward are not modelled: the fitted data-parallel efficiency is
-    what absorbs them (it may exceed 1 where the framework hides the all-reduce)."""
-    link = link_for_span(job.mp * job.dp, cluster)
-    return ring_allreduce_s(stage_params(d, job) * FP32_BYTES, job.dp, link,
-                            collective_efficiency)
+                   collective_efficiency: float, backward_s: float = 0.0) -> float:
+    """The exposed data-parallel gradient reduction (reduce-scatter + all-gather under a
+    shard level: the same volume), over the dp x cp ranks that hold the same parameters."""
+    reduction = allreduce_s(dp_reduction_bytes(d, job), shard_ranks(job),
+                            job.mp, cluster, collective_efficiency)
+    params = max(stage_params(d, job, i) for i in range(job.pp))
+    return exposed_reduction_s(reduction, backward_s, job, params)
 
 
 def breakdown(d: ModelDims, job: Job, cluster: Cluster, *, peak_flops: float,
               compute_efficiency: float, mp_collective_efficiency: float,
               dp_collective_efficiency: float, layer_latency_s: float,
-              step_overhead_s: float, data_wait_s: float = 0.0) -> TimeBreakdown:
+              step_overhead_s: float, score_element_s: float = 0.0,
+              data_wait_s: float = 0.0) -> TimeBreakdown:
     total_flops, recompute_flops = compute_flops(d, job)
     rate = peak_flops * compute_efficiency
     compute = total_flops / rate
     latency = layer_latency_term_s(d, job, layer_latency_s)
+    scores = attention_scores_s(d, job, score_element_s)
     mp = mp_collectives_s(d, job, cluster, mp_collective_efficiency)
-    busy = compute + latency + mp
+    cp = cp_collectives_s(d, job, cluster, mp_collective_efficiency)
+    busy = compute + latency + scores + mp + cp
+    # The backward (2 of the 3 passes, beside any recompute) is what a bucketed reduction
+    # can hide under.
+    backward = (compute - recompute_flops / rate) * 2 / 3
     return TimeBreakdown(
         compute=compute, recompute=recompute_flops / rate, layer_latency=latency,
-        mp_collectives=mp,
-        # Idle share f of the pipelined time adds f / (1 - f) = (p - 1) / m to the busy time.
+        attention_scores=scores, mp_collectives=mp, cp_collectives=cp,
+        # Idle share f of the pipelined time adds f / (1 - f) = (p - 1) / (v m) to the busy
+        # time.
         pp_bubble=busy * bubble_fraction(job) / (1 - bubble_fraction(job)),
         pp_p2p=pp_p2p_s(d, job, cluster),
-        dp_allreduce=dp_allreduce_s(d, job, cluster, dp_collective_efficiency),
+        dp_allreduce=dp_allreduce_s(d, job, cluster, dp_collective_efficiency, backward),
         data_wait=data_wait_s, overhead=step_overhead_s)

@@ -277,6 +277,9 @@ class CostPriors:
     #: Fixed time per layer and micro-batch (forward + backward + recompute): kernel
     #: launches and memory-bound work that does not scale with FLOPs.
     layer_latency_s: float = field(default=0.0, metadata=rule(ge=0))
+    #: Seconds per attention-score element and pass (masking, softmax and dropout over the
+    #: s x s scores: memory-bound, none under FlashAttention); 0 until calibrated.
+    score_element_s: float = field(default=0.0, metadata=rule(ge=0))
     #: Fixed time per optimizer step (launch, Python, host sync).
     step_overhead_s: float = field(default=0.0, metadata=rule(ge=0))
     #: Memory held before any model state: runtime, workspace, communication library.

@@ -1,0 +1,232 @@
+"""The cost model's schedule, shape and sharding terms (issue 21), each against its cited or
+derived number: shard levels (ZeRO Figure 1), interleaved pipeline (Narayanan et al. 2021,
+Korthikanti et al. 2022 eq. 5), unequal stages, grouped-query attention and SwiGLU,
+FlashAttention, context parallel, sequence parallel under full recompute, the overlapped
+data-parallel reduction and its dtype, hierarchical collectives across nodes, and the
+attention-score term."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from autotune.plan import memory, steptime
+from autotune.plan.layout import Cluster, Job, Recompute
+from autotune.plan.model_dims import ModelDims, layer_flops_per_token, layer_params, total_params
+from autotune.plan.predict import Constants, predict
+from autotune.settings import SweepConfig
+from trials.contract.compose import compose
+from trials.contract.schema import Arch, DType, HardwareConfig, to_trial_config
+
+
+def job(**kw) -> Job:
+    base = dict(dp=1, mp=1, pp=1, global_batch=8, micro_batches=1, dtype=DType.float16)
+    return Job(**{**base, **kw})
+
+
+def gpt(layers=36, hidden=4096, heads=32, seq=2048, vocab=51200) -> ModelDims:
+    return ModelDims(arch=Arch.gpt, layers=layers, hidden=hidden, heads=heads, kv_heads=heads,
+                     ffn=4 * hidden, seq=seq, vocab=vocab)
+
+
+def a100() -> HardwareConfig:
+    return to_trial_config(compose("sweep", ["hardware=gpu_a100"], schema=SweepConfig)).hardware
+
+
+def states_gb(d: ModelDims, j: Job, scale: float) -> float:
+    return (memory.parameter_bytes(d, j) + memory.gradient_bytes(d, j)
+            + memory.optimizer_bytes(d, j)) * scale / 1e9
+
+
+@pytest.mark.parametrize("level, published_gb", [(0, 120.0), (1, 31.4), (2, 16.6), (3, 1.9)])
+def test_shard_levels_are_zero_figure_1(level, published_gb):
+    """ZeRO (Rajbhandari et al. 2020) Figure 1: 7.5 B parameters, N_d = 64, K = 12:
+    baseline 120 GB, P_os 31.4, P_os+g 16.6, P_os+g+p 1.9 (the states; ZeRO-3's two
+    gathered layers are the model's own addition, taken out here and checked apart)."""
+    d = gpt()
+    scale = 7.5e9 / total_params(d)
+    j = job(dp=64, global_batch=64, shard_level=level)
+    gathered = 2 * layer_params(d) * 2 * scale / 1e9 if level == 3 else 0.0
+    assert states_gb(d, j, scale) - gathered == pytest.approx(published_gb, abs=0.05)
+    if level == 3:  # two layers of 16-bit parameters, the one computing and the prefetched
+        assert gathered == pytest.approx(2 * 2 * 12 * 4096**2 * scale / 1e9, rel=0.01)
+
+
+def test_shard_levels_split_across_context_parallel_too():
+    d = gpt()
+    assert memory.optimizer_bytes(d, job(dp=4, context_parallel=2, shard_level=1)) == \
+        pytest.approx(memory.optimizer_bytes(d, job()) / 8)
+
+
+def test_interleaving_divides_the_bubble_by_v_and_keeps_more_in_flight():
+    # Narayanan et al. 2021 section 2.2.2: bubble time fraction (1 / v) (p - 1) / m.
+    plain, interleaved = job(pp=4, micro_batches=8), job(pp=4, micro_batches=8,
+                                                          virtual_stages=2)
+    for j, v in ((plain, 1), (interleaved, 2)):
+        f = steptime.bubble_fraction(j)
+        assert f / (1 - f) == pytest.approx((4 - 1) / (v * 8))
+    # Korthikanti et al. 2022 eq. 5: the first stage holds L (1 + (p - 1) / (p v)) layers'
+    # activations, i.e. p (1 + (p - 1) / (p v)) micro-batches of its L / p layers.
+    assert memory.micro_batches_in_flight(plain) == 4
+    assert memory.micro_batches_in_flight(interleaved) == pytest.approx(4 * (1 + 3 / 8))
+    # ... and interleaving sends v times as often between stages.
+    cluster = Cluster(a100())
+    d = gpt()
+    assert steptime.pp_p2p_s(d, interleaved, cluster) == pytest.approx(
+        2 * steptime.pp_p2p_s(d, plain, cluster))
+
+
+def test_unequal_stages_bloom_70_layers_on_12_stages():
+    """BLOOM (BigScience 2022, arXiv:2211.05100 section 3.4.2: 70 layers, PP 12) cannot be
+    split evenly: the extra layers go to the last stages, and MindSpore's offset places
+    them where the user says."""
+    d = gpt(layers=70, hidden=14336, heads=112)
+    j = job(pp=12, micro_batches=12, global_batch=12)
+    assert memory.stage_layer_counts(d, j) == (5, 5) + (6,) * 10
+    assert memory.offset_stage_layers(70, [-1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 11]) == \
+        (4, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 16)
+    with pytest.raises(ValueError, match="add up to the model's 70 layers"):
+        memory.offset_stage_layers(70, [0] * 12)
+    # The pipeline runs at its slowest stage: 6 of 70 layers, not 70 / 12.
+    flops, _ = steptime.compute_flops(d, j)
+    assert flops == steptime.stage_flops(d, j, 11, "none")  # 6 layers and the logits
+    assert steptime.stage_flops(d, j, 2, "none") / steptime.stage_flops(d, j, 0, "none") \
+        == pytest.approx(6 / 5)
+    with pytest.raises(ValueError, match="must name 12 stages"):
+        job(pp=12, stage_layers=(6, 6))
+
+
+def test_the_peak_is_the_most_loaded_stage_not_always_the_first():
+    # Two stages, one micro-batch: stage 0 holds the embedding, stage 1 the logits and
+    # (tied output, gpt) the embedding's copy; with all layers on stage 1 it is the peak.
+    d = gpt(layers=4, hidden=256, heads=4, seq=512, vocab=50000)
+    skewed = job(pp=2, micro_batches=2, global_batch=2, stage_layers=(1, 3))
+    peaks = [memory.stage_breakdown(d, skewed, i, runtime_overhead_gib=0, allocator_factor=1,
+                                    activation_factor=1).peak_bytes for i in range(2)]
+    assert peaks[1] > peaks[0]
+    assert memory.breakdown(d, skewed, runtime_overhead_gib=0, allocator_factor=1,
+                            activation_factor=1).peak_bytes == max(peaks)
+
+
+def test_grouped_query_attention_and_swiglu_in_activations():
+    """Korthikanti Table 2's 24 / t = Q, K 4 + V 2 + projection input 2 + MLP 16; grouped
+    K and V are kv_heads / heads as wide (Q 2 + K 2g + V 2g + projection 2), SwiGLU keeps
+    three f-wide tensors (6 f / h in place of 4 f / h)."""
+    h, s, b = 4096, 4096, 1
+    mha = ModelDims(arch=Arch.gpt, layers=1, hidden=h, heads=32, kv_heads=32, ffn=4 * h,
+                    seq=s, vocab=32000)
+    sel = job(global_batch=1, recompute=Recompute.selective)
+    assert memory.activation_bytes_per_layer(mha, sel) == s * b * h * 34
+    gqa = dataclasses.replace(mha, arch=Arch.llama, kv_heads=8, ffn=11008)
+    g, width = 8 / 32, 11008 / h
+    assert memory.activation_bytes_per_layer(gqa, sel) == pytest.approx(
+        s * b * h * (10 + 6 * width + 2 + 4 * g + 2))
+
+
+def test_grouped_query_attention_and_swiglu_in_flops():
+    """2 FLOPs per matmul parameter: Llama 2 70B's layer (80 layers, h 8192, 8 KV heads,
+    SwiGLU f 28672) has q, o 8192^2, k, v 8192 x 1024, gate/up/down 8192 x 28672; the
+    attention core 4 s h for every query head, however many KV heads."""
+    d = ModelDims(arch=Arch.llama, layers=80, hidden=8192, heads=64, kv_heads=8, ffn=28672,
+                  seq=4096, vocab=32000)
+    matmuls = 2 * 8192**2 + 2 * 8192 * 1024 + 3 * 8192 * 28672
+    assert layer_params(d) == matmuls + 2 * 8192  # plus the two RMSNorm scales
+    assert layer_flops_per_token(d) == 3 * (2 * layer_params(d) + 4 * 4096 * 8192)
+    mha = dataclasses.replace(d, kv_heads=64)
+    assert layer_flops_per_token(mha) - layer_flops_per_token(d) == \
+        pytest.approx(3 * 2 * 2 * 8192 * (8192 - 1024))
+
+
+def test_flash_attention_stores_no_scores_moves_none_and_recomputes_them():
+    d = gpt()
+    plain, flash = job(global_batch=1), job(global_batch=1, flash_attention=True)
+    selective = job(global_batch=1, recompute=Recompute.selective)
+    assert memory.activation_bytes_per_layer(d, flash) == \
+        memory.activation_bytes_per_layer(d, selective)
+    assert steptime.score_elements(d, flash) == 0
+    assert steptime.score_elements(d, plain) == 36 * 1 * 32 * 2048 * 2048 * 3
+    # Its backward recomputes QK^T: half the attention core's forward, 2 s h a token.
+    assert layer_flops_per_token(d, flash_attention=True) - layer_flops_per_token(d) == \
+        pytest.approx(2 * 2048 * 4096)
+
+
+def test_context_parallel_splits_the_sequence_and_passes_kv_around_the_ring():
+    d = gpt(seq=8192)
+    cp = job(global_batch=1, context_parallel=4, flash_attention=True)
+    one = job(global_batch=1, flash_attention=True)
+    assert cp.devices == 4
+    assert memory.activation_bytes_per_layer(d, cp) == pytest.approx(
+        memory.activation_bytes_per_layer(d, one) / 4)
+    hw = a100()
+    cluster = Cluster(hw)
+    # K and V of 2048 local tokens x 4096 x 2 bytes, 3 cp - 3 = 9 hops a layer (forward,
+    # and twice in the backward), 36 layers, at the intra-node bandwidth.
+    hop = 2 * 2048 * 4096 * 2
+    expected = 36 * 3 * 3 * (hop / (hw.intra_node.bandwidth_gbs * 1e9)
+                             + hw.intra_node.latency_us * 1e-6)
+    assert steptime.cp_collectives_s(d, cp, cluster, 1.0) == pytest.approx(expected)
+    flops_cp, _ = steptime.compute_flops(d, cp)
+    flops_one, _ = steptime.compute_flops(d, one)
+    assert flops_cp == pytest.approx(flops_one / 4)
+
+
+def test_sequence_parallel_divides_full_recompute_memory_by_t():
+    # Korthikanti et al. 2022 section 4.1: with SP the stored layer input is the s/t shard.
+    d = gpt()
+    full = job(global_batch=1, mp=4, recompute=Recompute.full)
+    sbh = 2048 * 4096
+    assert memory.activation_bytes_per_layer(d, full) == sbh * 2
+    assert memory.activation_bytes_per_layer(
+        d, dataclasses.replace(full, sequence_parallel=True)) == sbh * 2 / 4
+
+
+def test_the_reduction_dtype_and_its_overlap_with_the_backward():
+    hw = a100()
+    cluster = Cluster(hw)
+    d = gpt()
+    fp32 = job(dp=8, global_batch=8)
+    fp16 = dataclasses.replace(fp32, reduce_in_fp32=False)
+    assert steptime.dp_reduction_bytes(d, fp16) == steptime.dp_reduction_bytes(d, fp32) / 2
+    assert steptime.dp_reduction_bytes(d, dataclasses.replace(fp32, shard_level=3)) == \
+        pytest.approx(1.5 * steptime.dp_reduction_bytes(d, fp32))
+    reduction = steptime.dp_allreduce_s(d, fp32, cluster, 1.0)
+    overlapped = dataclasses.replace(fp32, overlap_grad_reduce=True)
+    # A backward longer than the reduction hides all but the last 40 M-parameter bucket.
+    params = memory.stage_params(d, fp32)
+    assert steptime.dp_allreduce_s(d, overlapped, cluster, 1.0, backward_s=10.0) == \
+        pytest.approx(reduction * 40e6 / params)
+    # A short backward hides its own length.
+    assert steptime.dp_allreduce_s(d, overlapped, cluster, 1.0, backward_s=reduction / 2) \
+        == pytest.approx(reduction / 2)
+
+
+def test_a_group_across_nodes_reduces_hierarchically():
+    hw = a100()
+    two_nodes = Cluster(hw, nodes=2)
+    n = 1e9
+    intra = 2 * 7 / 8 * n / (hw.intra_node.bandwidth_gbs * 1e9) + 2 * 7 * 5e-6
+    inter = 2 * 1 / 2 * (n / 8) / (hw.inter_node.bandwidth_gbs * 1e9) + 2 * 1 * 10e-6
+    assert steptime.allreduce_s(n, 16, 1, two_nodes, 1.0) == pytest.approx(intra + inter)
+    flat = steptime.ring_allreduce_s(n, 16, hw.inter_node, 1.0)
+    assert steptime.allreduce_s(n, 16, 1, two_nodes, 1.0) < flat / 5
+    # dp groups of stride 8 (mp = 8 fills the node): one rank a node, a flat inter ring.
+    assert steptime.group_layout(2, 8, two_nodes) == (1, 2)
+    assert steptime.allreduce_s(n, 2, 8, two_nodes, 1.0) == pytest.approx(
+        steptime.ring_allreduce_s(n, 2, hw.inter_node, 1.0))
+    # Inside one node: one ring.
+    assert steptime.allreduce_s(n, 8, 1, Cluster(hw), 1.0) == pytest.approx(
+        steptime.ring_allreduce_s(n, 8, hw.intra_node, 1.0))
+
+
+def test_attention_scores_term_is_charged_per_element_and_calibrated():
+    hw = a100()
+    d = gpt(layers=2, hidden=1024, heads=16, seq=1024)
+    j = job(global_batch=4, micro_batches=2, recompute=Recompute.full)
+    elements = 2 * 2 * 2 * 16 * 1024 * 1024 * 4  # L m b a s^2, 4 passes under recompute
+    assert steptime.score_elements(d, j) == elements
+    constants = dataclasses.replace(Constants.priors(hw), score_element_s=2e-11)
+    p = predict(d, j, Cluster(hw), constants, peak_flops_per_device=312e12)
+    assert p.time.attention_scores == pytest.approx(elements * 2e-11)
+    assert p.time.step_s == pytest.approx(sum(v for k, v in p.time.seconds().items()
+                                              if k not in ("step", "recompute")))
