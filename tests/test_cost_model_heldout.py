@@ -124,3 +124,27 @@ def test_every_point_is_held_out_once_and_never_in_its_own_fit():
         held = {key[i] for i in t["predict"]}
         assert len(held) == 1 and not held & {key[i] for i in t["fit_on"]}
         assert len(t["fit_on"]) + len(t["predict"]) == len(idx)
+
+
+def test_every_published_run_maps_and_is_cited():
+    import csv
+
+    from bench.published_runs import CSV_PATH, points
+
+    rows = list(csv.DictReader(CSV_PATH.open(encoding="utf-8", newline="")))
+    pts = points()  # raises on a row whose split does not multiply to its GPUs
+    assert len(pts) == len(rows) > 0
+    assert all(r["citation"].strip() for r in rows)
+    assert all(p["step_s"] > 0 and p["nodes"] >= 1 for p in pts)
+
+
+def test_bloom_step_from_its_published_tflops():
+    from bench.published_runs import points
+
+    bloom = next(p for p in points() if p["source"] == "BLOOM")
+    # Megatron-DeepSpeed's count (Narayanan et al. 2021 eq. 3, with recompute) of one
+    # iteration, 2,048 x 2,048 tokens, L 70, h 14,336, V 250,880, at 150 TFLOP/s on 384 GPUs.
+    b, s, n_layers, h, v = 2048, 2048, 70, 14336, 250880
+    flops = 96 * b * s * n_layers * h**2 * (1 + s / (6 * h) + v / (16 * n_layers * h))
+    assert bloom["step_s"] == pytest.approx(flops / (150e12 * 384))
+    assert 100 < bloom["step_s"] < 110
