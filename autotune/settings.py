@@ -257,7 +257,7 @@ class PlanSettings:
     #: What to enumerate besides the splits. Micro-batch counts: empty = every power of
     #: two that divides the per-replica batch.
     micro_batches: list = field(default_factory=list)
-    #: Recompute modes (none, selective, full), as train.recompute spells them.
+    #: Recompute modes (none, selective, full, selective_op), as train.recompute spells them.
     recompute: list = field(default_factory=lambda: ["none", "selective", "full"])
     sequence_parallel: list = field(default_factory=lambda: [False, True])
     optimizer_shard: list = field(default_factory=lambda: [False, True])
@@ -440,7 +440,8 @@ def _check_plan(plan: PlanSettings) -> None:
             raise ConfigError(problem)
     lists = {"plan.micro_batches": (plan.micro_batches, lambda v: isinstance(v, int) and v >= 1,
                                     "positive integers"),
-             "plan.recompute": (plan.recompute, lambda v: True, "none, selective or full"),
+             "plan.recompute": (plan.recompute, lambda v: True,
+                                "none, selective, full or selective_op"),
              "plan.sequence_parallel": (plan.sequence_parallel, lambda v: isinstance(v, bool),
                                         "true or false"),
              "plan.optimizer_shard": (plan.optimizer_shard, lambda v: isinstance(v, bool),

@@ -265,9 +265,12 @@ def machine_info() -> dict[str, Any]:
     return info
 
 
-def write_result(name: str, result: dict[str, Any]) -> Path:
-    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-    path = RESULTS_DIR / f"{name}.json"
+def write_result(name: str, result: dict[str, Any], *, directory: Path | None = None) -> Path:
+    """``<directory>/<name>.json`` (default runs/bench/; bench/results/ for results that are
+    committed) with the date, the command and the machine."""
+    directory = directory or RESULTS_DIR
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{name}.json"
     payload = {"benchmark": name,
                "date": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),
                "command": " ".join([Path(sys.executable).name, "-m", f"bench.{name}",

@@ -1,7 +1,8 @@
 """The cost model on runs it was not fitted on: a measured landscape held out by model size,
 and the published points held out by source.
 
-    .venv/bin/python -m bench.cost_model_heldout      # a few seconds, no trial runs
+    .venv/bin/python -m bench.cost_model_heldout                 # ~10 s, no trial runs
+    .venv/bin/python -m bench.cost_model_heldout --old 92c4b88   # and the old model (~17 s)
 
 Data (bench/data/README.md says what each column means and which settings are assumed):
 
@@ -12,13 +13,20 @@ Data (bench/data/README.md says what each column means and which settings are as
       parallel, no optimizer sharding, GPT-2 vocabulary padded as Megatron pads it, on the
       gpu_a100 profile (312 TFLOP/s fp16 dense: NVIDIA A100 datasheet).
 [pub] bench/cost_model_accel.py's published points (N21 Table 1, K22 Table 5, MindFormers),
-      imported from there, and ZeRO's model-state memory [Z20].
+      imported from there, the cited runs of bench/data/published_runs.csv
+      (bench/published_runs.py), and ZeRO's model-state memory [Z20].
 
 Every headline is held out: the constants are fitted (autotune.plan.calibration.fit) on the
 other model sizes, groups or sources, then used on the one left out. Uncalibrated numbers
 use the profile's priors; in-sample numbers are labelled as such. A false OOM is a
 configuration that ran but that the model predicts over the device memory (strictly, and
 as the sweep's guard rules: the optimistic end of the memory interval over the memory).
+
+Both models go through bench/cost_model_adapter.py with the same points and folds: this
+checkout's in-process, ``--old REV``'s in a subprocess of that revision's worktree
+(bench/old_model.py), with its own code and priors. A setting a model's ``Job`` cannot
+represent (a sharding level above 1, virtual stages, context parallel, flash attention) is
+dropped for that model and listed per point.
 """
 
 from __future__ import annotations
@@ -27,18 +35,20 @@ import argparse
 import csv
 import math
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
-from autotune.plan import calibration
 from autotune.plan.calibration import Measurement
 from autotune.plan.layout import Cluster, Job, Recompute
 from autotune.plan.model_dims import ModelDims, total_params
-from autotune.plan.predict import HELD_OUT_MEMORY_ERROR, Constants, Prediction, predict
+from autotune.plan.predict import HELD_OUT_MEMORY_ERROR
 from bench import cost_model_accel as accel
-from bench._common import REPO, print_table, write_result
+from bench import cost_model_adapter as adapter
+from bench import old_model, published_runs
+from bench._common import REPO, write_result
+from bench.heldout_tables import print_new, print_side_by_side, print_unrepresented
 from trials.contract.schema import Arch, DType, HardwareConfig
 
 VTRAIN_CSV = REPO / "bench" / "data" / "vtrain_single.csv"
@@ -102,11 +112,6 @@ def peak_flops(hw: HardwareConfig, dtype: DType) -> float:
     return float(hw.peak_tflops[dtype.value]) * 1e12
 
 
-def vtrain_predict(row: LandscapeRow, hw: HardwareConfig, constants: Constants) -> Prediction:
-    return predict(row.dims, row.job, Cluster(hw, 1), constants,
-                   peak_flops_per_device=peak_flops(hw, row.job.dtype))
-
-
 def vtrain_measurement(row: LandscapeRow, hw: HardwareConfig) -> Measurement:
     return Measurement(dims=row.dims, job=row.job, cluster=Cluster(hw, 1),
                        peak_flops_per_device=peak_flops(hw, row.job.dtype), step_s=row.step_s)
@@ -167,144 +172,211 @@ def false_ooms(peaks_gib: list[float], budget_gib: float) -> dict:
             "ruled_out_by_guard": int(np.sum(optimistic > budget_gib))}
 
 
-def landscape_scores(rows: list[LandscapeRow], preds: list[Prediction]) -> dict:
-    steps = [p.step_s for p in preds]
+def landscape_scores(rows: list[LandscapeRow], steps: list[float], peaks: list[float]) -> dict:
     return {**errors(steps, [r.step_s for r in rows]), **ranking(rows, steps),
-            "false_oom": [false_ooms([p.peak_gib for p in preds], b) for b in A100_MEMORY_GIB],
-            "peak_gib_max": max(p.peak_gib for p in preds)}
+            "false_oom": [false_ooms(peaks, b) for b in A100_MEMORY_GIB],
+            "peak_gib_max": max(peaks)}
 
 
-# -- the landscape -----------------------------------------------------------------------
+# -- the request: every point and every fold, the same for both models -------------------
 
-def held_out_predictions(rows: list[LandscapeRow], hw: HardwareConfig, key) -> list[Prediction]:
-    """Each row predicted with constants fitted on the rows of every other ``key`` value."""
-    prior = Constants.priors(hw)
-    measurements = [vtrain_measurement(r, hw) for r in rows]
-    out: list[Prediction | None] = [None] * len(rows)
-    for value in sorted({key(r) for r in rows}):
-        train = [m for r, m in zip(rows, measurements) if key(r) != value]
-        constants = calibration.fit(train, prior)
-        for i, r in enumerate(rows):
-            if key(r) == value:
-                out[i] = vtrain_predict(r, hw, constants)
-    return out
+A100 = "gpu_a100"
 
 
-def by_model(rows: list[LandscapeRow], preds: list[Prediction]) -> dict[str, dict]:
+def point_of(dims: ModelDims, settings: dict, hardware: str, nodes: int,
+             step_s: float) -> dict:
+    """One point as bench/cost_model_adapter.py reads it."""
+    return {"dims": {**asdict(dims), "arch": dims.arch.value}, "job": settings,
+            "hardware": hardware, "nodes": nodes, "step_s": step_s}
+
+
+def published_points() -> list[dict]:
+    """bench/cost_model_accel.py's points and bench/data/published_runs.csv's, one shape:
+    source, name, dims, settings (a run's Job fields and the ones a Job may lack), hardware
+    (a profile name), nodes, step_s, published."""
+    pts = [{"source": p["source"], "name": p["name"], "dims": p["dims"],
+            "settings": adapter.settings_of(p["job"]), "hardware": p["hw"].name,
+            "nodes": p["nodes"], "step_s": p["step_s"], "published": p["published"]}
+           for p in accel.points()]
+    return pts + published_runs.points()
+
+
+class Folds:
+    """The request's points and tasks; each section is the list of its task ids."""
+
+    def __init__(self) -> None:
+        self.points: list[dict] = []
+        self.tasks: list[dict] = []
+
+    def add(self, points: list[dict]) -> list[int]:
+        start = len(self.points)
+        self.points += points
+        return list(range(start, len(self.points)))
+
+    def task(self, prior: str, fit_on: list[int] | None, predict: list[int]) -> int:
+        self.tasks.append({"prior": prior, "fit_on": fit_on, "predict": predict})
+        return len(self.tasks) - 1
+
+    def held_out(self, prior: str, indices: list[int], key) -> list[int]:
+        """One task per value of ``key``: fit on the indices of every other value."""
+        return [self.task(prior, [i for i in indices if key(i) != value],
+                          [i for i in indices if key(i) == value])
+                for value in sorted({key(i) for i in indices})]
+
+    @property
+    def request(self) -> dict:
+        return {"points": self.points, "tasks": self.tasks}
+
+
+def build(rows: list[LandscapeRow], pubs: list[dict]) -> tuple[Folds, dict]:
+    """Every point and fold: the landscape by model size, by group, uncalibrated and
+    in-sample; the published points by source (a source's points on each of its profiles
+    fitted apart, on the prior of that profile)."""
+    folds = Folds()
+    vt = folds.add([point_of(r.dims, adapter.settings_of(r.job), A100, 1, r.step_s)
+                    for r in rows])
+    pub = folds.add([point_of(p["dims"], p["settings"], p["hardware"], p["nodes"],
+                              p["step_s"]) for p in pubs])
+    source = {i: p["source"] for i, p in zip(pub, pubs)}
+    sections: dict = {"vtrain": {
+        "uncalibrated": [folds.task(A100, None, vt)],
+        "leave_one_model_out": folds.held_out(A100, vt, lambda i: rows[i].model),
+        "leave_one_group_out": folds.held_out(A100, vt, lambda i: rows[i].group),
+        "in_sample": [folds.task(A100, vt, vt)]}, "published": {}}
+    for name in sorted(set(source.values())):
+        test = [i for i in pub if source[i] == name]
+        train = [i for i in pub if source[i] != name]
+        parts = {}
+        for hw in sorted({folds.points[i]["hardware"] for i in test}):
+            part = [i for i in test if folds.points[i]["hardware"] == hw]
+            parts.setdefault("uncalibrated", []).append(folds.task(hw, None, part))
+            parts.setdefault("held_out", []).append(folds.task(hw, train, part))
+        sections["published"][name] = parts
+    return folds, sections
+
+
+def gathered(folds: Folds, answer: dict, task_ids: list[int]) -> tuple[list[int], list, list]:
+    """(point indices, predicted steps, predicted peaks) of a section's tasks."""
+    idx, steps, peaks = [], [], []
+    for t in task_ids:
+        idx += folds.tasks[t]["predict"]
+        steps += answer["tasks"][t]["step_s"]
+        peaks += answer["tasks"][t]["peak_gib"]
+    return idx, steps, peaks
+
+
+# -- scores of one model's answer -------------------------------------------------------
+
+def by_model(rows: list[LandscapeRow], steps: list[float], peaks: list[float]) -> dict:
     out = {}
     for model in sorted({r.model for r in rows}, key=lambda m: (len(m), m)):
         idx = [i for i, r in enumerate(rows) if r.model == model]
         out[model] = {"params_b": total_params(rows[idx[0]].dims) / 1e9,
-                      **landscape_scores([rows[i] for i in idx], [preds[i] for i in idx])}
-    out["all"] = {"params_b": None, **landscape_scores(rows, preds)}
+                      **landscape_scores([rows[i] for i in idx], [steps[i] for i in idx],
+                                         [peaks[i] for i in idx])}
+    out["all"] = {"params_b": None, **landscape_scores(rows, steps, peaks)}
     return out
 
 
-def print_landscape(title: str, table: dict[str, dict]) -> None:
-    print(f"\n{title}")
-    body = []
-    for model, s in table.items():
-        oom = " / ".join(f"{f['over_budget']} ({f['ruled_out_by_guard']})"
-                         for f in s["false_oom"])
-        body.append([model, "" if s["params_b"] is None else f"{s['params_b']:.2f}", s["n"],
-                     f"{100 * s['mape']:.1f}", f"{100 * s['signed_mean']:+.1f}",
-                     f"{s['fastest_within_5pct']}/{s['groups']}",
-                     f"{s['spearman_median']:.2f}", oom])
-    print_table(["model", "params B", "n", "step MAPE %", "signed %", "fastest <=5 %",
-                 "Spearman (median)", "false OOM 40 / 80 GiB (guard)"], body)
-
-
-def landscape(hw: HardwareConfig) -> dict:
-    rows = vtrain_rows()
-    prior = Constants.priors(hw)
-    result = {"rows": len(rows), "groups": len({r.group for r in rows})}
-    sections = {
-        "uncalibrated": ("vTrain single node, uncalibrated (priors of gpu_a100)",
-                         [vtrain_predict(r, hw, prior) for r in rows]),
-        "leave_one_model_out": ("vTrain single node, held out by model size (fit on the "
-                                "other 7 sizes)",
-                                held_out_predictions(rows, hw, lambda r: r.model)),
-        "leave_one_group_out": ("vTrain single node, held out by group (fit on the other "
-                                "143 groups)",
-                                held_out_predictions(rows, hw, lambda r: r.group))}
-    everything = calibration.fit([vtrain_measurement(r, hw) for r in rows], prior)
-    sections["in_sample"] = ("vTrain single node, IN-SAMPLE (fit on all 1,440 rows; not a "
-                             "held-out number)", [vtrain_predict(r, hw, everything) for r in rows])
-    for name, (title, preds) in sections.items():
-        result[name] = by_model(rows, preds)
-        print_landscape(title, result[name])
-    for name in ("leave_one_model_out", "leave_one_group_out"):
-        s = result[name]["all"]
-        print(f"{name}: step MAPE {100 * s['mape']:.1f} % (target <= 10 %); model's fastest "
-              f"within 5 % in {s['fastest_within_5pct']}/{s['groups']} groups = "
-              f"{100 * s['fastest_within_5pct'] / s['groups']:.0f} % (target >= 80 %); false "
-              f"OOM {s['false_oom'][0]['over_budget']} at {A100_MEMORY_GIB[0]:g} GiB, "
-              f"{s['false_oom'][-1]['over_budget']} at {A100_MEMORY_GIB[-1]:g} GiB (target 0)")
+def landscape(rows: list[LandscapeRow], folds: Folds, sections: dict, answer: dict) -> dict:
+    result: dict = {"rows": len(rows), "groups": len({r.group for r in rows})}
+    for name, task_ids in sections.items():
+        idx, steps, peaks = gathered(folds, answer, task_ids)
+        order = np.argsort(idx)
+        result[name] = by_model(rows, [steps[k] for k in order], [peaks[k] for k in order])
+    constants = answer["tasks"][sections["in_sample"][0]]["constants"]
     result["in_sample_constants"] = {
-        "compute_efficiency_fp16": everything.compute_efficiency["float16"],
-        "mp_collective_efficiency": everything.mp_collective_efficiency,
-        "dp_collective_efficiency": everything.dp_collective_efficiency,
-        "layer_latency_s": everything.layer_latency_s,
-        "score_element_s": everything.score_element_s,
-        "step_overhead_s": everything.step_overhead_s}
-    print("in-sample constants: " + ", ".join(f"{k} {v:.4g}"
-                                              for k, v in result["in_sample_constants"].items()))
+        "compute_efficiency_fp16": constants["compute_efficiency"]["float16"],
+        **{k: v for k, v in constants.items() if k.endswith(("efficiency", "_s"))
+           and isinstance(v, float)}}
     return result
 
 
-# -- the published points ----------------------------------------------------------------
-
-def published(a100: HardwareConfig) -> dict:
-    """bench/cost_model_accel.py's points, leave-one-source-out: the constants are fitted on
-    the points of the other sources (any hardware: the fitted constants are fractions of the
-    device's own peak and bandwidth), then used on the held-out source."""
-    pts = accel.points()
-    sources = sorted({p["source"] for p in pts})
-    out, body = {}, []
-    for source in sources:
-        test = [p for p in pts if p["source"] == source]
-        train = [accel.measurement(p) for p in pts if p["source"] != source]
-        prior = Constants.priors(test[0]["hw"])
-        fitted = calibration.fit(train, prior)
-        scores = {}
-        for label, constants in (("uncalibrated", prior), ("held_out", fitted)):
-            preds = [predict(p["dims"], p["job"], Cluster(p["hw"], p["nodes"]), constants,
-                             peak_flops_per_device=accel.peak(p)) for p in test]
-            budget = float(test[0]["hw"].device_memory_gib)
-            scores[label] = {**errors([q.step_s for q in preds], [p["step_s"] for p in test]),
-                             "false_oom": false_ooms([q.peak_gib for q in preds], budget),
-                             "peak_gib": [q.peak_gib for q in preds]}
-        scores["fit_source"] = fitted.source
+def published(pubs: list[dict], folds: Folds, sections: dict, answer: dict) -> dict:
+    offset = len(folds.points) - len(pubs)
+    out = {}
+    for source, parts in sections.items():
+        scores: dict = {}
+        for label, task_ids in parts.items():
+            idx, steps, peaks = gathered(folds, answer, task_ids)
+            test = [pubs[i - offset] for i in idx]
+            # The device's own memory where the source states it (it may differ from the
+            # profile's: torchtitan's H100s have 96 GB).
+            budgets = [p.get("device_memory_gib")
+                       or float(adapter.profile(p["hardware"]).device_memory_gib) for p in test]
+            scores[label] = {**errors(steps, [p["step_s"] for p in test]),
+                             "false_oom": false_oom_points(peaks, budgets),
+                             "peak_memory": peak_errors(test, peaks),
+                             "points": [{"name": p["name"], "step_s": p["step_s"],
+                                         "predicted_s": s, "peak_gib": m}
+                                        for p, s, m in zip(test, steps, peaks)]}
+        scores["fit_source"] = [answer["tasks"][t]["source"] for t in parts["held_out"]]
         out[source] = scores
-        u, h = scores["uncalibrated"], scores["held_out"]
-        f = h["false_oom"]
-        body.append([source, len(test), f"{100 * u['mape']:.1f}", f"{100 * h['mape']:.1f}",
-                     f"{100 * h['signed_mean']:+.1f}",
-                     f"{f['over_budget']} ({f['ruled_out_by_guard']}) of {len(test)} at "
-                     f"{f['budget_gib']:g} GiB", "not published"])
     every = [s["held_out"] for s in out.values()]
     n = sum(s["n"] for s in every)
     out["all"] = {"n": n, "held_out_mape": sum(s["mape"] * s["n"] for s in every) / n,
+                  "uncalibrated_mape": sum(s["uncalibrated"]["mape"] * s["uncalibrated"]["n"]
+                                           for s in out.values()) / n,
                   "false_oom": sum(s["false_oom"]["over_budget"] for s in every)}
-    print("\nPublished points (bench/cost_model_accel.py), held out by source (fit on the "
-          "other sources)")
-    print_table(["source", "n", "uncal. MAPE %", "held-out MAPE %", "signed %",
-                 "false OOM (guard)", "peak memory"], body)
-    print(f"all {n} points: held-out step MAPE {100 * out['all']['held_out_mape']:.1f} %, "
-          f"false OOM {out['all']['false_oom']}")
-    zero = accel.zero_memory_points()
-    out["Z20_model_states"] = zero
-    print("[Z20] model-state memory (no fitted constant enters it): " + "; ".join(
-        f"{z['name']} {z['predicted_gb']:.1f} vs {z['published_gb']} GB "
-        f"({100 * z['error']:+.1f} %)" for z in zero))
     return out
 
 
+def peak_errors(test: list[dict], peaks: list[float]) -> dict | None:
+    """Predicted against published peak memory, where the source publishes one."""
+    pairs = [(q, p["peak_gib"]) for p, q in zip(test, peaks) if p.get("peak_gib")]
+    return errors(*zip(*pairs)) if pairs else None
+
+
+def false_oom_points(peaks: list[float], budgets: list[float]) -> dict:
+    """false_ooms over points whose devices differ in memory."""
+    parts = [false_ooms([p], b) for p, b in zip(peaks, budgets)]
+    return {"budget_gib": sorted(set(budgets)),
+            "over_budget": sum(f["over_budget"] for f in parts),
+            "ruled_out_by_guard": sum(f["ruled_out_by_guard"] for f in parts)}
+
+
+def scores(rows: list[LandscapeRow], pubs: list[dict], folds: Folds, sections: dict,
+           answer: dict) -> dict:
+    return {"vtrain": landscape(rows, folds, sections["vtrain"], answer),
+            "published": published(pubs, folds, sections["published"], answer)}
+
+
+def zero_memory() -> list[dict]:
+    zero = accel.zero_memory_points()
+    print("[Z20] model-state memory (no fitted constant enters it; this checkout's model): "
+          + "; ".join(f"{z['name']} {z['predicted_gb']:.1f} vs {z['published_gb']} GB "
+                      f"({100 * z['error']:+.1f} %)" for z in zero))
+    return zero
+
+
 def main() -> None:
-    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args()
-    a100 = accel.profile("gpu_a100")
-    result = {"vtrain": landscape(a100), "published": published(a100)}
-    print(f"wrote {write_result('cost_model_heldout', result)}")
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--old", metavar="REV",
+                        help="also run this revision's cost model on the same points and "
+                             "folds, side by side (92c4b88: the model before issue 21)")
+    args = parser.parse_args()
+    rows, pubs = vtrain_rows(), published_points()
+    folds, sections = build(rows, pubs)
+    answers = {"new": adapter.run(folds.request)}
+    if args.old:
+        answers["old"] = old_model.predictions(args.old, folds.request)
+    result = scores(rows, pubs, folds, sections, answers["new"])
+    print_new(result)
+    result["Z20_model_states"] = zero_memory()
+    result["unrepresented"] = print_unrepresented(pubs, len(rows), answers)
+    directory = None
+    if args.old:
+        old = answers["old"]
+        result["old"] = {"revision": args.old, "commit": old["commit"],
+                         "copied_profiles": old["copied_profiles"],
+                         **scores(rows, pubs, folds, sections, old)}
+        print_side_by_side(result, result["old"], old["commit"])
+        if old["copied_profiles"]:
+            print(f"profiles the old revision lacks, copied from this checkout: "
+                  f"{', '.join(old['copied_profiles'])}")
+        directory = REPO / "bench" / "results"
+    name = "cost_model_heldout" + (f"_vs_{answers['old']['commit'][:7]}" if args.old else "")
+    print(f"wrote {write_result(name, result, directory=directory)}")
 
 
 if __name__ == "__main__":

@@ -86,3 +86,65 @@ def test_the_vtrain_fit_gives_the_derived_layer_latency(rows):
     assert fitted.layer_latency_s == pytest.approx(2.7e-3, rel=0.1)
     assert fitted.dp_collective_efficiency > 1
     assert 0.5 < fitted.compute_efficiency["float16"] <= 1
+
+
+def test_a_setting_the_job_lacks_is_named_not_silently_kept():
+    from dataclasses import fields
+
+    from autotune.plan.layout import Job
+    from bench.cost_model_adapter import job_of, settings_of
+
+    base = {"dp": 8, "mp": 1, "pp": 1, "global_batch": 64, "micro_batches": 8,
+            "dtype": "bfloat16", "recompute": "full"}
+    known = {f.name for f in fields(Job)}
+    job, lost = job_of({**base, "shard_level": 3, "virtual_stages": 2,
+                        "context_parallel": 1, "flash_attention": False})
+    # A neutral value (cp 1, no flash attention) is no loss; a real one is named unless the
+    # Job has the field.
+    assert ("virtual_stages=2" in lost) == ("virtual_stages" not in known)
+    assert not any(x.startswith(("context_parallel", "flash_attention")) for x in lost)
+    if "shard_level" in known:
+        assert job.shard_level == 3 and not any(x.startswith("shard_level") for x in lost)
+    else:
+        # Without sharding levels the nearest the Job says is optimizer states (level 1).
+        assert job.optimizer_shard and "shard_level=3 (as optimizer_shard, level 1)" in lost
+    # settings_of is job_of's inverse on the fields the Job has.
+    assert job_of(settings_of(job))[0] == job
+
+
+def test_every_point_is_held_out_once_and_never_in_its_own_fit():
+    from bench.cost_model_heldout import Folds
+
+    folds = Folds()
+    idx = folds.add([{"hardware": "gpu_a100"}] * 7)
+    key = {i: i % 3 for i in idx}
+    tasks = [folds.tasks[t] for t in folds.held_out("gpu_a100", idx, key.get)]
+    assert sorted(i for t in tasks for i in t["predict"]) == idx
+    for t in tasks:
+        held = {key[i] for i in t["predict"]}
+        assert len(held) == 1 and not held & {key[i] for i in t["fit_on"]}
+        assert len(t["fit_on"]) + len(t["predict"]) == len(idx)
+
+
+def test_every_published_run_maps_and_is_cited():
+    import csv
+
+    from bench.published_runs import CSV_PATH, points
+
+    rows = list(csv.DictReader(CSV_PATH.open(encoding="utf-8", newline="")))
+    pts = points()  # raises on a row whose split does not multiply to its GPUs
+    assert len(pts) == len(rows) > 0
+    assert all(r["citation"].strip() for r in rows)
+    assert all(p["step_s"] > 0 and p["nodes"] >= 1 for p in pts)
+
+
+def test_bloom_step_from_its_published_tflops():
+    from bench.published_runs import points
+
+    bloom = next(p for p in points() if p["source"] == "BLOOM")
+    # Megatron-DeepSpeed's count (Narayanan et al. 2021 eq. 3, with recompute) of one
+    # iteration, 2,048 x 2,048 tokens, L 70, h 14,336, V 250,880, at 150 TFLOP/s on 384 GPUs.
+    b, s, n_layers, h, v = 2048, 2048, 70, 14336, 250880
+    flops = 96 * b * s * n_layers * h**2 * (1 + s / (6 * h) + v / (16 * n_layers * h))
+    assert bloom["step_s"] == pytest.approx(flops / (150e12 * 384))
+    assert 100 < bloom["step_s"] < 110

@@ -230,3 +230,24 @@ def test_attention_scores_term_is_charged_per_element_and_calibrated():
     assert p.time.attention_scores == pytest.approx(elements * 2e-11)
     assert p.time.step_s == pytest.approx(sum(v for k, v in p.time.seconds().items()
                                               if k not in ("step", "recompute")))
+
+
+def test_selective_op_recompute_keeps_every_other_matmul_output():
+    """torchtitan's op-level selective AC (``_save_list``: mm and SDPA outputs, every second
+    mm recomputed) on Llama 3 8B (h 4096, 8 of 32 KV heads, SwiGLU f 14336): q, k, v, o,
+    gate, up, down; it keeps q (h), v (h / 4), gate (f), down (h), the attention output (h)
+    and the layer input (h): 2 x (4 + 1/4 + 3.5) = 15.5 s b h bytes at 16 bits, and
+    recomputes k, o and up in the backward."""
+    d = ModelDims(arch=Arch.llama, layers=32, hidden=4096, heads=32, kv_heads=8, ffn=14336,
+                  seq=8192, vocab=128256)
+    op = job(global_batch=1, recompute=Recompute.selective_op, flash_attention=True)
+    assert memory.activation_bytes_per_layer(d, op) == pytest.approx(8192 * 4096 * 15.5)
+    none = job(global_batch=1, flash_attention=True)
+    assert memory.activation_bytes_per_layer(d, op) < \
+        memory.activation_bytes_per_layer(d, none) / 2
+    extra = layer_flops_per_token(d, recompute="selective_op", flash_attention=True) - \
+        layer_flops_per_token(d, flash_attention=True)
+    assert extra == pytest.approx(2 * (4096 * 1024 + 4096 * 4096 + 4096 * 14336))
+    # It keeps the attention's output: the scores are not passed over again.
+    assert steptime.score_elements(d, dataclasses.replace(op, flash_attention=False)) == \
+        steptime.score_elements(d, dataclasses.replace(none, flash_attention=False))

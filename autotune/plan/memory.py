@@ -17,7 +17,7 @@ an uneven split weigh more. Terms in bytes:
   communication buffer is counted (ZeRO's 16 bytes hold none).
 - activations: Korthikanti et al. 2022, eq. 1-4 and Table 2, per layer and micro-batch;
   x micro-batches in flight; full recompute keeps only each layer's input.
-- logits: the fp32 logits and their gradient on the last stage (4 s b V / mp bytes each).
+- logits: the logits and their fp32 softmax on the last stage (2 + 4 bytes an element).
 - runtime overhead and the allocator factor: calibrated constants (calibration.py).
 """
 
@@ -26,7 +26,13 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from autotune.plan.layout import BYTES, Job, Recompute
-from autotune.plan.model_dims import ModelDims, embedding_params, head_params, layer_params
+from autotune.plan.model_dims import (
+    ModelDims,
+    embedding_params,
+    head_params,
+    layer_params,
+    matmul_shapes,
+)
 from trials.contract.schema import DType
 
 GIB = 1024**3
@@ -194,16 +200,32 @@ def activation_bytes_per_layer(d: ModelDims, job: Job) -> float:
     width = d.ffn / h
     mlp_wide = (4 if d.gpt else 6) * width  # 16 s b h at f = 4h (fc output, GeLU input)
     qkv_and_projection = 2 + 4 * d.kv_heads / d.heads + 2
-    scores_stored = not (job.recompute is Recompute.selective or job.flash_attention)
+    scores_stored = not (job.recompute in (Recompute.selective, Recompute.selective_op)
+                         or job.flash_attention)
     attention_core = 5 * a * s / (h * t) if scores_stored else 0.0
     tensor_parallel = mlp_wide + qkv_and_projection
     if job.recompute is Recompute.full:
         coefficient = 2.0 / t if job.sequence_parallel else 2.0
+    elif job.recompute is Recompute.selective_op:
+        coefficient = selective_op_coefficient(d, job)
     elif job.sequence_parallel:
         coefficient = (10 + tensor_parallel) / t + attention_core
     else:
         coefficient = 10 + tensor_parallel / t + attention_core
     return s * b * h * coefficient * job.element_bytes / 2
+
+
+def selective_op_coefficient(d: ModelDims, job: Job) -> float:
+    """What selective op recompute keeps of a layer, in the units of Korthikanti's Table 2
+    (bytes at 16 bits / s b h): the layer input (2, / t under SP), every other matmul's
+    output (the 1st, 3rd, ...: 2 x its width / h, split by t), and the attention output
+    (2 / t; FlashAttention's log-sum-exp is a fraction of it and left out). Element-wise
+    outputs (norms, activations, the gating product) are recomputed. Derived from
+    torchtitan's policy (``_save_list``: mm and SDPA outputs, every second mm recomputed)."""
+    h, t = d.hidden, job.mp
+    layer_input = 2.0 / t if job.sequence_parallel else 2.0
+    kept = sum(2.0 * out / h for _, out in matmul_shapes(d)[0::2])
+    return layer_input + (kept + 2.0) / t
 
 
 def micro_batches_in_flight(job: Job, stage: int = 0) -> float:
@@ -231,10 +253,14 @@ def activation_bytes(d: ModelDims, job: Job, stage: int = 0) -> float:
 
 
 def logits_bytes(d: ModelDims, job: Job, stage: int = 0) -> float:
-    """fp32 logits and their gradient on the last stage (4 s b V / t bytes each)."""
+    """The logits on the last stage: the output layer's in the compute dtype and their fp32
+    softmax, which the backward turns into the gradient in place (Megatron-LM's
+    ``vocab_parallel_cross_entropy`` upcasts the logits and saves the softmax; 2 + 4 bytes
+    an element of s b V / t, 4 + 4 in fp32)."""
     if stage != job.pp - 1:
         return 0.0
-    return 2 * 4 * local_seq(d, job) * job.micro_batch_size * d.vocab / job.mp
+    per_element = job.element_bytes + 4
+    return per_element * local_seq(d, job) * job.micro_batch_size * d.vocab / job.mp
 
 
 def stage_breakdown(d: ModelDims, job: Job, stage: int, *, runtime_overhead_gib: float,

@@ -54,6 +54,23 @@ def layer_params(d: ModelDims) -> int:
     return attention + 3 * h * f + 2 * h
 
 
+def matmul_shapes(d: ModelDims) -> list[tuple[int, int]]:
+    """The (input, output) widths of one block's matmuls in forward order: gpt fuses Q, K
+    and V (trials/model.py, Megatron-LM); llama runs q, k, v, o, then gate, up and down
+    (the order torchtitan's selective op recompute counts them in)."""
+    h, f = d.hidden, d.ffn
+    kv = d.kv_heads * d.head_dim
+    if d.gpt:
+        return [(h, h + 2 * kv), (h, h), (h, f), (f, h)]
+    return [(h, h), (h, kv), (h, kv), (h, h), (h, f), (h, f), (f, h)]
+
+
+def recomputed_matmul_params(d: ModelDims) -> int:
+    """Selective op recompute: every second matmul is recomputed (torchtitan's policy
+    saves the output of all compute ops except every second mm)."""
+    return sum(i * o for i, o in matmul_shapes(d)[1::2])
+
+
 def embedding_params(d: ModelDims) -> int:
     """Token embedding, plus learned positions for gpt."""
     return d.vocab * d.hidden + (d.seq * d.hidden if d.gpt else 0)
@@ -88,12 +105,13 @@ def layer_flops_per_token(d: ModelDims, *, recompute: str = "none",
     s^2 as Megatron-LM counts it: GQA shares K and V, it does not shrink this); the backward
     is twice the forward. Full recompute adds one forward of the block (Narayanan et al.
     2021, eq. 3), selective one forward of the attention core (Korthikanti et al. 2022,
-    eq. 8); FlashAttention's backward recomputes the scores QK^T (Dao et al. 2022,
-    algorithm 4): half the attention core's forward."""
+    eq. 8), selective op the matmuls it did not keep; FlashAttention's backward recomputes
+    the scores QK^T (Dao et al. 2022, algorithm 4): half the attention core's forward."""
     attention_core = 4.0 * d.seq * d.hidden
     forward = 2.0 * layer_params(d) + attention_core
-    extra = {"none": 0.0, "selective": attention_core, "full": forward}[recompute]
-    if flash_attention and recompute == "none":
+    extra = {"none": 0.0, "selective": attention_core, "full": forward,
+             "selective_op": 2.0 * recomputed_matmul_params(d)}[recompute]
+    if flash_attention and recompute in ("none", "selective_op"):
         extra += attention_core / 2
     return 3.0 * forward + extra
 

@@ -46,6 +46,9 @@ from autotune.plan.model_dims import ModelDims, hardware_flops_per_token, layer_
 from trials.contract.schema import LinkConfig
 
 FP32_BYTES = 4
+#: The recompute modes that run the attention again in the backward (selective op keeps
+#: the attention's output).
+RECOMPUTES_ATTENTION = (Recompute.full, Recompute.selective)
 
 
 @dataclass(frozen=True)
@@ -174,7 +177,7 @@ def score_elements(d: ModelDims, job: Job) -> float:
     ~1.5 TB/s takes (bench/cost_model_heldout.py)."""
     if job.flash_attention:
         return 0.0
-    passes = 3 + (1 if job.recompute is not Recompute.none else 0)
+    passes = 3 + (1 if job.recompute in RECOMPUTES_ATTENTION else 0)
     per_layer = (job.micro_batch_size * d.heads / job.mp * local_seq(d, job) * d.seq)
     return stage_layers_max(d, job) * job.micro_batches * per_layer * passes
 
@@ -204,7 +207,7 @@ def cp_collectives_s(d: ModelDims, job: Job, cluster: Cluster,
     if cp == 1:
         return 0.0
     kv = 2 * local_seq(d, job) * job.micro_batch_size * d.kv_heads * d.head_dim / job.mp
-    passes = 3 + (1 if job.recompute is not Recompute.none else 0)
+    passes = 3 + (1 if job.recompute in RECOMPUTES_ATTENTION else 0)
     hop = kv * job.element_bytes
     in_node, nodes = group_layout(cp, job.mp, cluster)
     link = cluster.hardware.intra_node if nodes == 1 else cluster.hardware.inter_node

@@ -44,11 +44,15 @@ PRECISIONS: dict[str, DType] = {"fp32": DType.float32, "fp16": DType.float16,
 
 class Recompute(str, enum.Enum):
     """Activation recomputation (Korthikanti et al. 2022): none, selective (the attention
-    core: the same memory as flash attention), or full (every block)."""
+    core: the same memory as flash attention), full (every block), or selective_op (keep
+    the matmul and attention outputs, recompute the element-wise ops and every second
+    matmul: torchtitan's ``selective_ac_option = "op"``; MindFormers' ``select_recompute``
+    of the element-wise ops is of this kind)."""
 
     none = "none"
     selective = "selective"
     full = "full"
+    selective_op = "selective_op"
 
 
 #: What the built-in trial program can do: recompute every block, or nothing.
