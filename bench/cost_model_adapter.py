@@ -59,11 +59,15 @@ def job_of(settings: dict) -> tuple[Job, list[str]]:
     known = {f.name for f in fields(Job)}
     given = dict(settings)
     given["dtype"] = DType(given["dtype"])
-    given["recompute"] = Recompute(given.get("recompute", "none"))
+    mode = given.get("recompute", "none")
+    lost = []
+    if mode not in Recompute.__members__:  # a mode this revision lacks: its nearest
+        lost.append(f"recompute={mode} (as selective)")
+        mode = "selective"
+    given["recompute"] = Recompute(mode)
     if given.get("stage_layers") is not None:  # JSON gives a list; the Job keeps a tuple
         given["stage_layers"] = tuple(given["stage_layers"])
     level = max(int(given.pop("shard_level", 0)), int(bool(given.pop("optimizer_shard", 0))))
-    lost = []
     if "shard_level" in known:
         given["shard_level"] = level
     elif level:
