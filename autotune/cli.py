@@ -27,6 +27,7 @@ import os
 import signal
 import sys
 import warnings
+from pathlib import Path
 
 from rich.console import Console
 
@@ -90,18 +91,40 @@ def main(argv: list[str] | None = None) -> int:
                                schema=SweepConfig)
             validate_settings(composed)
             if args.print_config:
+                from autotune.study.urls import redact
+
                 shown = OmegaConf.masked_copy(composed, [k for k in composed if k != "hydra"])
+                shown.sweep.storage = redact(shown.sweep.storage)  # never a password
                 console.print(OmegaConf.to_yaml(shown), end="", markup=False)
                 return 0
             return run_command(args.command, composed, args.overrides, console)
     except ConfigError as exc:
         err.print(f"autotune: error: {exc}", markup=False, soft_wrap=True)
         return 2
+    except Exception as exc:  # noqa: BLE001 - the faults of the machine, said in one line
+        fault = environment_fault(exc)
+        if fault is None:
+            raise
+        err.print(f"autotune: error: {fault}", markup=False, soft_wrap=True)
+        return 1
     except (Stopped, KeyboardInterrupt) as exc:
         stopped = exc if isinstance(exc, Stopped) else Stopped(signal.SIGINT)
         err.print(f"autotune: stopped by {stopped.name}; the running trial was killed and "
                   "re-queued: run the same command again to resume", markup=False)
         return stopped.exit_code
+
+
+def environment_fault(exc: Exception) -> str | None:
+    """One line for a fault of the machine rather than of the input or the code (a full
+    disk, a storage lost for longer than sweep.storage_retry_s), or None."""
+    from autotune.study.disk import DiskFull, is_full
+    from autotune.study.surviving import StorageLost
+
+    if isinstance(exc, DiskFull | StorageLost):
+        return str(exc)
+    if is_full(exc):
+        return str(DiskFull(Path(exc.filename).parent if exc.filename else Path.cwd()))
+    return None
 
 
 def run_command(command: str, composed, overrides: list[str], console: Console) -> int:

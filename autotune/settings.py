@@ -124,6 +124,11 @@ class SweepSettings:
     n_trials: int = field(default=12, metadata=rule(ge=1))
     #: Optuna storage URL; empty = SQLite at <runs_dir>/<study>/study.db.
     storage: str = ""
+    #: How long a sweep keeps retrying a storage that went away (a database restart, a
+    #: failover, a lock) before it stops; the running trial keeps running meanwhile.
+    storage_retry_s: float = field(default=60.0, metadata=rule(ge=0))
+    #: Seconds one connection attempt to a database server may take (PostgreSQL).
+    storage_connect_timeout_s: float = field(default=10.0, metadata=rule(gt=0))
     runs_dir: str = "runs"
     objective: Objective = Objective.throughput
     #: Sampler seed; each (re)start adds the number of trials already in the study.

@@ -10,6 +10,7 @@ selection).
 
 from __future__ import annotations
 
+import shutil
 import signal
 import threading
 from collections.abc import Callable
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 
 import optuna
 from omegaconf import DictConfig, OmegaConf
+from optuna.exceptions import UpdateFinishedTrialError
 from optuna.trial import TrialState
 from rich.console import Console
 
@@ -45,6 +47,8 @@ from autotune.study import records as R
 from autotune.study import stage_results as stages
 from autotune.study import storage as S
 from autotune.study.choice import study_verdict
+from autotune.study.disk import DiskFull, Reserve, check_room, full_is_diskfull
+from autotune.study.interruption import interrupt, taken_over
 from autotune.study.layout import StudyLayout
 from autotune.study.view import StudyView
 from trials.contract.outcomes import Outcome
@@ -90,6 +94,8 @@ class Sweep:
         self.pruner = pruning.build(self.settings, warmup_steps=self.base.run.warmup_steps)
         self.layout = StudyLayout.of(self.settings)
         self.dir = self.layout.root
+        #: Room kept on the study's disk to record a stop when the disk fills.
+        self.reserve = Reserve(self.dir)
         #: Knob values an earlier tuning stage ruled out (``tune``: correctness).
         self.ruled_out: dict = {}
         #: Concurrent trials: set when the main thread is told to stop; trial threads see it.
@@ -112,11 +118,21 @@ class Sweep:
 
     # -- outline --------------------------------------------------------------------------
     def open_study(self) -> optuna.Study:
-        """The study of this space, workload and hardware: created, or loaded to resume."""
+        """The study of this space, workload and hardware: created, or loaded to resume.
+        A disk that fills while it is created leaves nothing behind."""
         S.check_runs_dir(self.settings)
-        storage = S.open_storage(self.settings, create=True)
-        study = S.load_or_create(self.settings, storage, self.fingerprint_parts(),
-                                  self.space.distributions())
+        new = next((d for d in (self.dir, *self.dir.parents) if d.parent.exists()), None)
+        new = None if new is None or new.exists() else new
+        try:
+            with full_is_diskfull(self.dir):
+                self.storage = S.open_storage(self.settings, create=True)
+                study = S.load_or_create(self.settings, self.storage, self.fingerprint_parts(),
+                                         self.space.distributions())
+                self.reserve.hold()
+        except DiskFull:
+            if new is not None:
+                shutil.rmtree(new, ignore_errors=True)
+            raise
         # What the report's diagnosis quotes: the stop rules the trials really ran under.
         study.set_user_attr(S.STOP_RULES, OmegaConf.to_container(
             OmegaConf.structured(self.settings.stop)))
@@ -141,10 +157,12 @@ class Sweep:
             self.console.print(f"resuming study {self.settings.study}: {done}/{total} launched")
         progress = SweepProgress(total, min(done, total), enabled=self.settings.progress,
                                  console=self.console)
+        self.storage.outage.note = progress.note  # "storage lost" / "back": one line each
         try:
             message = self._loop(study, progress)
         finally:
             progress.close()
+            self.reserve.release()
         records = R.load_records(study)
         level = selection.annotate(records, self.prior_cv)
         self.console.print(leaderboard.render(records, noise_note=leaderboard.noise_line(level)),
@@ -233,7 +251,7 @@ class Sweep:
             progress.trial_done(trial.number, label, verdict.outcome, None, launched=False)
             return Settled(launched=False)
         claim = budget.claim_launch(study, trial, proposal.params, self.settings.n_trials,
-                                    S.storage_url(self.settings), self.settings.study)
+                                    self.storage, self.settings.study)
         if claim.twin is not None:
             return Ready(trial, proposal.params, proposal.cfg, label, devices=0,
                          twin=claim.twin)
@@ -257,7 +275,21 @@ class Sweep:
 
     def _run(self, study: optuna.Study, ready: Ready, progress: SweepProgress,
              placement: Placement) -> Settled:
-        """Launch a ready proposal on its placement, follow it, race it, tell the study."""
+        """Launch a ready proposal on its placement, follow it, race it, tell the study;
+        a trial another worker took over meanwhile is given up here, its result dropped."""
+        try:
+            return self._run_trial(study, ready, progress, placement)
+        except (UpdateFinishedTrialError, ValueError):  # Optuna's "already finished"
+            stored = taken_over(study, ready.trial)
+            if stored is None:
+                raise
+            progress.note(f"trial {ready.trial.number}: taken over by another worker while this "
+                          "orchestrator was silent past sweep.heartbeat_timeout_s (failed as "
+                          "orphaned and re-queued there); its result here is dropped")
+            return Settled(launched=False)
+
+    def _run_trial(self, study: optuna.Study, ready: Ready, progress: SweepProgress,
+                   placement: Placement) -> Settled:
         trial = ready.trial
         if ready.twin is not None:
             return self._await_twin(study, ready, progress)
@@ -270,8 +302,10 @@ class Sweep:
             # The best as fast as it would run now: the baseline's runs measure the drift.
             best = (leader.tokens_per_s * selection.drift_factor(
                 selection.baseline(before.records), leader) if leader is not None else None)
-            result = self._launch(trial, ready.cfg, ready.label, progress, placement,
-                                  best=best)
+            with full_is_diskfull(self.dir):
+                result = self._launch(trial, ready.cfg, ready.label, progress, placement,
+                                      best=best)
+            check_room(self.dir)  # a trial that ended on a full disk lost its last records
             if not retry and self._slow_under_load(result):
                 reaping.requeue(study, trial, Outcome.CONTENDED,
                                 f"{result.detail}, while {result.conditions.text()}; re-queued "
@@ -286,10 +320,10 @@ class Sweep:
                               before.records, rounds=self.settings.race.rounds,
                               prior_cv=self.prior_cv,
                               layout=self.layout, measure=self._measure, note=progress.note)
-        except Stopped as stopped:
-            reaping.requeue(study, trial, Outcome.INTERRUPTED,
-                            f"the orchestrator received {stopped.name}; every process of the "
-                            "trial was killed and its configuration re-queued")
+        except (Stopped, DiskFull) as stopped:
+            interrupt(study, trial, stopped, outage=self.storage.outage, reserve=self.reserve,
+                      run_dir=self.layout.trial(trial.number).path
+                      if isinstance(stopped, DiskFull) else None)
             raise
         is_baseline = ready.params == self.space.baseline
         state = scoring.tell(study, trial, result, budget_gib=self.budget_gib,

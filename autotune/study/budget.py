@@ -20,6 +20,7 @@ from autotune.settings import SweepSettings
 from autotune.study.claims import launch_lock
 from autotune.study.records import LAUNCHED, counts_as_launch, evaluated, outcome_of
 from autotune.study.result import TrialResult
+from autotune.study.surviving import SurvivingStorage
 from trials.contract.outcomes import Outcome
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
@@ -40,15 +41,22 @@ class Claim:
 
 
 def claim_launch(study: optuna.Study, trial: optuna.Trial, params: dict, n_trials: int,
-                 lock_url: str, study_name: str) -> Claim:
+                 storage: SurvivingStorage, study_name: str) -> Claim:
     """Claim one launch of the budget for ``trial``, atomically across workers.
 
     Under the study's launch lock (:mod:`autotune.study.claims`): the budget counts
     every other live claim, and a configuration already launched (running, or finished
     with a result that stands) is not launched again. The claim is the ``launched``
-    attribute, written inside the lock.
+    attribute, written inside the lock. A database lost meanwhile is waited out and the
+    whole claim made again (``storage.outage``).
     """
-    with launch_lock(lock_url, study_name):
+    return storage.outage.call(_claim, study, trial, params, n_trials, storage, study_name)
+
+
+def _claim(study: optuna.Study, trial: optuna.Trial, params: dict, n_trials: int,
+           storage: SurvivingStorage, study_name: str) -> Claim:
+    with launch_lock(storage.url, study_name,
+                     connect_args=storage.engine_kwargs.get("connect_args")):
         trials = study.get_trials(deepcopy=False)
         others = [t for t in trials if t.number != trial.number]
         # Running elsewhere, or finished since this worker looked for a result to reuse

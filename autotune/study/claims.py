@@ -20,7 +20,9 @@ The lock is taken in the storage itself, so it holds wherever the study is:
   lives on one machine, where ``flock`` gives the same exclusion (and the kernel
   drops it when the process dies).
 
-The critical section is short: read the study, write one attribute.
+The critical section is short: read the study, write one attribute. A database lost
+inside it (a restart drops the lock with the connection) is waited out by the caller,
+which runs the whole claim again (:meth:`autotune.study.surviving.Outage.call`).
 """
 
 from __future__ import annotations
@@ -46,21 +48,24 @@ def lock_key(study: str) -> int:
     return int.from_bytes(digest[:8], "big", signed=True)
 
 
-def _engine(url: str) -> sqlalchemy.Engine:
+def _engine(url: str, connect_args: dict) -> sqlalchemy.Engine:
     if url not in _ENGINES:
-        _ENGINES[url] = sqlalchemy.create_engine(url, poolclass=NullPool)
+        _ENGINES[url] = sqlalchemy.create_engine(url, poolclass=NullPool,
+                                                 connect_args=connect_args)
     return _ENGINES[url]
 
 
 @contextlib.contextmanager
-def launch_lock(url: str, study: str) -> Iterator[None]:
-    """Hold the study's launch lock for the ``with`` block (blocks until it is free)."""
+def launch_lock(url: str, study: str, *, connect_args: dict | None = None) -> Iterator[None]:
+    """Hold the study's launch lock for the ``with`` block (blocks until it is free);
+    ``connect_args`` are the storage engine's (its connect timeout)."""
+    connect_args = connect_args or {}
     with _THREAD_LOCK:
         if url.startswith("sqlite:///"):
             with _file_lock(Path(url[len("sqlite:///"):]).with_suffix(".launch-lock")):
                 yield
         elif url.startswith("postgresql"):
-            with _engine(url).connect() as con:
+            with _engine(url, connect_args).connect() as con:
                 key = lock_key(study)
                 con.execute(sqlalchemy.text("SELECT pg_advisory_lock(:k)"), {"k": key})
                 try:
@@ -68,7 +73,7 @@ def launch_lock(url: str, study: str) -> Iterator[None]:
                 finally:
                     con.execute(sqlalchemy.text("SELECT pg_advisory_unlock(:k)"), {"k": key})
         elif url.startswith("mysql"):
-            with _engine(url).connect() as con:
+            with _engine(url, connect_args).connect() as con:
                 name = f"autotune-{lock_key(study)}"
                 con.execute(sqlalchemy.text("SELECT GET_LOCK(:n, -1)"), {"n": name})
                 try:

@@ -19,10 +19,14 @@ from pathlib import Path
 from typing import Any
 
 import optuna
-from optuna.storages import RDBStorage
 
 from autotune.settings import Objective, SweepSettings
+from autotune.study.connect import engine_kwargs
+from autotune.study.disk import DiskFull, check_room
+from autotune.study.faults import Fault, fault_of
 from autotune.study.layout import StudyLayout
+from autotune.study.surviving import Outage, SurvivingStorage
+from autotune.study.urls import ambiguity, redact, scrub
 from trials.contract.schema import ConfigError
 
 log = logging.getLogger(__name__)
@@ -50,11 +54,6 @@ def storage_url(settings: SweepSettings) -> str:
     return f"sqlite:///{study_dir(settings) / 'study.db'}"
 
 
-def redact(url: str) -> str:
-    """The URL with any password replaced: safe to print or write."""
-    return re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", url)
-
-
 def check_runs_dir(settings: SweepSettings) -> None:
     """Fail early, writing nothing, when the run directory cannot be written."""
     target = study_dir(settings)
@@ -63,6 +62,7 @@ def check_runs_dir(settings: SweepSettings) -> None:
         probe = probe.parent
     if not probe.is_dir() or not os.access(probe, os.W_OK | os.X_OK):
         raise ConfigError(f"cannot write under {probe}: choose a writable sweep.runs_dir=PATH")
+    check_room(probe)  # a full disk: said now, before anything is created
 
 
 def _check_sqlite_location(path: Path, *, create: bool) -> None:
@@ -100,25 +100,33 @@ def _check_sqlite_file(path: Path) -> None:
                           "choose another sweep.study or sweep.storage")
 
 
-def _check_rdb(url: str) -> None:
+def _check_rdb(url: str, kwargs: dict) -> None:
     """Reachable, and either empty or an Optuna schema."""
     import sqlalchemy
+    from sqlalchemy.pool import NullPool
 
     try:
-        engine = sqlalchemy.create_engine(url)
+        engine = sqlalchemy.create_engine(url, poolclass=NullPool,
+                                          connect_args=kwargs.get("connect_args", {}))
         with engine.connect():
             tables = set(sqlalchemy.inspect(engine).get_table_names())
     except Exception as exc:  # noqa: BLE001 - drivers raise many types
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ConfigError(f"cannot reach study storage {redact(url)} ({first[:200]}): "
-                          "check sweep.storage") from exc
+        cause = getattr(exc, "orig", None) or exc
+        first = str(cause).strip().splitlines()[0] if str(cause).strip() else type(exc).__name__
+        raise ConfigError(f"cannot reach study storage {redact(url)} "
+                          f"({scrub(first, url)[:200]}): "
+                          "check sweep.storage, that the server is up and that this host "
+                          "speaks to its port (sweep.storage_connect_timeout_s)") from exc
     if tables and not {"studies", "trials"} <= tables:
         raise ConfigError(f"storage {redact(url)} holds tables of another application: "
                           "use an empty database for sweep.storage")
 
 
-def open_storage(settings: SweepSettings, *, create: bool) -> RDBStorage:
+def open_storage(settings: SweepSettings, *, create: bool) -> SurvivingStorage:
+    """The study's storage, checked (ConfigError: one line) and built to outlive a
+    database restart (:mod:`autotune.study.surviving`)."""
     url = storage_url(settings)
+    kwargs = engine_kwargs(url, connect_timeout_s=settings.storage_connect_timeout_s)
     if url.startswith("sqlite:///"):
         path = Path(url[len("sqlite:///"):])
         _check_sqlite_location(path, create=create)
@@ -129,20 +137,24 @@ def open_storage(settings: SweepSettings, *, create: bool) -> RDBStorage:
         if create:
             path.parent.mkdir(parents=True, exist_ok=True)
     elif "://" in url:
-        _check_rdb(url)
+        if problem := ambiguity(url):
+            raise ConfigError(problem)
+        _check_rdb(url, kwargs)
     else:
         raise ConfigError(f"sweep.storage={redact(url)!r} is not a database URL "
                           "(e.g. postgresql+psycopg2://user@host:5432/db)")
-    kwargs = {"pool_pre_ping": True} if "postgres" in url else {}
+    outage = Outage(url, retry_s=settings.storage_retry_s)
     for attempt in range(5):
         try:
-            return RDBStorage(url, engine_kwargs=kwargs)
+            return SurvivingStorage(url, outage=outage, engine_kwargs=kwargs)
         except Exception as exc:  # noqa: BLE001
+            if fault_of(exc) is Fault.DISK_FULL:
+                raise DiskFull(outage.local_dir or study_dir(settings)) from exc
             # Workers starting together on an empty database race to create the schema;
             # the loser's CREATE fails, and a moment later the schema is there.
             if attempt == 4:
                 raise ConfigError(f"cannot open study storage {redact(url)}: "
-                                  f"{str(exc).splitlines()[0][:200]}") from exc
+                                  f"{scrub(str(exc).splitlines()[0], url)[:200]}") from exc
             time.sleep(0.5 + random.random())
     raise AssertionError("unreachable")
 
