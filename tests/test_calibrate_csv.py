@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+from pathlib import Path
 
 import pytest
 
 from autotune.cli import main
 from autotune.plan import calibration
 from autotune.plan.costmodel import CostModel
+from autotune.plan.measured_points import read_points
 from autotune.settings import SweepConfig
 from tests.conftest import ROOT
 from tests.test_cli_errors import assert_one_line_error
@@ -82,6 +84,14 @@ def test_the_newest_fit_of_a_profile_wins(cache):
                                                  "is not divisible by dp")),
     (lambda t: [r.pop("step_s") for r in t], ("missing column(s) step_s",)),
     (lambda t: [r.update(colour="red") for r in t], ("unknown column(s) colour",)),
+    (lambda t: [r.update(shard_level="4") for r in t], ("row 2, column shard_level",
+                                                         "must be 0, 1, 2 or 3")),
+    (lambda t: [r.update(flash_attention="yes") for r in t], ("row 2, column flash_attention",
+                                                               "must be true or false")),
+    (lambda t: [r.update(context_parallel="0") for r in t], ("row 2, column context_parallel",
+                                                              "must be >= 1")),
+    (lambda t: [r.update(virtual_stages="2", pp="1") for r in t],
+     ("row 2, column virtual_stages", "needs pp > 1")),
 ])
 def test_a_bad_row_is_one_line_naming_row_and_column(tmp_path, cache, capsys, edit, needles):
     table = rows()
@@ -112,3 +122,24 @@ def test_a_fit_out_of_its_plausible_range_is_refused_and_nothing_stored(tmp_path
     out = capsys.readouterr().out
     assert code == 1 and "refused, nothing stored:" in out, out
     assert not calibration.imported_path("gpu_a100", cache).exists()
+
+
+def test_the_optional_columns_reach_the_cost_models_job(tmp_path):
+    """shard_level, virtual_stages, context_parallel, flash_attention and
+    overlap_grad_reduce are read into the Job the model predicts; optimizer_shard alone
+    means shard level 1; empty cells keep the defaults."""
+    table = rows()[:3]
+    optional = ("shard_level", "optimizer_shard", "virtual_stages", "context_parallel",
+                "flash_attention", "overlap_grad_reduce")
+    for r in table:
+        r.update({c: "" for c in optional})
+    table[0].update(shard_level="3", flash_attention="true", overlap_grad_reduce="true",
+                    virtual_stages="2")
+    table[1].update(optimizer_shard="true")
+    path = Path(write(tmp_path / "runs.csv", table))
+    jobs = [m.job for m in read_points(path, A100, lambda dtype, devices: 312e12)]
+    assert (jobs[0].shard_level, jobs[0].flash_attention, jobs[0].overlap_grad_reduce,
+            jobs[0].virtual_stages) == (3, True, True, 2)
+    assert jobs[1].shard_level == 1 and jobs[1].optimizer_shard
+    assert (jobs[2].shard_level, jobs[2].virtual_stages, jobs[2].context_parallel,
+            jobs[2].flash_attention) == (0, 1, 1, False)

@@ -123,6 +123,8 @@ def point(row: dict, n: int, path: Path, hardware: HardwareConfig, peak_flops) -
               context_parallel=ints["context_parallel"] or 1,
               flash_attention=flags["flash_attention"],
               overlap_grad_reduce=flags["overlap_grad_reduce"])
+    if job.virtual_stages > 1 and job.pp == 1:
+        raise bad("virtual_stages", "interleaves pipeline stages: it needs pp > 1")
     if job.global_batch % (job.dp * job.micro_batches):
         raise bad("global_batch", f"is not divisible by dp {job.dp} x micro_batches "
                                   f"{job.micro_batches}")
