@@ -109,8 +109,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except (Stopped, KeyboardInterrupt) as exc:
         stopped = exc if isinstance(exc, Stopped) else Stopped(signal.SIGINT)
-        err.print(f"autotune: stopped by {stopped.name}; the running trial was killed and "
-                  "re-queued: run the same command again to resume", markup=False)
+        err.print(f"autotune: stopped by {stopped.name}; {stopped_text(args.command)}",
+                  markup=False, soft_wrap=True)
         return stopped.exit_code
 
 
@@ -127,8 +127,23 @@ def environment_fault(exc: Exception) -> str | None:
     return None
 
 
+#: What a command stopped part-way leaves, when its module does not say (``STOPPED``).
+STOPPED = "run the same command again to start it over"
+
+
+def command_module(command: str) -> str:
+    return f"autotune.commands.{command.replace('-', '_')}"
+
+
+def stopped_text(command: str) -> str:
+    """What was kept of a stopped command, and what running it again does: each command
+    says it (its module's ``STOPPED``), so the promise is true of that command."""
+    module = sys.modules.get(command_module(command))
+    return getattr(module, "STOPPED", STOPPED)
+
+
 def run_command(command: str, composed, overrides: list[str], console: Console) -> int:
     import importlib
 
-    module = importlib.import_module(f"autotune.commands.{command.replace('-', '_')}")
+    module = importlib.import_module(command_module(command))
     return module.run(composed, overrides, console)

@@ -13,7 +13,8 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
 from trials.contract.rules import ConfigError, check_fields, rule
-from trials.contract.schema import TrialConfig, to_trial_config, validate
+from trials.contract.schema import DataSource, TrialConfig, to_trial_config, validate
+from trials.contract.text_source import text_dir_problem
 from trials.contract.vocabulary import precision_problem, recompute_problem
 
 
@@ -394,6 +395,7 @@ def validate_settings(composed: DictConfig) -> SweepConfig:
     for key in SETTINGS_KEYS:
         check_fields(getattr(cfg, key), key)
     validate(to_trial_config(composed))
+    _check_data(cfg)
     s, stop = cfg.sweep, cfg.sweep.stop
     if s.heartbeat_timeout_s <= s.heartbeat_interval_s:
         raise ConfigError(f"sweep.heartbeat_timeout_s={s.heartbeat_timeout_s:g} must exceed "
@@ -433,6 +435,17 @@ def _check_lists(cfg: SweepConfig) -> None:
     if list(stages) != sorted(stages, key=STAGES.index):
         raise ConfigError(f"tune.stages={stages}: stages run in the order "
                           f"{', '.join(STAGES)}; list them in that order")
+
+
+def _check_data(cfg: SweepConfig) -> None:
+    """The data the trials read must be there before any trial starts (a user workload
+    reads its own)."""
+    data = cfg.data
+    if data.text_dir and data.source is not DataSource.synthetic and not cfg.workload.entry:
+        problem = text_dir_problem(data.text_dir, seq_len=cfg.workload.seq_len,
+                                   max_bytes=data.max_bytes)
+        if problem:
+            raise ConfigError(problem)
 
 
 def _check_plan(plan: PlanSettings) -> None:

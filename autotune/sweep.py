@@ -88,6 +88,12 @@ class Sweep:
         # The cost model of this profile; None for a user workload (no dimensions).
         self.model = (None if self.base.workload.entry
                       else CostModel.for_profile(self.base.hardware))
+        if self.settings.simulate and self.model is not None:
+            # A simulated step time needs the profile's peak in every dtype of the space.
+            problem = next(filter(None, map(self.model.peak_problem,
+                                            self.space.dtypes(self.base))), None)
+            if problem:
+                raise ConfigError(f"sweep.simulate=true needs a step time: {problem}")
         self.multi = self.settings.objective is Objective.pareto
         self.prior_cv = self.base.hardware.cost.run_to_run_cv
         #: ``sweep.pruner``: installed as the study's pruner, asked after each new step.

@@ -93,8 +93,10 @@ def main() -> None:
             raise RuntimeError("scripted crash")
         if do == "sigkill" and i == 2:
             os.kill(os.getpid(), 9)
-        if do == "sigkill_once" and i == 2 and not (Path.cwd() / "killed-once").exists():
-            (Path.cwd() / "killed-once").write_text("")  # the retry then runs to the end
+        # Beside the run directory: a new launch finds its directory emptied.
+        once = Path.cwd().with_name(Path.cwd().name + ".killed-once")
+        if do == "sigkill_once" and i == 2 and not once.exists():
+            once.write_text("")  # the retry then runs to the end
             os.kill(os.getpid(), 9)
         if do == "diverged" and i == 2:
             finish(log, Outcome.DIVERGED, "loss non-finite for 3 consecutive steps")

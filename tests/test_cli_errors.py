@@ -31,7 +31,7 @@ def assert_one_line_error(code: int, err: str, *needles: str) -> None:
                            "(names: fp32, fp16, bf16)",)),
     ("precision=bfloat16", ("'bfloat16' is not a precision name; write bf16",)),
     ("train.recompute=true", ("train.recompute: 'true' is not a recompute mode; write full "
-                              "(modes: none, selective, full)",)),
+                              "(modes: none, selective, full, selective_op)",)),
     ("train.recompute=false", ("'false' is not a recompute mode; write none",)),
     ("train.recompute=selective", ("the trial program recomputes every block or nothing",
                                    "write full or none")),
@@ -189,3 +189,78 @@ def test_an_unimportable_workload_entry_launches_nothing(harness):
     assert not harness.runs.exists()
     code = main(["sweep", *overrides, "workload.entry=tests.user_workload:no_such_factory"])
     assert_one_line_error(code, harness.capsys.readouterr().err, "no_such_factory")
+
+
+# -- user files and data paths, validated at composition ---------------------------------------
+def _user_file(harness, relative: str, text: str) -> None:
+    path = harness.conf / relative
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+@pytest.mark.parametrize("relative, text, search, extra, needles", [
+    # A YAML syntax error: the file, line and column, not PyYAML's parser state alone.
+    ("search/broken.yaml", "name: broken\nknobs:\n  train.micro_batches: [1, 2\n", "broken", (),
+     ("broken.yaml, line 3, column 24: YAML syntax error", "fix the file's syntax")),
+    # A list where the schema wants a mapping: the key, the file, the shape to write.
+    ("search/listed.yaml", "name: listed\nknobs:\n  - train.micro_batches\n  - [1, 2]\n",
+     "listed", (), ("listed.yaml: search.knobs is a list; it must be a mapping",)),
+    ("hardware/mine.yaml", "name: mine\nsupports: [bf16]\n", "ok", ("hardware=mine",),
+     ("mine.yaml: hardware.supports is a list; it must be a mapping",)),
+    # A search-space value is held to its field's own rule (schema metadata), before launch.
+    ("search/negative.yaml", "name: negative\nknobs:\n  train.micro_batches: [-2, 1]\n",
+     "negative", (), ("search knob train.micro_batches=-2 must be >= 1",)),
+    ("search/threads.yaml", "name: threads\nknobs:\n  runtime.threads: [2, -1]\n", "threads",
+     (), ("search knob runtime.threads=-1 must be >= 0",)),
+])
+def test_bad_user_files_are_one_line_naming_the_file(harness, relative, text, search, extra,
+                                                    needles):
+    harness.space("ok", {"train.micro_batches": [1, 2]})
+    _user_file(harness, relative, text)
+    code, _, err = harness.run(search, *extra)
+    assert_one_line_error(code, err, *needles)
+    assert not harness.runs.exists()
+
+
+def test_a_missing_search_path_is_our_one_line_only(harness, tmp_path):
+    from autotune.cli import main
+
+    space = harness.space("ok", {"train.micro_batches": [1, 2]})
+    missing = tmp_path / "no-such-conf"
+    code = main(["sweep", *harness.overrides(space), f"hydra.searchpath=[file://{missing}]"])
+    # Rule: not Hydra's two-line warning and a run without the user's files: one line.
+    assert_one_line_error(code, harness.capsys.readouterr().err,
+                          f"hydra.searchpath: file://{missing} is not a directory")
+    assert not harness.runs.exists()
+
+
+@pytest.mark.parametrize("layout, needle", [
+    (None, "does not exist (or is not a directory)"),
+    ({}, "holds no text files (.py, .txt, .md, .rst"),
+    ({"short.txt": "too short"}, "no text file is long enough for one window of 33 bytes"),
+])
+def test_a_text_dir_that_cannot_feed_a_trial_is_refused_at_composition(harness, tmp_path,
+                                                                      layout, needle):
+    space = harness.space("ok", {"train.micro_batches": [1, 2]})
+    text_dir = tmp_path / "texts"
+    if layout is not None:
+        text_dir.mkdir()
+        for name, body in layout.items():
+            (text_dir / name).write_text(body)
+    # workload=gpt_tiny: seq_len 32, so a window is 33 bytes.
+    code, _, err = harness.run(space, f"data.text_dir={text_dir}", fake=False)
+    assert_one_line_error(code, err, f"data.text_dir={text_dir}", needle)
+    assert not harness.runs.exists()
+
+
+def test_a_simulated_sweep_needs_a_peak_in_its_profile_before_anything_is_written(harness):
+    space = harness.space("ok", {"train.micro_batches": [1, 2]})
+    _user_file(harness, "hardware/nopeak.yaml",
+               "name: nopeak\nbackend: GPU\ndevices: 1\ndevice_memory_gib: 80.0\n")
+    code, _, err = harness.run(space, "hardware=nopeak", "sweep.simulate=true")
+    # Rule: the fix fits the backend: an accelerator's peak is the profile's to give.
+    assert_one_line_error(code, err, "sweep.simulate=true needs a step time",
+                          "hardware profile nopeak (GPU) has no peak FLOP/s for float32",
+                          "add peak_tflops: {float32: N} to the profile")
+    assert "calibrate" not in err
+    assert not harness.runs.exists()

@@ -18,8 +18,11 @@ from trials.contract.events import (
     StepRecord,
     SummaryRecord,
 )
-from trials.contract.metrics import MetricsLog, MetricsReader
+from trials.contract.launch import MARKER_ENV
+from trials.contract.metrics import RUN_ID, MetricsLog, MetricsReader
 from trials.contract.outcomes import MEANINGS, Constraint, Outcome
+from trials.contract.schema import TrialConfig
+from trials.contract.trial_dir import TrialDir
 
 START = StartRecord(world_size=2, start_step=5, total_steps=13, accumulation=4,
                     micro_batch_size=2, tokens_per_step=1024, flops_per_token=3.5e6,
@@ -93,6 +96,45 @@ def test_a_trial_starts_its_file_afresh_a_production_run_continues_it(tmp_path):
         log.emit(EndRecord(outcome=Outcome.OK))
         log.close()
     assert len(MetricsReader(path).read_new()) == 2
+
+
+def test_a_reader_takes_only_the_lines_of_the_launch_it_follows(tmp_path, monkeypatch):
+    path = tmp_path / "metrics.jsonl"
+    monkeypatch.setenv(MARKER_ENV, "confirm/3/111")
+    earlier = MetricsLog(path)  # the run id comes from the launch's environment
+    earlier.emit(STEP)
+    earlier.emit(END)
+    earlier.close()
+    monkeypatch.setenv(MARKER_ENV, "confirm/3/222")
+    now = MetricsLog(path, append=True)
+    now.emit(dataclasses.replace(STEP, step=1))
+    now.close()
+    monkeypatch.delenv(MARKER_ENV)
+    by_hand = MetricsLog(path, append=True)  # started by hand: its lines carry no run id
+    by_hand.emit(dataclasses.replace(STEP, step=2))
+    by_hand.close()
+    # Rule: every line a launch writes carries its run id...
+    assert [json.loads(line).get(RUN_ID) for line in path.read_text().splitlines()] == [
+        "confirm/3/111", "confirm/3/111", "confirm/3/222", None]
+    # ... and a reader following one launch never reads another launch's records (an
+    # earlier run's end record would end this one); a line without a run id is taken.
+    assert [r.step for r in MetricsReader(path, run_id="confirm/3/222").read_new()] == [1, 2]
+    assert len(MetricsReader(path).read_new()) == 4
+
+
+def test_a_run_directory_is_emptied_for_a_new_run_but_keeps_its_nested_runs(tmp_path):
+    run = TrialDir(tmp_path / "trial-0000")
+    run.write_config(TrialConfig())
+    for name in ("metrics.jsonl", "stdout.log", "msrun_log/worker_0.log", "raw/x/op.csv"):
+        (run.path / name).parent.mkdir(parents=True, exist_ok=True)
+        (run.path / name).write_text("from an earlier run")
+    check = TrialDir(run.path / "check-0")
+    check.write_config(TrialConfig())
+    (check.path / "metrics.jsonl").write_text("the check's own run")
+    run.clear()
+    # Rule: only the config stays of what an earlier run left; a nested run is its own.
+    assert sorted(p.name for p in run.path.iterdir()) == ["check-0", "config.yaml"]
+    assert (check.path / "metrics.jsonl").read_text() == "the check's own run"
 
 
 def test_exit_codes_round_trip_and_signals_mean_oom():

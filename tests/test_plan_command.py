@@ -56,6 +56,23 @@ def test_plan_takes_the_precision_names_and_recompute_modes_of_every_command(tmp
     assert {r["recompute"] for r in rows} == {"none", "full"}
 
 
+def test_plan_on_an_accelerator_without_a_peak_says_to_add_it_to_the_profile(tmp_path):
+    conf = tmp_path / "conf" / "hardware"
+    conf.mkdir(parents=True)
+    (conf / "nopeak.yaml").write_text("name: nopeak\nbackend: GPU\ndevices: 8\n"
+                                      "device_memory_gib: 80.0\n"
+                                      "intra_node: {bandwidth_gbs: 300.0}\n")
+    proc = autotune("plan", f"hydra.searchpath=[file://{tmp_path / 'conf'}]",
+                    "hardware=nopeak", "workload=llama2_7b", "plan.precisions=[fp16]",
+                    f"plan.out={tmp_path / 'plan'}")
+    assert proc.returncode == 0, proc.stderr
+    # Rule: the advice fits the backend: a GPU's peak is the profile's (the vendor's
+    # figure), not a CPU calibration of this machine.
+    assert "nopeak (GPU) has no peak FLOP/s for float16" in proc.stdout
+    assert "add peak_tflops: {float16: N} to the profile" in proc.stdout
+    assert "calibrate" not in proc.stdout
+
+
 def test_plan_answers_about_pinned_splits_and_says_which_global_batch(tmp_path):
     out = tmp_path / "plan"
     proc = autotune("plan", "workload=llama2_7b", "hardware=gpu_a100", "plan.split=[8x1x1,2x4x1]",
@@ -87,7 +104,7 @@ def test_plan_answers_about_pinned_splits_and_says_which_global_batch(tmp_path):
      "write fp16 (names: fp32, fp16, bf16)"),
     (["plan.precisions=[fp32,bfloat16]"], "'bfloat16' is not a precision name; write bf16"),
     (["plan.recompute=[true]"], "plan.recompute: 'true' is not a recompute mode; write full "
-     "(modes: none, selective, full)"),
+     "(modes: none, selective, full, selective_op)"),
     (["plan.recompute=[none,false]"], "'false' is not a recompute mode; write none"),
     # An override plan would ignore (it enumerates that knob) names the pin to use.
     (["workload=llama2_7b", "hardware=gpu_a100", "parallel.dp=8"],

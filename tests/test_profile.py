@@ -162,3 +162,19 @@ def test_profile_of_a_trial_that_is_not_in_the_study_is_bad_input(tmp_path, caps
     assert code == 2
     assert "run the sweep" in capsys.readouterr().err or not any(tmp_path.iterdir())
     assert not (tmp_path / "default" / "profile").exists()
+
+
+def test_a_profile_out_holding_other_files_is_refused_and_left_alone(tmp_path, capsys):
+    from autotune.cli import main
+    from tests.test_cli_errors import assert_one_line_error
+
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("the user's own")
+    code = main(["profile", "workload=gpt_tiny", f"profile.out={mine}",
+                 f"sweep.runs_dir={tmp_path / 'runs'}"])
+    # Rule: a profile empties its directory before it runs, so one that holds anything but
+    # an earlier run is refused before anything is written.
+    assert_one_line_error(code, capsys.readouterr().err, f"profile.out={mine} holds other files")
+    assert [p.name for p in mine.iterdir()] == ["notes.txt"]
+    assert not (tmp_path / "runs").exists()

@@ -236,7 +236,8 @@ def test_a_trial_lost_to_its_node_is_retried_once(slurm, harness, monkeypatch):
     trial = harness.study().trials[0]
     assert trial.state is TrialState.COMPLETE
     slurm_dir = harness.runs / "s" / "trial-0000" / "slurm"
-    assert len(list(slurm_dir.glob("*_submission.sh"))) == 2  # two jobs, one trial
+    # One trial, started over as a new job in its emptied directory: the retry's files.
+    assert len(list(slurm_dir.glob("*_submission.sh"))) == 1
 
 
 def test_a_trial_lost_twice_is_a_crash(slurm, harness, monkeypatch):

@@ -133,7 +133,7 @@ def test_a_knob_in_an_old_spelling_is_refused_with_the_word_to_write():
 
     for knobs, needle in [({"train.recompute": [False, True]},
                            "search knob train.recompute: 'false' is not a recompute mode; "
-                           "write none (modes: none, selective, full)"),
+                           "write none (modes: none, selective, full, selective_op)"),
                           ({"precision": ["fp32", "float16"]},
                            "search knob precision: 'float16' is not a precision name; "
                            "write fp16 (names: fp32, fp16, bf16)")]:

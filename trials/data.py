@@ -20,6 +20,7 @@ import mindspore.dataset as ds
 import numpy as np
 
 from trials.contract.schema import DataConfig, DataSource
+from trials.contract.text_source import text_files, window_bytes
 
 
 def default_text_dir() -> Path:
@@ -27,25 +28,11 @@ def default_text_dir() -> Path:
     return Path(sysconfig.get_paths()["stdlib"])
 
 
-def text_files(root: Path, max_bytes: int) -> list[tuple[str, int]]:
-    """(path, size) of the .py/.txt files under root, sorted, up to max_bytes in total."""
-    found, total = [], 0
-    for path in sorted(root.rglob("*")):
-        if path.suffix not in (".py", ".txt", ".md", ".rst") or not path.is_file():
-            continue
-        size = path.stat().st_size
-        found.append((str(path), size))
-        total += size
-        if total >= max_bytes:
-            break
-    return found
-
-
 class TextWindows:
     """Random-access source: window i is ``seq_len + 1`` raw bytes of one file."""
 
     def __init__(self, files: list[tuple[str, int]], seq_len: int) -> None:
-        span = seq_len + 1
+        span = window_bytes(seq_len)
         self.span = span
         self.paths = [path for path, _ in files]
         index = [(i, offset) for i, (_, size) in enumerate(files)

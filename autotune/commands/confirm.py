@@ -11,7 +11,10 @@ tokens/s within the rounds (autotune/study/noise.py); the top two against each o
 too. When the baseline runs at another speed than it did in the sweep, confirm says so:
 the machine changed, and only the within-round gains compare. The medians, spreads and
 tests are stored on the study (``autotune.confirm``), the runs themselves with the
-trials' repeats, where ``export`` and ``report`` read them.
+trials' repeats, where ``export`` and ``report`` read them. Each run is stored as it
+finishes: a confirm stopped part-way (SIGTERM, Ctrl-C) resumes when run again with the
+same finalists and rounds, running only what did not finish
+(autotune/study/confirm_progress.py).
 """
 
 from __future__ import annotations
@@ -27,13 +30,12 @@ from autotune.settings import ConfirmSettings, SweepSettings
 from autotune.study import selection
 from autotune.study import storage as S
 from autotune.study.choice import study_verdict
+from autotune.study.confirm_progress import ConfirmProgress
 from autotune.study.layout import StudyLayout
 from autotune.study.noise import PairedTest, paired_test
 from autotune.study.records import (
-    CONFIRM_SOURCE,
     CONFIRM_STUDY_KEY,
     TrialRecord,
-    add_repeats,
     load_records,
     measured_under_load,
 )
@@ -89,29 +91,14 @@ def run_confirm(composed: DictConfig, console: Console) -> int:
     if not chosen:
         raise ConfigError(f"study {settings.study!r} has no complete trial to confirm: "
                           "run the sweep first")
-    layout, runner = StudyLayout.of(settings), runner_for(settings)
-    runs: dict[int, list[float | None]] = {r.number: [] for r in chosen}
-    perfs: dict[int, list[dict]] = {r.number: [] for r in chosen}
-    #: Whether each run was measured under load, round by round.
-    loaded: dict[int, list[bool]] = {r.number: [] for r in chosen}
-    total = options.repeats * len(chosen)
-    done = 0
     orders = round_orders(chosen, options.repeats, seed=settings.seed)
-    for rep, order in enumerate(orders):
-        console.print(f"round {rep + 1}: trials {', '.join(str(r.number) for r in order)}",
-                      highlight=False)
-        for r in order:
-            done += 1
-            role = " (baseline)" if base is not None and r.number == base.number else ""
-            console.print(f"confirm {done}/{total}: trial {r.number}{role} round {rep + 1}",
-                          highlight=False)
-            perf = rerun(runner, r.run_dir, layout.confirm(r.number, rep),
-                         settings, name=f"confirm/{r.number}")
-            runs[r.number].append(Performance.from_dict(perf).tokens_per_s if perf else None)
-            loaded[r.number].append(bool(perf) and measured_under_load(perf))
-            if perf:
-                perfs[r.number].append(perf)
-    add_repeats(study, perfs, CONFIRM_SOURCE)
+    stored_runs, progress = measure_rounds(study, chosen, orders, base, settings, console)
+    runs: dict[int, list[float | None]] = {
+        n: [Performance.from_dict(p).tokens_per_s if p else None for p in kept_runs]
+        for n, kept_runs in stored_runs.items()}
+    #: Whether each run was measured under load, round by round.
+    loaded = {n: [bool(p) and measured_under_load(p) for p in kept_runs]
+              for n, kept_runs in stored_runs.items()}
     stored = dict(study.user_attrs.get(CONFIRM_STUDY_KEY) or {})
     summary = {}
     for r in chosen:
@@ -126,6 +113,7 @@ def run_confirm(composed: DictConfig, console: Console) -> int:
         stored[str(r.number)] = summary[r.number]
     study.set_user_attr(CONFIRM_STUDY_KEY, stored)
     study.set_user_attr(ORDER_STUDY_KEY, [[r.number for r in order] for order in orders])
+    progress.finish()
     console.print(render(chosen, summary, runs, base, loaded), highlight=False,
                   soft_wrap=True, markup=False)
     under_load = sum(flag for flags in loaded.values() for flag in flags)
@@ -141,6 +129,36 @@ def run_confirm(composed: DictConfig, console: Console) -> int:
     for line in study_verdict(load_records(study), composed).lines():
         console.print(line, highlight=False, soft_wrap=True, markup=False)
     return 0
+
+
+def measure_rounds(study, chosen: list[TrialRecord], orders: list[list[TrialRecord]],
+                   base: TrialRecord | None, settings: SweepSettings, console: Console
+                   ) -> tuple[dict[int, list[dict | None]], ConfirmProgress]:
+    """Run every round (what a stopped confirm of the same plan finished is kept, not run
+    again); each finalist's stored run of each round (None: it failed), and the progress."""
+    layout, runner = StudyLayout.of(settings), runner_for(settings)
+    progress = ConfirmProgress.open(study, trials=[r.number for r in chosen],
+                                    orders=[[r.number for r in order] for order in orders])
+    total = len(orders) * len(chosen)
+    kept = sum(progress.done(r.number, rep) for rep in range(len(orders)) for r in chosen)
+    if progress.resumed and kept:
+        console.print(f"resuming the stopped confirm: {kept} of {total} runs finished before "
+                      "the stop and are kept", highlight=False)
+    done = 0
+    for rep, order in enumerate(orders):
+        console.print(f"round {rep + 1}: trials {', '.join(str(r.number) for r in order)}",
+                      highlight=False)
+        for r in order:
+            done += 1
+            if progress.done(r.number, rep):
+                continue
+            role = " (baseline)" if base is not None and r.number == base.number else ""
+            console.print(f"confirm {done}/{total}: trial {r.number}{role} round {rep + 1}",
+                          highlight=False)
+            # Stored as it finishes: a stop after it keeps it, and the rerun skips it.
+            progress.store(r.number, rep, rerun(runner, r.run_dir, layout.confirm(r.number, rep),
+                                                settings, name=f"confirm/{r.number}"))
+    return {r.number: progress.runs(r.number) for r in chosen}, progress
 
 
 #: Study attribute with the order the trials ran in, round by round.
@@ -201,6 +219,11 @@ def render(chosen: list[TrialRecord], summary: dict[int, dict],
                    else test.text() if test is not None else "too few complete rounds to test")
         lines.append(f"top two (trial {a.number} vs trial {b.number}): {verdict}")
     return "\n".join(lines)
+
+
+#: What ``autotune`` says when it is stopped during a confirm.
+STOPPED = ("the running re-measurement was killed; the finished ones are stored: run the "
+           "same command again to run the rest")
 
 
 def run(composed: DictConfig, overrides: list[str], console: Console) -> int:

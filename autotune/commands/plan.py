@@ -177,9 +177,8 @@ def run_plan(composed: DictConfig, console: Console) -> int:
                   f"+-{100 * c.memory_uncertainty:.0f} %, time "
                   f"+-{100 * c.time_uncertainty:.0f} %)", markup=False)
     if points and points[0].prediction is not None and points[0].prediction.time is None:
-        console.print("step time unknown: this profile has no peak FLOP/s for the dtype; on "
-                      "the CPU no verified one is cached: run `python -m autotune "
-                      "calibrate-host` on a quiet host", markup=False)
+        console.print(f"step time unknown: {model.peak_problem(points[0].job.dtype)}",
+                      markup=False, soft_wrap=True)
     console.print(f"plan: {out.resolve() / 'plan.md'}", markup=False, soft_wrap=True)
     return 0
 

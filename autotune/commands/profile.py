@@ -27,6 +27,7 @@ from autotune.study import storage as S
 from autotune.study.layout import StudyLayout
 from autotune.study.records import TrialRecord, load_records
 from trials.contract.schema import ConfigError, runnable_problem, to_trial_config
+from trials.contract.trial_dir import TrialDir
 
 
 def run_profile(composed: DictConfig, console: Console) -> int:
@@ -44,6 +45,7 @@ def run_profile(composed: DictConfig, console: Console) -> int:
         raise ConfigError(problem)
     out = (Path(options.out) if options.out else
            StudyLayout.of(settings).profile(record.number if record else None))
+    _check_out(out)
     result = profile_config(runner_for(settings), cfg, out, settings, options.steps,
                             console=console)
     if result is None:
@@ -55,6 +57,16 @@ def run_profile(composed: DictConfig, console: Console) -> int:
     return 0
 
 
+def _check_out(out: Path) -> None:
+    """A profile runs in a directory of its own: a new run there empties it first, so a
+    directory holding anything but an earlier run is refused."""
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"profile.out={out} is a file: choose a directory")
+    if out.is_dir() and any(out.iterdir()) and not TrialDir(out).has_config():
+        raise ConfigError(f"profile.out={out} holds other files: choose a new or empty "
+                          "profile.out=DIR (a profile empties its directory first)")
+
+
 def _trial(records: list[TrialRecord], number: int) -> TrialRecord:
     found = next((r for r in records if r.number == number), None)
     if found is None or not found.ok or not found.trial_dir:
@@ -62,6 +74,10 @@ def _trial(records: list[TrialRecord], number: int) -> TrialRecord:
         raise ConfigError(f"profile.trial={number} is not a completed trial of this study "
                           f"(completed: {ok}); choose one of them")
     return found
+
+
+#: What ``autotune`` says when it is stopped during a profile: nothing of it is kept.
+STOPPED = "the profile run was killed: run the same command again to profile from the start"
 
 
 def run(composed: DictConfig, overrides: list[str], console: Console) -> int:

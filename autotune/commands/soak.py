@@ -95,5 +95,11 @@ def run_soak(composed: DictConfig, console: Console) -> int:
 
 
 
+#: What ``autotune`` says when it is stopped during a soak. A soak does not resume: its
+#: kill drill and analysis span the whole run, so the same command starts it over.
+STOPPED = ("the soak run was killed; a soak does not resume: run the same command again "
+           "to start it over from step 0")
+
+
 def run(composed: DictConfig, overrides: list[str], console: Console) -> int:
     return run_soak(composed, console)

@@ -7,6 +7,10 @@ from rich.console import Console
 
 from autotune.sweep import Sweep
 
+#: What ``autotune`` says when it is stopped during a sweep (autotune/signals.py).
+STOPPED = ("the running trial was killed and re-queued: run the same command again to "
+           "resume")
+
 
 def run(composed: DictConfig, overrides: list[str], console: Console) -> int:
     return Sweep(composed, overrides, console).run().exit_code

@@ -25,6 +25,10 @@ from autotune.stages.memory import run_memory
 from autotune.study import budget
 from autotune.study import stage_results as store
 
+#: What ``autotune`` says when it is stopped during ``tune``.
+STOPPED = ("the running trial was killed and re-queued; finished stages are kept: run the "
+           "same command again to resume")
+
 
 def run_tune(composed: DictConfig, overrides: list[str], console: Console) -> int:
     from autotune.sweep import Sweep

@@ -49,6 +49,21 @@ class CostModel:
             return peak / devices if peak else None
         return None
 
+    def peak_problem(self, dtype: DType) -> str | None:
+        """Why step time cannot be predicted in ``dtype`` (no peak FLOP/s for it), with the
+        fix for this profile's backend; None when there is a peak."""
+        if self.peak_flops_per_device(dtype, 1) is not None:
+            return None
+        hw = self.hardware
+        if hw.backend is Backend.CPU:
+            return (f"no verified CPU peak FLOP/s for {dtype.value} is cached on this "
+                    "machine: run `python -m autotune calibrate-host` on a quiet host, or "
+                    f"give it: 'hardware.peak_tflops={{{dtype.value}: N}}'")
+        return (f"hardware profile {hw.name} ({hw.backend.value}) has no peak FLOP/s for "
+                f"{dtype.value}: add peak_tflops: {{{dtype.value}: N}} to the profile (the "
+                f"vendor's dense TFLOP/s per device), or override "
+                f"'hardware.peak_tflops={{{dtype.value}: N}}'")
+
     def predict_job(self, dims: ModelDims, job: Job) -> Prediction:
         return predict(dims, job, self.cluster, self.constants,
                        peak_flops_per_device=self.peak_flops_per_device(job.dtype, job.devices))

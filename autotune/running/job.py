@@ -32,7 +32,8 @@ class TrialJob:
     #: Names the run's processes (its marker) and its SLURM job: ``study/3``, ``confirm/3``.
     name: str
     overrides: tuple[str, ...] = ()
-    #: False for a run that continues an earlier one's metrics file (a soak's resume).
+    #: False for a run that continues an earlier one in its directory (a soak's resume:
+    #: its checkpoints, its metrics file); True empties the directory first.
     fresh: bool = True
 
     @classmethod
@@ -57,13 +58,17 @@ class TrialJob:
                           log_dir=self.dir.msrun_log, overrides=self.overrides)
 
     def new_marker(self) -> str:
+        """The marker of one launch, new each time: also its run id, which every record
+        it writes carries (trials/contract/launch.py)."""
         return f"{self.name}/{time.time_ns()}"
 
     def prepare(self) -> None:
-        """A fresh run never reads an earlier run's records from the same directory."""
-        self.dir.create()
+        """Before a process starts: a fresh run's directory holds only its config, so
+        nothing an earlier run left there is read or shown as this run's."""
         if self.fresh:
-            self.metrics.unlink(missing_ok=True)
+            self.dir.clear()
+        else:
+            self.dir.create()
 
 
 class RunningTrial(Protocol):
@@ -91,12 +96,13 @@ class Runner(Protocol):
 
 class FollowedFile:
     """What a real trial shares however it was started: its records come from the metrics
-    file it writes (only those written after it started), time is the wall clock."""
+    file it writes (only the lines of this launch, by its run id), time is the wall clock."""
 
     def __init__(self, job: TrialJob, marker: str) -> None:
         self.job = job
         self.marker = marker
-        self.reader = MetricsReader(job.metrics, from_end=True)
+        # A continued file is read from its end: the earlier launches' lines are not ours.
+        self.reader = MetricsReader(job.metrics, run_id=marker, from_end=not job.fresh)
 
     def read(self) -> list[Record]:
         return self.reader.read_new()

@@ -17,10 +17,19 @@ from optuna.distributions import CategoricalDistribution
 
 from autotune.settings import Launcher, SearchConfig, SweepConfig, SweepSettings
 from trials.contract.compose import compose, one_line
-from trials.contract.schema import CONF_DIR, ConfigError, TrialConfig, to_trial_config, validate
-from trials.contract.vocabulary import old_spelling, split_overrides
+from trials.contract.rules import check_fields, path_problem
+from trials.contract.schema import (
+    CONF_DIR,
+    TRIAL_KEYS,
+    ConfigError,
+    TrialConfig,
+    to_trial_config,
+    validate,
+)
+from trials.contract.vocabulary import PRECISIONS, DType, old_spelling, split_overrides
 
 SPLIT = "parallel.split"
+PRECISION = "precision"
 
 
 def format_value(value: Any) -> str:
@@ -89,17 +98,25 @@ class SearchSpace:
         return space
 
     def _check_values(self) -> None:
-        """Every value must compose: an unknown group option or a bad type fails now."""
+        """Every value must compose and keep its field's rule (the schema's own range: a
+        value outside it would only fail as an infeasible trial): an unknown group
+        option, a bad type or a value out of range fails now."""
         for knob in self.knobs:
             for value in knob.choices:
+                problem = None
                 try:
                     if knob.is_group:
-                        self._composed((*knob.overrides(value),))
+                        cfg = to_trial_config(self._composed((*knob.overrides(value),)))
+                        if knob.path in TRIAL_KEYS:  # the section the group option fills
+                            check_fields(getattr(cfg, knob.path), knob.path)
                     else:
-                        _merge_fields(self._composed(()), knob.overrides(value))
+                        merged = _merge_fields(self._composed(()), knob.overrides(value))
+                        problem = _rule_problem(merged, knob)
                 except ConfigError as exc:
                     raise ConfigError(f"search knob {knob.path}={format_value(value)}: {exc}") \
                         from exc
+                if problem:
+                    raise ConfigError(f"search knob {knob.path}={format_value(value)} {problem}")
 
     def _composed(self, group_overrides: tuple[str, ...]) -> DictConfig:
         """Hydra composition for one choice of the config groups (cached: ~70 ms each)."""
@@ -152,6 +169,13 @@ class SearchSpace:
                     out.append({**self.baseline, knob.path: value})
         return out
 
+    def dtypes(self, base: TrialConfig) -> list[DType]:
+        """The compute dtypes its points train in: its precision knob's, else the base's."""
+        knob = next((k for k in self.knobs if k.path == PRECISION), None)
+        if knob is None:
+            return [base.precision.dtype]
+        return list(dict.fromkeys(PRECISIONS[v] for v in knob.choices if v in PRECISIONS))
+
     def describe(self) -> dict[str, list]:
         return {k.path: list(k.choices) for k in self.knobs}
 
@@ -162,6 +186,18 @@ def _check_spelling(path: str, values: list) -> None:
         problem = old_spelling(path, value, where=f"search knob {path}")
         if problem:
             raise ConfigError(problem)
+
+
+def _rule_problem(merged: DictConfig, knob: Knob) -> str | None:
+    """How a field knob's merged value breaks its field's declared rule, or None (a split
+    sets three fields: the one that breaks is named)."""
+    for override in knob.overrides(knob.choices[0]):
+        path = override.partition("=")[0]
+        value = OmegaConf.select(merged, path)
+        problem = path_problem(SweepConfig, path, value)
+        if problem:
+            return problem if path == knob.path else f"({path}={value} {problem})"
+    return None
 
 
 def _merge_fields(node: DictConfig, overrides: list[str]) -> DictConfig:

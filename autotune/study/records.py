@@ -255,6 +255,9 @@ CONFIRM_STUDY_KEY = "autotune.confirm"
 #: Study attribute with more runs of a trial's configuration (a finished Optuna trial
 #: cannot change), keyed by trial number: lists of performance dicts.
 REPEATS_STUDY_KEY = "autotune.repeats"
+#: A repeat's place in the command that ran it (confirm: ``confirm/<id>/<trial>/<round>``):
+#: what a resumed command skips, and what keeps a run from being stored twice.
+REPEAT_RUN = "run"
 #: What a repeat keeps of a run's performance (the samples comparisons resample).
 REPEAT_FIELDS = (Performance.TOKENS_PER_S, Performance.TOKENS_PER_STEP,
                  Performance.STEP_TIMES_S, Performance.STEP_TIME_MEDIAN_S)
@@ -269,16 +272,19 @@ def pooled_tokens_per_s(record: TrialRecord) -> float | None:
 def add_repeats(study, runs: dict[int, list[dict]], source: str) -> None:
     """Store more runs of trials' configurations (``{trial number: [performance, ...]}``),
     each with its source, when it was stored (``at``: epoch seconds, the end of the run,
-    which is what pairs runs in time) and the host's conditions of its run
-    (``conditions``) where it has them."""
+    which is what pairs runs in time), the host's conditions of its run (``conditions``)
+    and its place in a command (``run``) where it has them. A run whose ``run`` is
+    stored already is not stored again: each run counts once."""
     stored = dict(study.user_attrs.get(REPEATS_STUDY_KEY) or {})
     now = time.time()
     for number, perfs in runs.items():
+        earlier = stored.get(str(number), [])
+        known = {r[REPEAT_RUN] for r in earlier if r.get(REPEAT_RUN)}
         kept = [{**Performance.from_dict(perf).pick(REPEAT_FIELDS), "source": source,
                  "at": float(perf.get("at", now)),
-                 **({CONDITIONS: perf[CONDITIONS]} if perf.get(CONDITIONS) else {})}
-                for perf in perfs]
-        stored[str(number)] = [*stored.get(str(number), []), *kept]
+                 **{key: perf[key] for key in (CONDITIONS, REPEAT_RUN) if perf.get(key)}}
+                for perf in perfs if not perf.get(REPEAT_RUN) or perf[REPEAT_RUN] not in known]
+        stored[str(number)] = [*earlier, *kept]
     study.set_user_attr(REPEATS_STUDY_KEY, stored)
 
 

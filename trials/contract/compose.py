@@ -7,14 +7,17 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import importlib.util
 import typing
 from pathlib import Path
 
+import yaml
 from hydra import compose as hydra_compose
 from hydra import initialize_config_dir
 from hydra.core.config_store import ConfigStore
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 from trials.contract.schema import CONF_DIR, ConfigError, TrialConfig
 from trials.contract.vocabulary import LEGACY_RECOMPUTE, expand_override
@@ -22,8 +25,40 @@ from trials.contract.vocabulary import LEGACY_RECOMPUTE, expand_override
 ConfigStore.instance().store(name="trial_schema", node=TrialConfig)
 
 
+def _chain(exc: BaseException | None):
+    """The exception and its causes, outermost first."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        yield exc
+        exc = exc.__cause__ or exc.__context__
+
+
+def yaml_problem(exc: BaseException) -> str | None:
+    """A YAML syntax error anywhere in the chain, as one line with its file, line and
+    column (PyYAML's own text is four lines and leads with the parser's state)."""
+    error = next((e for e in _chain(exc) if isinstance(e, yaml.MarkedYAMLError)), None)
+    if error is None:
+        return None
+    mark = error.context_mark or error.problem_mark
+    if mark is None:
+        return f"YAML syntax error: {error.problem or error}; fix the file"
+    text = f"{mark.name}, line {mark.line + 1}, column {mark.column + 1}: YAML syntax error"
+    if error.context:
+        text += f" {error.context}"
+    if error.problem:
+        text += f": {error.problem}"
+        if error.problem_mark is not None and error.problem_mark is not mark:
+            text += (f" (at line {error.problem_mark.line + 1}, column "
+                     f"{error.problem_mark.column + 1})")
+    return text + "; fix the file's syntax"
+
+
 def one_line(exc: BaseException) -> str:
     """The useful first line of a Hydra/OmegaConf error (detail may sit in __cause__)."""
+    problem = yaml_problem(exc)
+    if problem:
+        return problem
     lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
     text = lines[0] if lines else type(exc).__name__
     cause = exc.__cause__
@@ -56,16 +91,102 @@ def compose(config_name: str, overrides: list[str], conf_dir: Path = CONF_DIR, *
     GlobalHydra.instance().clear()
     overrides = [_dict_override(o, free_form_paths(schema))
                  for override in overrides for o in expand_override(override)]
+    parsed = _parsed(overrides)
+    check_searchpath(parsed)
     try:
         with initialize_config_dir(config_dir=str(conf_dir), version_base="1.3"):
             cfg = hydra_compose(config_name=config_name, overrides=overrides,
                                 return_hydra_config=with_choices)
     except Exception as exc:  # Hydra raises several unrelated types for bad input
-        raise ConfigError(one_line(exc)) from exc
+        shape = (group_file_problem(parsed, conf_dir, schema)
+                 if any(isinstance(e, OmegaConfBaseException) for e in _chain(exc)) else None)
+        raise ConfigError(shape or one_line(exc)) from exc
     finally:
         GlobalHydra.instance().clear()
     check_known_keys(cfg, schema)
     return cfg
+
+
+SEARCHPATH = "hydra.searchpath"
+
+
+def _parsed(overrides: list[str]) -> list:
+    """Hydra's own parse of the overrides ([] when they do not parse: compose says why)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        return OverridesParser.create().parse_overrides(overrides)
+    except Exception:  # noqa: BLE001 - a syntax error is Hydra's to report, in compose
+        return []
+
+
+def _searchpath(parsed: list) -> list[str]:
+    entries = []
+    for override in parsed:
+        if override.key_or_group == SEARCHPATH:
+            value = override.value()
+            entries.extend(value if isinstance(value, list) else [value])
+    return [str(e) for e in entries]
+
+
+def check_searchpath(parsed: list) -> None:
+    """Every ``hydra.searchpath`` entry must exist (Hydra only warns, in two lines, and goes
+    on without it); ConfigError naming the entry."""
+    for entry in _searchpath(parsed):
+        scheme, sep, where = entry.partition("://")
+        if not sep:
+            scheme, where = "file", entry
+        if scheme == "file" and not Path(where).is_dir():
+            raise ConfigError(f"{SEARCHPATH}: {entry} is not a directory; point file:// at "
+                              "the directory that holds your config groups (search/, "
+                              "hardware/, ...)")
+        if scheme == "pkg" and importlib.util.find_spec(where.split("/")[0]) is None:
+            raise ConfigError(f"{SEARCHPATH}: {entry}: no such Python package; install it "
+                              "or use file://DIR")
+
+
+def group_file_problem(parsed: list, conf_dir: Path, schema: type) -> str | None:
+    """What is wrongly shaped in a config-group file the overrides chose (a list where the
+    schema wants a mapping, or the reverse), naming the file; None if none is found.
+    Hydra's own error names neither the file nor the key."""
+    dirs = [Path(e.partition("://")[2] or e) for e in _searchpath(parsed)
+            if e.startswith("file://") or "://" not in e] + [conf_dir]
+    hints = typing.get_type_hints(schema)
+    for override in parsed:
+        group, option = override.key_or_group, override.value()
+        if group not in hints or not dataclasses.is_dataclass(hints[group]) \
+                or not isinstance(option, str):
+            continue
+        for folder in dirs:
+            path = folder / group / f"{option}.yaml"
+            if path.is_file():
+                problem = _shape_problem(path, group, hints[group])
+                if problem:
+                    return problem
+                break
+    return None
+
+
+def _shape_problem(path: Path, group: str, section: type) -> str | None:
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    hints = typing.get_type_hints(section)
+    for key, value in data.items():
+        hint = hints.get(key)
+        origin = typing.get_origin(hint) or hint
+        if value is None or hint is None:
+            continue
+        if (origin is dict or dataclasses.is_dataclass(hint)) and not isinstance(value, dict):
+            return (f"{path}: {group}.{key} is a {type(value).__name__}; it must be a mapping "
+                    f"(one 'name: value' line per entry, indented under {key}:)")
+        if origin is list and not isinstance(value, list):
+            return (f"{path}: {group}.{key} is a {type(value).__name__}; it must be a list "
+                    "([a, b] or one '- item' line per entry)")
+    return None
 
 
 @functools.lru_cache(maxsize=None)

@@ -31,7 +31,15 @@ from pathlib import Path
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 TRIAL_SCRIPT = PROJECT_ROOT / "trials" / "train.py"
 #: Every process of a trial carries this variable, so its orphans can be found and killed.
+#: Its value, new for every launch, is also the launch's run id: the metrics writer stamps
+#: it on every record (trials/contract/metrics.py), and the orchestrator reads only the
+#: records of the launch it started.
 MARKER_ENV = "AUTOTUNE_TRIAL"
+
+
+def launch_run_id(env: Mapping[str, str] | None = None) -> str | None:
+    """The run id the orchestrator gave this launch, or None (started by hand)."""
+    return (os.environ if env is None else env).get(MARKER_ENV) or None
 
 
 def free_port() -> int:

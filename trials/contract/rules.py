@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import typing
 from typing import Any
 
 
@@ -59,3 +60,17 @@ def check_fields(obj: Any, path: str) -> None:
         problem = _problem(value, spec)
         if problem:
             raise ConfigError(f"{where}={value} {problem}")
+
+
+def path_problem(schema: type, path: str, value: Any) -> str | None:
+    """Why ``value`` breaks the rule of the field at ``path`` (dotted, from ``schema``), or
+    None: the rule declared beside the field, applied to one value (a search knob's)."""
+    section, _, rest = path.partition(".")
+    fields = {f.name: f for f in dataclasses.fields(schema)}
+    if section not in fields:
+        return None
+    if rest:
+        inner = typing.get_type_hints(schema).get(section)
+        return path_problem(inner, rest, value) if dataclasses.is_dataclass(inner) else None
+    spec = fields[section].metadata.get("autotune.rule")
+    return None if spec is None or value is None else _problem(value, spec)

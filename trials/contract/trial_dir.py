@@ -13,6 +13,7 @@ output goes to ``stdout.log`` / ``stderr.log``; ``msrun`` writes its own logs to
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,6 +76,23 @@ class TrialDir:
 
     def create(self) -> TrialDir:
         self.path.mkdir(parents=True, exist_ok=True)
+        return self
+
+    def clear(self) -> TrialDir:
+        """The directory as a new run finds it: only its ``config.yaml``. Everything an
+        earlier run left (metrics, logs, msrun's and SLURM's files, a profiler's output)
+        goes, so that nothing of it is read or shown as the new run's; run directories
+        nested in it (a trial's baseline checks and races) are runs of their own and stay.
+        """
+        self.create()
+        for entry in self.path.iterdir():
+            if entry.name == CONFIG:
+                continue
+            if entry.is_dir() and not entry.is_symlink():
+                if not TrialDir(entry).has_config():
+                    shutil.rmtree(entry)
+            else:
+                entry.unlink()
         return self
 
     def write_config(self, cfg: TrialConfig) -> Path:
