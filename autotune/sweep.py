@@ -22,6 +22,7 @@ from optuna.exceptions import UpdateFinishedTrialError
 from optuna.trial import TrialState
 from rich.console import Console
 
+from autotune.plan import fits
 from autotune.plan.costmodel import CostModel
 from autotune.plan.learning import Refitter
 from autotune.presentation.labels import params_label
@@ -67,10 +68,12 @@ class SweepOutcome:
 
 class Sweep:
     def __init__(self, composed: DictConfig, overrides: list[str], console: Console, *,
-                 runner: Runner | None = None,
+                 runner: Runner | None = None, measured: bool = False,
                  observe: Callable[[optuna.Study, Settled], None] | None = None) -> None:
         """``runner`` replaces the one the settings choose (a benchmark's replay);
-        ``observe`` sees every settled proposal of a one-at-a-time sweep."""
+        ``measured``: its results are real measurements (a replay of recorded runs), so they
+        may refit the cost model; ``observe`` sees every settled proposal of a
+        one-at-a-time sweep."""
         self.settings: SweepSettings = OmegaConf.to_object(composed.sweep)
         self.profile_options = OmegaConf.to_object(composed.profile)
         self.composed = composed
@@ -85,7 +88,8 @@ class Sweep:
         if self.real_trials:
             preflight.check_runnable(self.base)
         self.budget_gib = memory_budget_gib(self.base)
-        # The cost model of this profile; None for a user workload (no dimensions).
+        # The cost model of this profile (the study's own fit once the study is open); None
+        # for a user workload (no dimensions).
         self.model = (None if self.base.workload.entry
                       else CostModel.for_profile(self.base.hardware))
         if self.settings.simulate and self.model is not None:
@@ -117,7 +121,7 @@ class Sweep:
         self.checks: BaselineChecks | None = None
         self.refitter = (Refitter(self.model, self.settings.predict.oom_margin)
                          if self.model is not None and self.settings.predict.refit
-                         and self.real_trials else None)
+                         and (self.real_trials or measured) else None)
 
     def fingerprint_parts(self) -> dict:
         return fingerprint_parts(self.space, self.base, simulated=self.settings.simulate)
@@ -143,6 +147,8 @@ class Sweep:
         study.set_user_attr(S.STOP_RULES, OmegaConf.to_container(
             OmegaConf.structured(self.settings.stop)))
         study.pruner = self.pruner
+        if self.model is not None:  # the study's own fit, not another study's
+            fits.adopt(study, self.model)
         return study
 
     def run(self) -> SweepOutcome:
@@ -154,9 +160,9 @@ class Sweep:
             self.console.print(f"reaped {len(reaped)} trial(s) left RUNNING by a stopped "
                                f"orchestrator: {reaped}; their configurations are re-queued")
         proposals.seed_baseline(study, self.space)
-        if self.model is not None and self.settings.predict.enqueue_best:
-            proposals.queue_best_predicted(study, self.space, self.model, self.budget_gib,
-                                           self.settings.predict.enqueue_best)
+        if self.model is not None:
+            self.console.print(f"cost model: {self.model.constants.source}", highlight=False,
+                               soft_wrap=True, markup=False)
         study.sampler = proposals.sampler(study, self.settings, self.space)
         done, total = budget.count_launches(study), self.settings.n_trials
         if done:
@@ -240,6 +246,11 @@ class Sweep:
         with its launch claimed."""
         if self.settings.neighbours:
             proposals.queue_next_neighbour(study, self.space)
+        if self.model is not None and self.settings.predict.enqueue_best:
+            proposals.queue_best_predicted(
+                study, self.space, self.model, self.budget_gib,
+                self.settings.predict.enqueue_best,
+                max_time_error=self.settings.predict.trust_time_error)
         trial = study.ask(self.space.distributions())
         label = params_label(trial.params) + (
             " (simulated)" if self.settings.simulate else "")
@@ -339,7 +350,9 @@ class Sweep:
                              else None)
         after = StudyView(study)
         if self.refitter is not None:
-            self.refitter.after_trial(after.records, trial.number)
+            refused = self.refitter.after_trial(study, after.records, trial.number)
+            if refused:
+                progress.note(refused)
         complete = state is TrialState.COMPLETE
         tps = pooled or (result.summary.perf.tokens_per_s if result.summary
                          else None)

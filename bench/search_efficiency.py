@@ -17,9 +17,14 @@ Searchers (each for ``--seeds`` seeds, the same budget of launches):
 - grid: every point in a seeded order (Optuna's GridSampler);
 - random;
 - tpe-no-pruning: TPE with the slow rule off;
-- default: the default sweep (TPE, the slow rule, no racing);
+- default: the default sweep (TPE, the slow rule, no racing, the cost model refitted after
+  each measured trial and its 3 best predictions queued once it is trusted:
+  ``sweep.predict.enqueue_best=3``, ``sweep.predict.trust_time_error=0.15``);
+- default-no-model: the default sweep without the model's seeding
+  (``sweep.predict.enqueue_best=0``);
 - default+race: the default sweep with ``sweep.race.rounds=1``;
-- default+model: the default sweep seeded with the cost model's 3 best predictions.
+- default+model-always: the default sweep seeded with the model's 3 best predictions even
+  when it is not trusted (``sweep.predict.trust_time_error=1``).
 
 Reported: trial-seconds until the sweep's current pick is within 3 % of the grid optimum
 (median, p90), against the full grid's trial-seconds; the chance that the pick at the
@@ -65,8 +70,9 @@ SEARCHERS: dict[str, list[str]] = {
     "tpe-no-pruning": ["sweep.sampler=tpe", "sweep.stop.slow_ratio=0",
                        "sweep.stop.slow_warmup_ratio=0"],
     "default": [],
+    "default-no-model": ["sweep.predict.enqueue_best=0"],
     "default+race": ["sweep.race.rounds=1"],
-    "default+model": ["sweep.predict.enqueue_best=3"],
+    "default+model-always": ["sweep.predict.trust_time_error=1"],
 }
 
 
@@ -265,10 +271,10 @@ class ReplayRunner:
 
 
 def sweep_overrides(searcher: str, seed: int, *, budget_gib: float, n_trials: int,
-                    runs: Path) -> list[str]:
-    return [*BASE, *SEARCHERS[searcher], f"guard.memory_budget_gib={budget_gib}",
+                    runs: Path, extra: tuple[str, ...] = ()) -> list[str]:
+    return [*BASE, *SEARCHERS[searcher], *extra, f"guard.memory_budget_gib={budget_gib}",
             f"sweep.seed={seed}", f"sweep.n_trials={n_trials}", f"sweep.runs_dir={runs}",
-            "sweep.study=replay", "sweep.progress=false", "sweep.predict.refit=false",
+            "sweep.study=replay", "sweep.progress=false",
             "sweep.max_failure_rate=1", "profile.after_sweep=false",  # replayed: no process
             # The recorded landscape does not drift: re-measuring the baseline would only
             # add trial-seconds (bench/drift.py, issue 20, is where it is measured).
@@ -276,7 +282,7 @@ def sweep_overrides(searcher: str, seed: int, *, budget_gib: float, n_trials: in
 
 
 def search_once(searcher: str, seed: int, *, landscape: Landscape, budget_gib: float,
-                n_trials: int, cv: float, workdir: Path) -> dict:
+                n_trials: int, cv: float, workdir: Path, extra: tuple[str, ...] = ()) -> dict:
     from rich.console import Console
 
     from autotune.settings import SweepConfig, validate_settings
@@ -284,7 +290,8 @@ def search_once(searcher: str, seed: int, *, landscape: Landscape, budget_gib: f
 
     runs = workdir / f"{searcher}-{seed}"
     overrides = sweep_overrides(searcher, seed, budget_gib=budget_gib, n_trials=n_trials,
-                                runs=runs)
+                                runs=runs, extra=extra)
+    from autotune.search.proposals import SEEDED
     from autotune.study import records as R
     from autotune.study import selection
     from autotune.sweep import Sweep
@@ -300,12 +307,15 @@ def search_once(searcher: str, seed: int, *, landscape: Landscape, budget_gib: f
             timeline.append((runner.spent, landscape.true_value(pick.params, budget_gib)
                              if pick is not None else None))
 
+    # The replayed runs are real measurements: they refit the cost model as a sweep's do.
     sweep = Sweep(composed, overrides, Console(file=io.StringIO()), runner=runner,
-                  observe=observe)
+                  measured=True, observe=observe)
     outcome = sweep.run()
     decisions = decisions_of(outcome.study)
+    seeded = outcome.study.user_attrs.get(SEEDED)
     shutil.rmtree(runs, ignore_errors=True)
-    return {"timeline": timeline, "spent_s": runner.spent, "decisions": decisions}
+    return {"timeline": timeline, "spent_s": runner.spent, "decisions": decisions,
+            "seeded": seeded}
 
 
 def decisions_of(study) -> list[tuple]:
@@ -426,7 +436,8 @@ def main(argv: list[str] | None = None) -> int:
                                                                      "tokens_per_s": optimum},
         "grid_seconds": grid_s, "headers": headers, "rows": rows, "ratios": ratios,
         "timelines": {k: [r["timeline"] for r in v] for k, v in results.items()},
-        "decisions": {k: [r["decisions"] for r in v] for k, v in results.items()}})
+        "decisions": {k: [r["decisions"] for r in v] for k, v in results.items()},
+        "seeded": {k: [r["seeded"] for r in v] for k, v in results.items()}})
     log(f"wrote {path}")
     return 0
 

@@ -52,8 +52,7 @@ def test_a_csv_round_trips_into_the_profiles_fit_that_plan_names(tmp_path, cache
     assert "step time: in-sample " in out and "leave-one-out " in out
     # Rule: the fit is stored for the profile (runs measured elsewhere: no machine owns it),
     # and the profile's model loads it with its name.
-    assert calibration.imported_path("gpu_a100", cache).exists()
-    assert not calibration.calibration_path("gpu_a100", cache).exists()
+    assert [p.name for p in (cache / "calibration").iterdir()] == ["gpu_a100-imported.json"]
     loaded = CostModel.for_profile(A100, cache_dir=cache).constants
     assert loaded.source.startswith("calibrate: fit of 24 runs from vtrain_a100.csv")
     # Rule: the fit explains the runs better than the priors it started from.
@@ -65,15 +64,16 @@ def test_a_csv_round_trips_into_the_profiles_fit_that_plan_names(tmp_path, cache
     assert "constants: calibrate: fit of 24 runs" in capsys.readouterr().out
 
 
-def test_the_newest_fit_of_a_profile_wins(cache):
+def test_the_imported_fit_is_the_profiles_alone(cache):
     prior = CostModel.for_profile(A100, cache_dir=cache).constants
-    calibration.save("gpu_a100", dataclasses.replace(prior, source="imported"), cache,
-                     imported=True)
-    calibration.save("gpu_a100", dataclasses.replace(prior, source="this machine"), cache)
-    assert calibration.load("gpu_a100", prior, cache).source == "this machine"
-    calibration.save("gpu_a100", dataclasses.replace(prior, source="imported again"), cache,
-                     imported=True)
+    calibration.save("gpu_a100", dataclasses.replace(prior, source="imported"), cache)
+    assert calibration.load("gpu_a100", prior, cache).source == "imported"
+    calibration.save("gpu_a100", dataclasses.replace(prior, source="imported again"), cache)
     assert calibration.load("gpu_a100", prior, cache).source == "imported again"
+    # Rule: another profile's fit is never loaded for this one.
+    other = calibration.imported_path("gpu_a100", cache).read_text()
+    calibration.imported_path("cpu", cache).write_text(other)
+    assert calibration.load("cpu", prior, cache) is prior
 
 
 @pytest.mark.parametrize("edit, needles", [

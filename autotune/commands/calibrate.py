@@ -10,11 +10,12 @@ by the same least squares a sweep uses (autotune/plan/calibration.py), prints ea
 measured and predicted step time (and peak memory where given), the in-sample error and the
 leave-one-out error (each run predicted by a fit of the others: the error to expect on a run
 the fit has not seen), and stores the fit for the hardware profile, not for this machine:
-the runs were measured elsewhere. ``plan`` and the sweep then use the newest fit of the
-profile and name it ("calibrate: fit of N runs from FILE").
+the runs were measured elsewhere. ``plan`` uses it and names it ("calibrate: fit of N runs
+from FILE"); a new study starts from it (a study's own refits then belong to that study).
 
-A fit whose constants leave their plausible range (a compute efficiency under 2 % of the
-peak, a fixed cost longer than the runs' steps, an allocator factor over 4) is refused with
+A fit whose constants leave their plausible range (autotune/plan/plausible.py: a compute
+efficiency under 2 % of the peak, a fixed cost longer than the runs' steps, an allocator
+factor over 4, an activation factor over 16) is refused with
 the reason, exit 1, nothing stored: the model's terms do not describe those runs, and a fit
 that bends its constants that far would mislead every plan. A bad row is one line naming the
 row and the column, exit 2.
@@ -35,43 +36,17 @@ from autotune.plan import calibration
 from autotune.plan.calibration import Measurement
 from autotune.plan.costmodel import CostModel
 from autotune.plan.measured_points import read_points
+from autotune.plan.plausible import implausible
 from autotune.plan.predict import Constants, Prediction, predict
 from autotune.presentation.tables import markdown_table
 from autotune.settings import CalibrateSettings
 from trials.contract.schema import ConfigError, DType, to_trial_config
 from trials.contract.vocabulary import precision_name
 
-#: The range a fitted constant may take and still describe a training run.
-MIN_COMPUTE_EFFICIENCY = 0.02
-MAX_ALLOCATOR_FACTOR = 4.0
-
 
 def predicted(point: Measurement, constants: Constants) -> Prediction:
     return predict(point.dims, point.job, point.cluster, constants,
                    peak_flops_per_device=point.peak_flops_per_device)
-
-
-def implausible(constants: Constants, points: list[Measurement]) -> str | None:
-    """Why a fit's constants cannot describe these runs, or None."""
-    dtypes = {p.job.dtype.value for p in points}
-    for dtype in sorted(dtypes):
-        eff = constants.compute_efficiency[dtype]
-        if eff < MIN_COMPUTE_EFFICIENCY:
-            return (f"the fitted {dtype} compute efficiency is {100 * eff:.2f} % of the peak "
-                    f"(under {100 * MIN_COMPUTE_EFFICIENCY:.0f} %): the profile's peak or the "
-                    "runs' model dimensions do not match the runs")
-    shortest = min(p.step_s for p in points if p.step_s)
-    if constants.step_overhead_s > shortest:
-        return (f"the fitted fixed step overhead {constants.step_overhead_s:.3g} s exceeds the "
-                f"shortest measured step ({shortest:.3g} s)")
-    fixed = min(p.dims.layers // p.job.pp * p.job.micro_batches for p in points)
-    if constants.layer_latency_s * fixed > shortest:
-        return (f"the fitted latency per layer and micro-batch {constants.layer_latency_s:.3g} s "
-                f"makes a run's fixed cost longer than the shortest measured step")
-    if constants.allocator_factor > MAX_ALLOCATOR_FACTOR:
-        return (f"the fitted allocator factor {constants.allocator_factor:.2f} is over "
-                f"{MAX_ALLOCATOR_FACTOR:g}: the peaks given are not the model's terms")
-    return None
 
 
 def relative_errors(points: list[Measurement], preds: list[Prediction]) -> dict[str, list]:
@@ -85,6 +60,10 @@ def leave_one_out(points: list[Measurement], prior: Constants) -> list[Predictio
     """Each run predicted by the fit of every other run."""
     return [predicted(p, calibration.fit(points[:i] + points[i + 1:], prior))
             for i, p in enumerate(points)]
+
+
+def rms(errors: list[float]) -> float:
+    return float(np.sqrt(np.mean(np.square(errors)))) if errors else 0.0
 
 
 def mape(errors: list[float]) -> str:
@@ -139,8 +118,11 @@ def run_calibrate(composed: DictConfig, console: Console) -> int:
         console.print(f"refused, nothing stored: {problem}", markup=False, soft_wrap=True)
         return 1
     when = dt.datetime.now().strftime("%Y-%m-%d %H:%M")
+    # The error a run the fit has not seen should expect: what a sweep trusts the fit by
+    # (sweep.predict.max_time_error) and every prediction's stated uncertainty.
     constants = dataclasses.replace(
-        constants, source=f"calibrate: fit of {len(points)} runs from {path.name} ({when})")
+        constants, source=f"calibrate: fit of {len(points)} runs from {path.name} ({when})",
+        time_uncertainty=max(constants.time_uncertainty, rms(outside["step"])))
     c = constants
     console.print("constants: compute efficiency "
                   + ", ".join(f"{precision_name(DType(d))} {v:.3f}"
@@ -151,9 +133,9 @@ def run_calibrate(composed: DictConfig, console: Console) -> int:
                     f"layer latency {1e3 * c.layer_latency_s:.3g} ms; step overhead "
                     f"{c.step_overhead_s:.3g} s", markup=False, soft_wrap=True)
     if options.store:
-        stored = calibration.save(hw.name, constants, imported=True)
-        console.print(f"stored for hardware profile {hw.name}: {stored} (plan and the sweep "
-                      "use the newest fit of the profile and name it)", markup=False,
+        stored = calibration.save(hw.name, constants)
+        console.print(f"stored for hardware profile {hw.name}: {stored} (plan uses it, and "
+                      "a new study starts from it; each names it)", markup=False,
                       soft_wrap=True)
     else:
         console.print("not stored (calibrate.store=false)", markup=False)

@@ -24,6 +24,7 @@ from autotune.export.job import (
     write_atomically,
 )
 from autotune.export.mindformers import changes_section, export_mindformers
+from autotune.plan import fits
 from autotune.settings import ExportSettings, SweepSettings
 from autotune.study import selection
 from autotune.study import storage as S
@@ -47,7 +48,7 @@ def run_export(composed: DictConfig, console: Console) -> int:
                                budget_gib=memory_budget_gib(base_cfg))
     job = production_config(chosen, options)
     baseline = selection.baseline(records)
-    headroom = predicted_headroom(job)
+    headroom = predicted_headroom(job, fits.study_model(study, job.hardware))
     mindformers = export_mindformers(job, base=options.mindformers_base,
                                      style=options.mindformers_style,
                                      overrides=options.mindformers_overrides)

@@ -19,6 +19,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 
+from autotune.plan import fits
 from autotune.presentation.findings import to_markdown
 from autotune.profiling.profile import stored_profiles
 from autotune.report import index, plots, prediction, stages, tables, where_time_goes
@@ -59,12 +60,13 @@ def write_report(records: list[TrialRecord], out: Path, *, summary: index.Summar
                  budget_gib: float | None, config: dict[str, Any],
                  profiles: dict[int, dict] | None = None,
                  stage_results: dict[str, dict] | None = None,
-                 soak: str = "") -> list[Finding]:
+                 soak: str = "", fit: str | None = None) -> list[Finding]:
     """Write every report file into ``out`` (created); returns the diagnosis findings.
 
     ``profiles``: the study's stored profiles (autotune/profiling), by trial number;
     ``stage_results``: what each stage of ``tune`` found (autotune/stages); ``soak``: the
-    markdown of the study's soak (autotune/commands/soak.py), if any.
+    markdown of the study's soak (autotune/commands/soak.py), if any; ``fit``: the source of
+    the study's cost-model fit (autotune/plan/fits.py), None for a user workload.
     """
     out.mkdir(parents=True, exist_ok=True)
     table = tables.experiments(records)
@@ -83,7 +85,7 @@ def write_report(records: list[TrialRecord], out: Path, *, summary: index.Summar
     plots.memory_vs_throughput(records, out / "memory_vs_throughput.png", budget_gib=budget_gib)
     plots.importance(records, out / "importance.png")
     plots.knob_effects(records, out / "knob_effects.png")
-    prediction.write(records, out)
+    prediction.write(records, out, fit=fit)
     extra = stages.markdown(stage_results or {}) + soak.splitlines()
     (out / "index.md").write_text(index.render_markdown(summary, records, findings, time_goes,
                                                         extra))
@@ -133,7 +135,9 @@ def run_report(composed: DictConfig, console: Console) -> int:
     try:
         write_report(records, out, summary=summary, budget_gib=budget,
                      config=config_values(cfg, stop), profiles=stored_profiles(study),
-                     stage_results=stage_store.results(study), soak=soak_markdown(study, out))
+                     stage_results=stage_store.results(study), soak=soak_markdown(study, out),
+                     fit=None if cfg.workload.entry
+                     else fits.study_model(study, cfg.hardware).constants.source)
     except OSError as exc:
         raise ConfigError(f"cannot write the report to {out} ({exc.strerror or exc}): "
                           "choose a writable report.out=PATH") from exc

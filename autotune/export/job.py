@@ -43,10 +43,10 @@ from trials.contract.schema import (
 )
 
 
-def predicted_headroom(job: TrialConfig) -> dict | None:
+def predicted_headroom(job: TrialConfig, model: CostModel) -> dict | None:
     """The cost model's peak memory of the production job and its headroom (None for a
-    user workload, whose dimensions the model does not know)."""
-    model = CostModel.for_profile(job.hardware)
+    user workload, whose dimensions the model does not know). ``model``: the study's
+    (autotune/plan/fits.py), so the prediction uses that study's fit and names it."""
     prediction = model.predict_config(job)
     if prediction is None:
         return None

@@ -5,8 +5,10 @@
 - :mod:`.memory`: peak memory per device, one function per term;
 - :mod:`.steptime`: step time per optimizer step, one function per term;
 - :mod:`.predict`: both, with tokens/s, MFU and the model's uncertainty;
-- :mod:`.calibration`: least-squares fit of the free constants, stored per profile+machine;
-- :mod:`.costmodel`: the model of one profile: predict a trial config, refit from trials;
+- :mod:`.calibration`: least-squares fit of the free constants; ``calibrate``'s stored fit;
+- :mod:`.costmodel`: the model of one profile: predict a trial config, fit measured trials;
+- :mod:`.fits`: which fit a study's commands use; a sweep's refits, stored in its study;
+- :mod:`.plausible`: whether a fit's constants can describe the runs (else refused);
 - :mod:`.planner` and :mod:`.command`: ``python -m autotune plan``;
 - :mod:`.simulate`: a simulated trial program (prediction + measured noise).
 """

@@ -1,5 +1,5 @@
-"""Fit the cost model's free constants to measured trials (least squares), per hardware
-profile and machine, and keep the fit with its residual error.
+"""Fit the cost model's free constants to measured trials (least squares), and keep the
+fit with its residual error: a sweep's in its study, ``calibrate``'s per hardware profile.
 
 Both models are linear in their constants once the formulas have done their work:
 
@@ -21,7 +21,6 @@ allocator factor rises until it does not.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import math
 import time
@@ -34,7 +33,7 @@ from autotune.plan import memory, steptime
 from autotune.plan.layout import Cluster, Job, Recompute
 from autotune.plan.model_dims import ModelDims
 from autotune.plan.predict import Constants
-from trials.contract.machine import default_cache_dir, machine_key
+from trials.contract.machine import default_cache_dir
 
 GIB = memory.GIB
 #: Fewer measured trials than this keep the priors (and their uncertainty).
@@ -263,49 +262,53 @@ def fit(points: list[Measurement], prior: Constants) -> Constants:
 
 
 # -- storage ---------------------------------------------------------------------------
-
-def calibration_path(profile: str, cache_dir: Path | None = None) -> Path:
-    """One file per hardware profile and machine: the fits of trials measured here."""
-    machine = hashlib.sha256(machine_key().encode()).hexdigest()[:12]
-    return (cache_dir or default_cache_dir()) / "calibration" / f"{profile}-{machine}.json"
-
+# Where a fit is stored decides who may use it. A sweep's refits belong to its study (one
+# workload x hardware profile) and are stored in the study (autotune/plan/fits.py); a fit
+# ``calibrate`` imported from runs measured elsewhere belongs to the hardware profile and
+# is the file below. Both keep the same record (to_record / from_record). No fit is kept
+# per machine: a machine runs many studies, and one study's fit misled the next one's
+# predictions (issue 21: a peak of 2.66 GiB predicted for a trial that measured 0.91).
 
 def imported_path(profile: str, cache_dir: Path | None = None) -> Path:
     """One file per hardware profile: a fit of runs measured elsewhere (``python -m
-    autotune calibrate``), which no machine owns."""
+    autotune calibrate``), which no machine or study owns."""
     return (cache_dir or default_cache_dir()) / "calibration" / f"{profile}-imported.json"
 
 
-def _read(path: Path, prior: Constants) -> tuple[float, Constants] | None:
+def to_record(constants: Constants, profile: str) -> dict:
+    """A fit as JSON-ready data: its constants, its profile, when it was fitted."""
+    return {"profile": profile, "fitted_at": time.time(), "constants": asdict(constants)}
+
+
+def from_record(data: object, prior: Constants, profile: str) -> Constants | None:
+    """The constants of a stored record, or None: not a record, another profile's, or from
+    another version of the model (other fields, other shapes)."""
     try:
-        data = json.loads(path.read_text())
+        if data.get("profile") != profile:
+            return None
         stored = replace(prior, **data["constants"])
-        fitted_at = float(data.get("fitted_at") or 0.0)
-    except (OSError, ValueError, KeyError, TypeError):
+    except (AttributeError, KeyError, TypeError):
         return None
-    # A file from another version of the model (other fields, other shapes) is ignored.
     shapes_match = all(isinstance(getattr(stored, f.name), type(getattr(prior, f.name)))
                        for f in dataclasses.fields(prior))
-    return (fitted_at, stored) if shapes_match else None
+    return stored if shapes_match else None
 
 
 def load(profile: str, prior: Constants, cache_dir: Path | None = None) -> Constants:
-    """The newest stored fit for this profile (this machine's, or one imported by
-    ``calibrate``), else the priors. Its ``source`` says which it is."""
-    found = [f for f in (_read(calibration_path(profile, cache_dir), prior),
-                         _read(imported_path(profile, cache_dir), prior)) if f is not None]
-    return max(found, key=lambda f: f[0])[1] if found else prior
+    """The fit ``calibrate`` imported for this profile, else the priors: what a study
+    without a fit of its own starts from. Its ``source`` says which it is."""
+    try:
+        data = json.loads(imported_path(profile, cache_dir).read_text())
+    except (OSError, ValueError):
+        return prior
+    return from_record(data, prior, profile) or prior
 
 
-def save(profile: str, constants: Constants, cache_dir: Path | None = None, *,
-         imported: bool = False) -> Path:
-    """Store a fit: this machine's trials', or (``imported``) runs measured elsewhere."""
-    path = imported_path(profile, cache_dir) if imported else calibration_path(profile,
-                                                                               cache_dir)
+def save(profile: str, constants: Constants, cache_dir: Path | None = None) -> Path:
+    """Store the fit of runs measured elsewhere (``calibrate``) for the hardware profile."""
+    path = imported_path(profile, cache_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".{time.time_ns()}.tmp")
-    tmp.write_text(json.dumps({"machine": None if imported else machine_key(),
-                               "profile": profile, "fitted_at": time.time(),
-                               "constants": asdict(constants)}, indent=1))
+    tmp.write_text(json.dumps(to_record(constants, profile), indent=1))
     tmp.replace(path)
     return path

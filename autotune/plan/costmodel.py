@@ -1,9 +1,10 @@
-"""The cost model for one hardware profile on this machine: predict a trial config, learn
-from measured ones.
+"""The cost model for one hardware profile: predict a trial config, fit measured ones.
 
-    model = CostModel.for_profile(cfg.hardware)
+    model = CostModel.for_profile(cfg.hardware)   # the imported calibrate fit, else priors
     prediction = model.predict_config(cfg)        # None for a user workload (no dimensions)
-    model.refit(measurements)                     # least squares; stored per profile+machine
+    constants = model.fitted(measurements)        # least squares; stored by its owner
+
+Which fit a study's model holds, and where a study keeps its refits: autotune/plan/fits.py.
 """
 
 from __future__ import annotations
@@ -24,12 +25,21 @@ from trials.contract.schema import Backend, DType, HardwareConfig, TrialConfig
 class CostModel:
     hardware: HardwareConfig
     nodes: int
+    #: What predictions use now (a study's fit, the imported fit, or the priors).
     constants: Constants
     cache_dir: Path | None = None
+    #: What a refit starts from: the fit ``calibrate`` imported for the profile, else the
+    #: profile's priors (never the last fit, nor another study's).
+    start: Constants | None = None
+
+    def __post_init__(self) -> None:
+        if self.start is None:
+            self.start = self.constants
 
     @classmethod
     def for_profile(cls, hardware: HardwareConfig, *, nodes: int = 1,
                     cache_dir: Path | None = None) -> CostModel:
+        """The model with the fit ``calibrate`` imported for the profile, else its priors."""
         prior = Constants.priors(hardware)
         return cls(hardware, nodes, calibration.load(hardware.name, prior, cache_dir),
                    cache_dir)
@@ -86,9 +96,7 @@ class CostModel:
                            peak_gib=peak_gib, step_s=step_s, data_wait_s=data_wait_s,
                            oom_budget_gib=oom_budget_gib)
 
-    def refit(self, measurements: list[Measurement], *, store: bool = True) -> Constants:
-        """Fit from the priors again (not from the last fit) and keep the result."""
-        self.constants = calibration.fit(measurements, Constants.priors(self.hardware))
-        if store:
-            calibration.save(self.hardware.name, self.constants, self.cache_dir)
-        return self.constants
+    def fitted(self, measurements: list[Measurement]) -> Constants:
+        """The constants these measurements support, fitted from ``start`` (not from the
+        last fit); the caller decides whether to use and store them."""
+        return calibration.fit(measurements, self.start)

@@ -1,14 +1,18 @@
 """The sweep's side of the cost model: predict a proposal, learn from finished trials.
 
-Only real measurements calibrate the model: simulated trials never do.
+Only real measurements calibrate the model: simulated trials never do. The refits are the
+study's own (autotune/plan/fits.py); one whose constants leave their plausible range is
+refused (autotune/plan/plausible.py) and the study keeps the fit it had.
 """
 
 from __future__ import annotations
 
 import threading
 
+from autotune.plan import fits
 from autotune.plan.calibration import Measurement
 from autotune.plan.costmodel import CostModel
+from autotune.plan.plausible import implausible
 from autotune.study.records import PREDICTION, TrialRecord
 from autotune.study.selection import distinct
 from trials.contract.outcomes import Outcome
@@ -68,8 +72,9 @@ def needs_refit(record: TrialRecord, margin: float) -> bool:
 
 class Refitter:
     """The sweep's refits of the cost model: after a trial whose measurement says the model
-    is wrong (a measured OOM, a prediction off by more than the margin), and while the
-    constants are still the priors. Concurrent trials finish in threads of their own."""
+    is wrong (a measured OOM, a prediction off by more than the margin), and while the study
+    has no fit of its own. Each refit is stored in the study. Concurrent trials finish in
+    threads of their own."""
 
     def __init__(self, model: CostModel, margin: float) -> None:
         self.model = model
@@ -77,9 +82,19 @@ class Refitter:
         self._configs: dict[int, TrialConfig | None] = {}  # read once per trial
         self._lock = threading.Lock()
 
-    def after_trial(self, records: list[TrialRecord], number: int) -> None:
+    def after_trial(self, study, records: list[TrialRecord], number: int) -> str | None:
+        """Refit when due; returns the line to print when a refit was refused."""
         with self._lock:
             record = next(r for r in records if r.number == number)
-            if needs_refit(record, self.margin) or \
-                    self.model.constants.source.startswith("priors"):
-                self.model.refit(measurements(records, self.model, self._configs))
+            if not (needs_refit(record, self.margin) or self.model.constants is self.model.start):
+                return None
+            points = measurements(records, self.model, self._configs)
+            fitted = self.model.fitted(points)
+            if fitted == self.model.start:  # nothing measured to fit yet
+                return None
+            problem = implausible(fitted, points)
+            if problem:
+                return (f"cost model: the refit of {len(points)} trial(s) was refused ("
+                        f"{problem}); predictions keep {self.model.constants.source}")
+            fits.keep(study, self.model, fitted)
+            return None

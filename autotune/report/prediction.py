@@ -1,5 +1,7 @@
 """How well the cost model predicted the trials it let through: a table, its error and
-a predicted-vs-measured figure. Simulated trials are left out (they are predictions)."""
+a predicted-vs-measured figure. Simulated trials are left out (they are predictions).
+Each row names the fit that predicted it (the study's own, the imported one, the priors:
+autotune/plan/fits.py)."""
 
 from __future__ import annotations
 
@@ -28,7 +30,7 @@ def pairs(records: list[TrialRecord]) -> pd.DataFrame:
                      "predicted peak GiB": predicted.get("peak_gib"),
                      "measured peak GiB": r.peak_memory_gib,
                      "predicted tok/s": predicted.get("tokens_per_s"),
-                     "measured tok/s": r.tokens_per_s})
+                     "measured tok/s": r.tokens_per_s, "fit": predicted.get("constants")})
     return pd.DataFrame(rows)
 
 
@@ -49,11 +51,14 @@ def errors(df: pd.DataFrame) -> dict[str, dict[str, float]]:
     return out
 
 
-def write(records: list[TrialRecord], out: Path) -> dict:
-    """prediction.md and prediction.png; returns the errors."""
+def write(records: list[TrialRecord], out: Path, *, fit: str | None = None) -> dict:
+    """prediction.md and prediction.png; returns the errors. ``fit``: the source of the
+    study's fit now (what its next predictions use)."""
     df = pairs(records)
     errs = errors(df)
     lines = ["# The cost model against the measurements", ""]
+    if fit:
+        lines += [f"The study's cost model now: {fit}.", ""]
     if not errs:
         lines.append("No measured trial carries a prediction (user workloads have no "
                      "dimensions to predict from; simulated trials are not measurements).")

@@ -16,6 +16,8 @@ from autotune.study.selection import BASELINE_ROLE
 
 NEIGHBOUR_ROLE = "neighbour"
 PREDICTED_ROLE = "predicted"
+#: Study user attr: the cost model's best predictions were queued (once per study).
+SEEDED = "predicted_seeded"
 
 
 def seed_baseline(study: optuna.Study, space: SearchSpace) -> None:
@@ -73,27 +75,37 @@ MODELLED_PREFIXES = ("workload.", "parallel.", "train.", "precision", "hardware"
 
 
 def queue_best_predicted(study: optuna.Study, space: SearchSpace, model, budget_gib: float,
-                         k: int) -> list[dict]:
-    """Queue the k points with the best predicted tokens/s that fit the budget (once, in a
-    new study, after the baseline). One point per combination of the modelled knobs, the
-    other knobs at their baseline values."""
+                         k: int, *, max_time_error: float) -> list[dict]:
+    """Queue the k points with the best predicted tokens/s that fit the budget, once per
+    study, as soon as the model is trusted: its step-time error (``time_uncertainty``: the
+    imported fit's held-out error, or the study's own fit's residual) is at most
+    ``max_time_error``. One point per combination of the modelled knobs; the knobs the
+    model cannot tell apart (execution mode, threads, data workers) take the values of the
+    fastest trial measured so far, else the baseline's. Points the study has are skipped."""
     from autotune.search.feasibility import structural_problem
+    from autotune.study.view import StudyView
 
-    if len(study.get_trials(deepcopy=False)) > 1:
+    if study.user_attrs.get(SEEDED) or model.constants.time_uncertainty > max_time_error:
         return []
+    view = StudyView(study)
+    fastest = view.best(budget_gib)
+    unmodelled = {p: v for p, v in (fastest.params if fastest else space.baseline).items()
+                  if not p.startswith(MODELLED_PREFIXES) and p in space.baseline}
+    seen = [t.params for t in view.trials] + [t.system_attrs.get("fixed_params")
+                                               for t in view.trials]
     candidates = {}
     for point in space.points():
         modelled = {p: v for p, v in point.items() if p.startswith(MODELLED_PREFIXES)}
         key = json.dumps(modelled, sort_keys=True, default=str)
         if key not in candidates:
-            candidates[key] = {**point, **{p: v for p, v in space.baseline.items()
-                                           if not p.startswith(MODELLED_PREFIXES)}}
+            candidates[key] = {**point, **unmodelled}
     scored = []
     for point in candidates.values():
         cfg, problem = structural_problem(space, point)
-        if problem or point == space.baseline:
+        if problem or point in seen:
             continue
         prediction = model.predict_config(cfg)
+        # The memory guard's own rule: out only when even the optimistic end is over.
         if prediction is None or prediction.tokens_per_s is None or \
                 prediction.over_budget(budget_gib):
             continue
@@ -101,4 +113,5 @@ def queue_best_predicted(study: optuna.Study, space: SearchSpace, model, budget_
     best = [point for _, point in sorted(scored, key=lambda sp: -sp[0])[:k]]
     for point in best:
         study.enqueue_trial(point, user_attrs={ROLE: PREDICTED_ROLE})
+    study.set_user_attr(SEEDED, {"points": len(best), "constants": model.constants.source})
     return best

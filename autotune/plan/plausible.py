@@ -1,0 +1,55 @@
+"""Whether a fit's constants can still describe the runs they were fitted to.
+
+A least-squares fit bends its constants as far as the data push it. When the model's terms
+do not describe the runs (a wrong peak, other model dimensions, too few trials for the
+constants freed), the fit lands outside the range a training run can have, and such a fit
+would mislead every later prediction. ``calibrate`` refuses it (nothing stored) and so does
+a sweep's refit (the study keeps the fit it had). The reason names the constant.
+"""
+
+from __future__ import annotations
+
+from autotune.plan.calibration import Measurement
+from autotune.plan.predict import Constants
+
+#: A compute efficiency under this fraction of the peak means the peak or the dimensions
+#: do not match the runs.
+MIN_COMPUTE_EFFICIENCY = 0.02
+#: The allocator's factor over the model's states and buffers.
+MAX_ALLOCATOR_FACTOR = 4.0
+#: Measured activations over Korthikanti et al.'s count: the largest fitted on real CPU
+#: trials is 12.8 (fp16, MindSpore's CPU backend keeps extra copies: BENCHMARKS.md, "Cost
+#: model on real CPU trials"); past this the peaks are not the model's terms. (Issue 21: a
+#: sweep's fit of 3 trials left float32 at 24.3.)
+MAX_ACTIVATION_FACTOR = 16.0
+
+
+def implausible(constants: Constants, points: list[Measurement]) -> str | None:
+    """Why a fit's constants cannot describe these runs, or None."""
+    dtypes = sorted({p.job.dtype.value for p in points})
+    for dtype in dtypes:
+        eff = constants.compute_efficiency[dtype]
+        if eff < MIN_COMPUTE_EFFICIENCY:
+            return (f"the fitted {dtype} compute efficiency is {100 * eff:.2f} % of the peak "
+                    f"(under {100 * MIN_COMPUTE_EFFICIENCY:.0f} %): the profile's peak or the "
+                    "runs' model dimensions do not match the runs")
+    steps = [p for p in points if p.step_s]
+    if steps:
+        shortest = min(p.step_s for p in steps)
+        if constants.step_overhead_s > shortest:
+            return (f"the fitted fixed step overhead {constants.step_overhead_s:.3g} s exceeds "
+                    f"the shortest measured step ({shortest:.3g} s)")
+        fixed = min(p.dims.layers // p.job.pp * p.job.micro_batches for p in steps)
+        if constants.layer_latency_s * fixed > shortest:
+            return (f"the fitted latency per layer and micro-batch "
+                    f"{constants.layer_latency_s:.3g} s makes a run's fixed cost longer than "
+                    "the shortest measured step")
+    if constants.allocator_factor > MAX_ALLOCATOR_FACTOR:
+        return (f"the fitted allocator factor {constants.allocator_factor:.2f} is over "
+                f"{MAX_ALLOCATOR_FACTOR:g}: the peaks given are not the model's terms")
+    for dtype in dtypes:
+        factor = constants.activation_factor[dtype]
+        if factor > MAX_ACTIVATION_FACTOR:
+            return (f"the fitted {dtype} activation factor {factor:.1f} is over "
+                    f"{MAX_ACTIVATION_FACTOR:g}: the peaks given are not the model's terms")
+    return None
