@@ -90,7 +90,7 @@ def points() -> list[dict]:
     for name, a, h, layers, t, p, n, batch, tflops in MEGATRON:
         dp = n // (t * p)
         job = Job(dp=dp, mp=t, pp=p, global_batch=batch, micro_batches=batch // dp,
-                  dtype=DType.float16, recompute=Recompute.full)
+                  dtype=DType.float16, recompute=Recompute.full, fp32_main_grads=True)
         step = megatron_flops(batch, 2048, layers, h, 51200) / (tflops * 1e12 * n)
         out.append({"source": "N21 T1", "name": f"GPT {name}", "dims": gpt(a, h, layers),
                     "job": job,
@@ -100,7 +100,8 @@ def points() -> list[dict]:
         for rc, sp, step in ((Recompute.full, False, full_s),
                              (Recompute.selective, True, present_s)):
             job = Job(dp=1, mp=t, pp=p, global_batch=batch, micro_batches=batch // b,
-                      dtype=DType.float16, recompute=rc, sequence_parallel=sp)
+                      dtype=DType.float16, recompute=rc, sequence_parallel=sp,
+                      fp32_main_grads=True)
             out.append({"source": "K22 T5", "name": f"GPT {name} {rc.value}",
                         "dims": gpt(a, h, layers), "job": job, "hw": a100,
                         "nodes": math.ceil(n / 8), "step_s": step,

@@ -37,7 +37,7 @@ from trials.contract.schema import Arch, DType, to_trial_config
 
 #: Settings a revision's Job may lack, at the value that means "not used".
 NEUTRAL = {"shard_level": 0, "virtual_stages": 1, "context_parallel": 1,
-           "flash_attention": False}
+           "flash_attention": False, "fp32_main_grads": False}
 
 _profiles: dict = {}
 

@@ -48,7 +48,8 @@ def settings_of(r: dict) -> dict:
             "micro_batches": batch // (dp * b), "dtype": r["dtype"], "recompute": r["recompute"],
             "sequence_parallel": bool(int(r["sequence_parallel"])),
             "shard_level": int(r["shard_level"]), "virtual_stages": int(r["virtual_stages"]),
-            "context_parallel": cp, "flash_attention": bool(int(r["flash_attention"]))}
+            "context_parallel": cp, "flash_attention": bool(int(r["flash_attention"])),
+            "fp32_main_grads": bool(int(r["fp32_main_grads"]))}
 
 
 def step_s(r: dict, d: ModelDims) -> float:

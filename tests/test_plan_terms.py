@@ -251,3 +251,17 @@ def test_selective_op_recompute_keeps_every_other_matmul_output():
     # It keeps the attention's output: the scores are not passed over again.
     assert steptime.score_elements(d, dataclasses.replace(op, flash_attention=False)) == \
         steptime.score_elements(d, dataclasses.replace(none, flash_attention=False))
+
+
+@pytest.mark.parametrize("dtype, plain, distributed", [
+    # Megatron-LM README, "Distributed Optimizer": bytes a parameter, d = dp.
+    (DType.float16, 20, (4, 16)), (DType.bfloat16, 18, (6, 12)), (DType.float32, 16, (8, 8))])
+def test_megatron_main_grads_are_its_readme_table(dtype, plain, distributed):
+    d = gpt(layers=2, hidden=256, heads=4)
+    n = memory.stage_params(d, job())
+    for dp, level in ((1, 0), (8, 1)):
+        j = job(dp=dp, global_batch=8, dtype=dtype, fp32_main_grads=True, shard_level=level)
+        per_param = (memory.parameter_bytes(d, j) + memory.gradient_bytes(d, j)
+                     + memory.optimizer_bytes(d, j)) / n
+        expected = plain if level == 0 else distributed[0] + distributed[1] / dp
+        assert per_param == pytest.approx(expected)

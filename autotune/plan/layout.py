@@ -33,6 +33,12 @@ class Job:
     #: The program keeps its own fp32 gradient accumulator under accumulation: ours does
     #: (trials/step.py); Megatron-LM accumulates into its gradient buffer.
     fp32_accumulator: bool = False
+    #: fp32 gradients beside the 16-bit parameters, as Megatron-LM's mixed-precision
+    #: optimizer keeps them (its README, "Distributed Optimizer": bf16 params with fp32
+    #: grads 18 bytes a parameter, 6 + 12 / d distributed; fp16 params and grads 20 bytes,
+    #: 4 + 16 / d, the fp32 copy of the grads being the optimizer's); DeepSpeed's
+    #: BF16_Optimizer likewise. ZeRO's 16 bytes (the default) keep none.
+    fp32_main_grads: bool = False
     #: Model chunks per pipeline stage (Megatron's interleaved 1F1B, Narayanan et al. 2021
     #: section 2.2.2; MindSpore's ``pipeline_interleave``): 1 is plain 1F1B.
     virtual_stages: int = 1

@@ -151,17 +151,22 @@ def parameter_bytes(d: ModelDims, job: Job, stage: int = 0) -> float:
 
 
 def gradient_bytes(d: ModelDims, job: Job, stage: int = 0) -> float:
-    """[ZeRO 3.1] gradients in the parameters' dtype: 2 bytes (16-bit) or 4 (fp32); split
-    across dp from ZeRO-2 (P_os+g, section 5.2) on."""
+    """[ZeRO 3.1] gradients in the parameters' dtype: 2 bytes (16-bit) or 4 (fp32); 4 for
+    bf16 parameters with fp32 main grads (Megatron-LM); split across dp from ZeRO-2
+    (P_os+g, section 5.2) on."""
+    per_param = 4 if job.fp32_main_grads and job.dtype is DType.bfloat16 else BYTES[job.dtype]
     split = shard_ranks(job) if job.shard_level >= 2 else 1
-    return stage_params(d, job, stage) * BYTES[job.dtype] / split
+    return stage_params(d, job, stage) * per_param / split
 
 
 def optimizer_bytes(d: ModelDims, job: Job, stage: int = 0) -> float:
     """[ZeRO 3.1] Adam's states: 12 bytes under mixed precision (fp32 master weights,
-    momentum and variance: K = 12), 8 in fp32 (the two moments); every shard level
-    (ZeRO-1, P_os, on) splits them across dp."""
+    momentum and variance: K = 12), 8 in fp32 (the two moments), 16 for fp16 with fp32
+    main grads (Megatron-LM's fp32 copy of the fp16 grads); every shard level (ZeRO-1,
+    P_os, on) splits them across dp."""
     per_param = 12 if mixed_precision(job) else 8
+    if job.fp32_main_grads and job.dtype is DType.float16:
+        per_param += 4
     split = shard_ranks(job) if job.shard_level >= 1 else 1
     return stage_params(d, job, stage) * per_param / split
 
