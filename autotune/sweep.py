@@ -40,7 +40,7 @@ from autotune.search.racing import race
 from autotune.search.space import SearchSpace, check_devices, fingerprint_parts
 from autotune.settings import Objective, SweepSettings
 from autotune.signals import Stopped
-from autotune.study import budget, reaping, scoring, selection, twins
+from autotune.study import budget, futility, reaping, scoring, selection, twins
 from autotune.study import records as R
 from autotune.study import stage_results as stages
 from autotune.study import storage as S
@@ -146,6 +146,8 @@ class Sweep:
         finally:
             progress.close()
         records = R.load_records(study)
+        if not message.startswith("stopped:"):
+            message = futility.nothing_completed(records) or message
         level = selection.annotate(records, self.prior_cv)
         self.console.print(leaderboard.render(records, noise_note=leaderboard.noise_line(level)),
                            highlight=False, soft_wrap=True)
@@ -309,7 +311,9 @@ class Sweep:
                             flags=after.record(trial.number).flags)
         if is_baseline and after.record(trial.number).imprecise and self.checks is not None:
             self.checks.request()  # it missed its precision target: measured again next
-        stop = budget.fatal_baseline(trial.number, result) if is_baseline else None
+        stop = ((budget.fatal_baseline(trial.number, result)
+                 or futility.baseline_diverged(after.record(trial.number), self.space.describe()))
+                if is_baseline else None)
         return Settled(launched=True, stop=stop)
 
     def _slow_under_load(self, result: monitor.TrialResult) -> bool:

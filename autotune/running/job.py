@@ -72,6 +72,8 @@ class RunningTrial(Protocol):
     marker: str
     #: When it began to run (the stop rules' clocks start here); None while queued.
     started: float | None
+    #: What was started, in words ("msrun", "the trial process"), for how it ended.
+    program: str
 
     def poll(self) -> int | None: ...
     def read(self) -> list[Record]: ...
@@ -92,6 +94,8 @@ class Runner(Protocol):
 class FollowedFile:
     """What a real trial shares however it was started: its records come from the metrics
     file it writes (only those written after it started), time is the wall clock."""
+
+    program = "the trial process"
 
     def __init__(self, job: TrialJob, marker: str) -> None:
         self.job = job
