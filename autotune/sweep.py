@@ -99,6 +99,13 @@ class Sweep:
         _, problem = feasibility.structural_problem(self.space, self.space.baseline)
         if problem:
             raise ConfigError(f"the baseline configuration is impossible: {problem}")
+        alone = feasibility.only_the_baseline(self.space)
+        if alone:
+            name = composed.search.name
+            raise ConfigError(
+                f"search space {name!r} has nothing to search besides the baseline: {alone}; "
+                f"list values that can run under search.knobs in conf/search/{name}.yaml "
+                "(or measure the baseline alone: python -m autotune profile)")
         self.runner = runner or runner_for(self.settings)
         self.observe = observe
         #: The baseline's re-measurements (one-at-a-time sweeps; None side by side).
