@@ -43,11 +43,11 @@ def baseline_diverged(record: TrialRecord, knobs: dict[str, list]) -> str | None
 
 
 def nothing_completed(records: list[TrialRecord]) -> str | None:
-    """Why a sweep whose trials all ended without a result failed; None when one completed
-    (or nothing was tried at all)."""
+    """Why a sweep whose trials all ended without a result failed; None when one completed,
+    nothing was tried at all, or a trial still runs (another worker's)."""
     ended = [r for r in records if r.reason is not None and r.reused_from is None
              and r.reason.evaluated]
-    if not ended or any(r.ok for r in ended):
+    if not ended or any(r.ok for r in ended) or any(r.state == "RUNNING" for r in records):
         return None
     launched = [r for r in ended if r.launched]
     if launched and all(diverged_at_step_1(r) for r in launched):
