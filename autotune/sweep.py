@@ -43,7 +43,7 @@ from autotune.search.racing import race
 from autotune.search.space import SearchSpace, check_devices, fingerprint_parts
 from autotune.settings import Objective, SweepSettings
 from autotune.signals import Stopped
-from autotune.study import budget, reaping, scoring, selection, twins
+from autotune.study import budget, futility, reaping, scoring, selection, twins
 from autotune.study import records as R
 from autotune.study import stage_results as stages
 from autotune.study import storage as S
@@ -115,6 +115,13 @@ class Sweep:
         _, problem = feasibility.structural_problem(self.space, self.space.baseline)
         if problem:
             raise ConfigError(f"the baseline configuration is impossible: {problem}")
+        alone = feasibility.only_the_baseline(self.space)
+        if alone:
+            name = composed.search.name
+            raise ConfigError(
+                f"search space {name!r} has nothing to search besides the baseline: {alone}; "
+                f"list values that can run under search.knobs in conf/search/{name}.yaml "
+                "(or measure the baseline alone: python -m autotune profile)")
         self.runner = runner or runner_for(self.settings)
         self.observe = observe
         #: The baseline's re-measurements (one-at-a-time sweeps; None side by side).
@@ -176,6 +183,8 @@ class Sweep:
             progress.close()
             self.reserve.release()
         records = R.load_records(study)
+        if not message.startswith("stopped:"):
+            message = futility.nothing_completed(records) or message
         level = selection.annotate(records, self.prior_cv)
         self.console.print(leaderboard.render(records, noise_note=leaderboard.noise_line(level)),
                            highlight=False, soft_wrap=True)
@@ -362,7 +371,9 @@ class Sweep:
                             flags=after.record(trial.number).flags)
         if is_baseline and after.record(trial.number).imprecise and self.checks is not None:
             self.checks.request()  # it missed its precision target: measured again next
-        stop = budget.fatal_baseline(trial.number, result) if is_baseline else None
+        stop = ((budget.fatal_baseline(trial.number, result)
+                 or futility.baseline_diverged(after.record(trial.number), self.space.describe()))
+                if is_baseline else None)
         return Settled(launched=True, stop=stop)
 
     def _slow_under_load(self, result: monitor.TrialResult) -> bool:

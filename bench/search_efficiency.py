@@ -182,6 +182,8 @@ class ReplayTrial:
     recorded times (scaled by the run's factor), the loop's waits jump to the next of
     them, and a stop costs STOP_COST_S, as the trial's processes take to go."""
 
+    program = "the replayed trial"
+
     def __init__(self, run: dict, factor: float, budget_gib: float, name: str,
                  on_end) -> None:
         from trials.contract.events import EndRecord, StartRecord, SummaryRecord

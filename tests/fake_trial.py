@@ -15,8 +15,9 @@ fraction) makes step times alternate around their value (an imprecise measuremen
 
 ``"probe": true`` writes probe.json (start, end, CPU affinity, visible devices).
 ``do`` is one of ok, hang, hang_before_first_step, crash, oom, diverged, slow,
-unsupported, config_error, sigkill, sigkill_once. Throughput is a deterministic function
-of the knobs, so tests know which configuration should win:
+unsupported, config_error, sigkill, sigkill_once, sigkill_at_budget (its peak at 95 % of
+the 8 GiB budget first), nan_from_start (non-finite loss from the first step). Throughput
+is a deterministic function of the knobs, so tests know which configuration should win:
 tokens/s = 1000 x threads / micro_batches, peak memory = 2 GiB / micro_batches.
 """
 
@@ -44,6 +45,9 @@ from trials.contract.metrics import MetricsLog  # noqa: E402
 from trials.contract.outcomes import Outcome  # noqa: E402
 from trials.contract.scorecard import scorecard  # noqa: E402
 
+#: The memory budget the fake reports (the CPU profile's default).
+BUDGET_GIB = 8.0
+
 
 def behaviour(cfg, script: dict) -> str:
     for rule in script.get("rules", []):
@@ -69,7 +73,7 @@ def main() -> None:
     log = MetricsLog(Path(cfg.run.metrics_path))
     (Path.cwd() / "pid").write_text(str(os.getpid()))
     started = time.time()
-    log.emit(StartRecord(world_size=1, applied={"fake": True, "do": do}))
+    log.emit(StartRecord(world_size=1, budget_gib=BUDGET_GIB, applied={"fake": True, "do": do}))
     if do == "hang_before_first_step":
         time.sleep(3600)
     slowdown = float(script.get("slowdown", 1.0))
@@ -83,6 +87,8 @@ def main() -> None:
     if do == "slow":
         tps /= 10
     peak = 2.0 / int(cfg.train.micro_batches)  # bigger micro-batches need more memory
+    if do == "sigkill_at_budget":
+        peak = 0.95 * BUDGET_GIB
     tokens = 256
     n_steps = int(script.get("steps", 6))
     steps = []
@@ -91,7 +97,7 @@ def main() -> None:
             time.sleep(3600)
         if do == "crash" and i == 2:
             raise RuntimeError("scripted crash")
-        if do == "sigkill" and i == 2:
+        if do in ("sigkill", "sigkill_at_budget") and i == 2:
             os.kill(os.getpid(), 9)
         # Beside the run directory: a new launch finds its directory emptied.
         once = Path.cwd().with_name(Path.cwd().name + ".killed-once")
@@ -99,6 +105,8 @@ def main() -> None:
             once.write_text("")  # the retry then runs to the end
             os.kill(os.getpid(), 9)
         if do == "diverged" and i == 2:
+            finish(log, Outcome.DIVERGED, "loss non-finite for 3 consecutive steps")
+        if do == "nan_from_start" and i == 3:
             finish(log, Outcome.DIVERGED, "loss non-finite for 3 consecutive steps")
         if do == "oom" and i == 1:
             finish(log, Outcome.OOM, "peak RSS 9.00 GiB over the memory budget 8.00 GiB")
@@ -108,7 +116,8 @@ def main() -> None:
             print("config error: scripted", file=sys.stderr)
             finish(log, Outcome.CONFIG_ERROR, "scripted: the trial rejected its config")
         phase = Phase.COMPILE if i == 0 else (Phase.WARMUP if i == 1 else Phase.MEASURE)
-        step = StepRecord(step=i, phase=phase, loss=5.0 - 0.1 * i, grad_norm=1.0,
+        loss = float("nan") if do == "nan_from_start" else 5.0 - 0.1 * i
+        step = StepRecord(step=i, phase=phase, loss=loss, grad_norm=1.0,
                           step_s=tokens / tps * slowdown
                           * (1 + float(script.get("jitter", 0.0)) * (-1) ** i),
                           data_wait_s=0.0, tokens=tokens, peak_rss_gib=peak)

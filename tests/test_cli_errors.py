@@ -67,6 +67,19 @@ def test_empty_search_space(harness):
     assert not harness.runs.exists()
 
 
+def test_a_space_with_nothing_besides_the_baseline_is_refused(harness):
+    # On the CPU profile (2 devices, no bf16) every point but the baseline breaks a rule.
+    space = harness.space("lonely", {"parallel.split": ["4x1x1"], "precision": ["bf16"]})
+    code, _, err = harness.run(space)
+    # Rule: a sweep that can only run its baseline is refused before anything is written.
+    assert_one_line_error(code, err, "nothing to search besides the baseline",
+                          "parallel.split=4x1x1: split 4x1x1 needs 4 devices",
+                          "search.knobs in conf/search/lonely.yaml")
+    code, _, err = harness.run(harness.space("single", {"train.micro_batches": [1]}))
+    assert_one_line_error(code, err, "its only point is the baseline")
+    assert not harness.runs.exists()
+
+
 def test_unknown_knob_and_unknown_knob_value(harness):
     code, _, err = harness.run(harness.space("k", {"train.micro_batchs": [1, 2]}))
     assert_one_line_error(code, err, "train.micro_batchs", "not a config key")

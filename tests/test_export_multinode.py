@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
+from autotune.export.atomic import write_atomically
 from autotune.export.job import (
     EXPORT_README,
     job_nodes,
     launch_script,
     sbatch_script,
-    write_atomically,
 )
 from trials.contract.compose import compose
 from trials.contract.launch import TRIAL_SCRIPT, msrun_argv, shell_script, trial_argv

@@ -137,13 +137,15 @@ def test_a_run_directory_is_emptied_for_a_new_run_but_keeps_its_nested_runs(tmp_
     assert (check.path / "metrics.jsonl").read_text() == "the check's own run"
 
 
-def test_exit_codes_round_trip_and_signals_mean_oom():
+def test_exit_codes_round_trip_and_signals_alone_are_crashes():
     trial_outcomes = [o for o in Outcome if MEANINGS[o].exit_code is not None]
     assert [o.exit_code for o in trial_outcomes] == [0, 1, 2, 3, 4, 5]
     for outcome in trial_outcomes:
         assert Outcome.from_exit_code(outcome.exit_code) is outcome
-    assert Outcome.from_exit_code(-9) is Outcome.OOM
-    assert Outcome.from_exit_code(-6) is Outcome.OOM
+    # Rule: a signal alone is no evidence of memory (kill -9 is anyone's); the follow loop
+    # decides oom from evidence (tests/test_memory_evidence.py).
+    assert Outcome.from_exit_code(-9) is Outcome.CRASH
+    assert Outcome.from_exit_code(-6) is Outcome.CRASH
     assert Outcome.from_exit_code(-11) is Outcome.CRASH
     assert Outcome.from_exit_code(None) is Outcome.CRASH
     with pytest.raises(ValueError, match="decided by the orchestrator"):

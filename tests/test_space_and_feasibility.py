@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import autotune.settings  # noqa: F401 - registers the sweep schema
-from autotune.search.feasibility import oom_dominating, structural_problem
+from autotune.search.feasibility import only_the_baseline, oom_dominating, structural_problem
 from autotune.search.space import SearchSpace
 from autotune.settings import SearchConfig, SweepConfig
 from autotune.study.records import TrialRecord
@@ -45,6 +45,15 @@ def test_structural_rules_name_the_reason():
     assert "hardware profile cpu has 2" in structural_problem(
         space, {**base, "parallel.split": "4x1x1"})[1]
     assert "bf16 is not available" in structural_problem(space, {**base, "precision": "bf16"})[1]
+
+
+def test_a_space_is_searchable_when_one_point_besides_the_baseline_can_run():
+    # 4x1x1 needs 4 devices of the CPU profile's 2, but 2x1x1 runs: something to search.
+    assert only_the_baseline(space_of({"parallel.split": ["4x1x1", "2x1x1"]})) is None
+    alone = only_the_baseline(space_of({"parallel.split": ["4x1x1"], "precision": ["bf16"]}))
+    assert alone.startswith("every other point breaks a structural rule")
+    assert only_the_baseline(space_of({"train.micro_batches": [1]})) == (
+        "its only point is the baseline")
 
 
 def test_job_size_rule_for_accelerator_spaces():

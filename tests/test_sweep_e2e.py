@@ -57,3 +57,16 @@ def test_real_sweep_with_data_parallel_trial(harness):
     index = (harness.runs / "s" / "report" / "index.md").read_text()
     assert "## Where the time goes" in index and f"Trial #{winner}" in index
     assert (harness.runs / "s" / "report" / "where_the_time_goes.png").stat().st_size > 0
+
+
+def test_a_real_workload_whose_loss_is_nan_ends_the_sweep_with_exit_1(harness):
+    space = harness.space("blowup", {"train.micro_batches": [1, 2]})
+    # train.lr=1e30: the first update makes every weight huge, the loss NaN from step 1.
+    code, out, _ = harness.run(space, "train.lr=1e30", "sweep.n_trials=2",
+                               "run.warmup_steps=1", "run.measure_steps=4", fake=False)
+    # Rule: a baseline that diverges at step 1 says the workload is wrong, not a knob: the
+    # sweep stops after it with exit 1 instead of spending its budget and exiting 0.
+    assert code == 1
+    assert "stopped: every trial diverged at step 1: the workload, not a knob" in out
+    launched = [t for t in harness.study().trials if t.user_attrs.get("launched")]
+    assert [t.user_attrs["reason"] for t in launched] == ["diverged"]

@@ -18,7 +18,7 @@ FAST_STOPS = ("sweep.stop.compile_timeout_s=3", "sweep.stop.step_timeout_s=2",
 
 # data.prefetch is a convenient knob to script behaviours on: the fake ignores its meaning.
 BEHAVIOURS = {1: "hang", 2: "crash", 3: "oom", 4: "diverged", 5: "unsupported",
-              6: "hang_before_first_step", 7: "slow", 8: "sigkill"}
+              6: "hang_before_first_step", 7: "slow", 8: "sigkill", 9: "sigkill_at_budget"}
 EXPECTED = {  # prefetch -> (reason, state)
     16: ("ok", TrialState.COMPLETE),
     1: ("hang", TrialState.FAIL),
@@ -28,7 +28,9 @@ EXPECTED = {  # prefetch -> (reason, state)
     5: ("unsupported", TrialState.PRUNED),
     6: ("hang", TrialState.FAIL),
     7: ("slow", TrialState.PRUNED),
-    8: ("oom", TrialState.PRUNED),  # killed by SIGKILL from outside = the kernel's OOM killer
+    # Killed by SIGKILL at 2 of 8 GiB, no kernel OOM kill: a crash, not a memory fact.
+    8: ("crash", TrialState.FAIL),
+    9: ("oom", TrialState.PRUNED),  # killed by SIGKILL with its peak at 95 % of the budget
 }
 
 
@@ -45,7 +47,7 @@ def pid_alive(pid: int) -> bool:
 def test_every_outcome_is_recorded_with_its_reason(harness):
     space = harness.space("edge", {"data.prefetch": [16, *BEHAVIOURS]})
     harness.script([{"when": {"data.prefetch": k}, "do": v} for k, v in BEHAVIOURS.items()])
-    code, out, err = harness.run(space, "sweep.neighbours=true", "sweep.n_trials=9",
+    code, out, err = harness.run(space, "sweep.neighbours=true", "sweep.n_trials=10",
                                  "sweep.max_failure_rate=1.0", *FAST_STOPS)
     assert code == 0, err
     trials = {t.params["data.prefetch"]: t for t in harness.study().trials}
@@ -56,6 +58,10 @@ def test_every_outcome_is_recorded_with_its_reason(harness):
         assert t.user_attrs["launched"] is True
     # Rule: OOM is told with a positive memory constraint, so TPE avoids its neighbours.
     assert trials[3].constraints["memory_over_budget_gib"] > 0
+    # Rule: a kill is oom only with evidence; otherwise a crash that says how it died.
+    assert "the trial process killed by signal 9 (SIGKILL)" in trials[8].user_attrs["detail"]
+    assert "peak RSS 2.00 of 8 GiB" in trials[8].user_attrs["detail"]
+    assert "at peak RSS 7.60 GiB of its 8 GiB budget" in trials[9].user_attrs["detail"]
     assert trials[16].constraints["memory_over_budget_gib"] <= 0
     # Rule: a crash keeps the log tail for the human.
     assert "scripted crash" in trials[2].user_attrs["log_tail"]
@@ -175,3 +181,40 @@ def test_pareto_objective_keeps_the_front_and_export_honours_headroom(harness, t
     # Budget 8 GiB: micro_batches 2 (1 GiB) is the fastest with >= 7 GiB headroom.
     assert provenance["params"] == {"train.micro_batches": 2}
     assert ">= 7 GiB memory headroom" in provenance["chosen_because"]
+
+
+def test_a_baseline_that_diverges_at_step_1_ends_the_sweep_naming_the_workload(harness):
+    space = harness.space("nanloss", {"train.micro_batches": [1, 2, 4]})
+    harness.script([{"when": {}, "do": "nan_from_start"}])
+    code, out, _ = harness.run(space, "sweep.n_trials=3")
+    # Rule: no finite loss from the baseline's first step is the workload's fault, not a
+    # knob's: the sweep stops after it, exit 1, instead of spending its budget.
+    assert code == 1
+    assert "stopped: every trial diverged at step 1: the workload, not a knob" in out
+    assert sum(1 for t in harness.study().trials if t.user_attrs.get("launched")) == 1
+
+
+def test_with_precision_in_the_space_every_trial_diverging_ends_with_exit_1(harness):
+    space = harness.space("nanprec", {"precision": ["fp32", "fp16"],
+                                      "train.micro_batches": [1, 2]})
+    harness.script([{"when": {}, "do": "nan_from_start"}])
+    code, out, _ = harness.run(space, "sweep.n_trials=3", "sweep.neighbours=true")
+    # Rule: float16 may overflow where float32 does not, so the sweep goes on after the
+    # baseline; when nothing completed at all it still fails, saying why in one line.
+    assert code == 1
+    assert "every trial diverged at step 1: the workload, not a knob: all 3 launched" in out
+    assert sum(1 for t in harness.study().trials if t.user_attrs.get("launched")) == 3
+
+
+def test_a_sweep_in_which_nothing_completed_fails_with_the_count(harness):
+    space = harness.space("nothing", {"train.micro_batches": [1, 2, 4]})
+    harness.script([{"when": {"train.micro_batches": 1}, "do": "diverged"},
+                    {"when": {"train.micro_batches": 2}, "do": "crash"},
+                    {"when": {"train.micro_batches": 4}, "do": "oom"}])
+    code, out, _ = harness.run(space, "sweep.n_trials=3", "sweep.neighbours=true",
+                               "sweep.max_failure_rate=1.0")
+    assert code == 1
+    # Rule: a sweep without one completed trial names what its trials ended as.
+    line = next(x for x in out.splitlines() if x.startswith("stopped: no trial completed"))
+    assert sorted(line.split(": ")[2].split(";")[0].split(", ")) == [
+        "1 crash", "1 diverged", "1 oom"]

@@ -211,7 +211,8 @@ def test_a_stopped_orchestrator_takes_its_trial_down_and_a_rerun_retries_it_firs
 
 
 def test_sigterm_kills_every_msrun_worker_of_a_real_trial(harness):
-    space = harness.space("dp", {"parallel.split": ["2x1x1"]})
+    # A space of one point has nothing to search (refused): 1x1x1 is there, never reached.
+    space = harness.space("dp", {"parallel.split": ["2x1x1", "1x1x1"]})
     argv = [sys.executable, "-m", "autotune", "sweep",
             *harness.overrides(space, "parallel.dp=2", "sweep.n_trials=1",
                                "run.warmup_steps=1", "run.measure_steps=400", fake=False)]

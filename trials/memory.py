@@ -11,6 +11,8 @@ import os
 import resource
 from pathlib import Path
 
+from trials.contract.outcomes import OOM_MESSAGES
+
 GIB = 1024**3
 
 
@@ -71,12 +73,6 @@ def _workers_kib() -> int:
     return workers
 
 
-#: Texts MindSpore uses for allocation failures it raises as RuntimeError. Matched only
-#: here, inside the trial, to turn them into the structured ``oom`` outcome.
-_OOM_MARKERS = ("Allocate memory failed", "bad_alloc", "Out of memory", "out of memory",
-                "Cannot allocate memory", "Malloc for kernel", "memory isn't enough")
-
-
 def near_address_limit(margin_gib: float = 0.25) -> bool:
     """True when this process's peak virtual size reached its RLIMIT_AS (minus a margin).
 
@@ -93,4 +89,4 @@ def near_address_limit(margin_gib: float = 0.25) -> bool:
 def is_oom(exc: BaseException) -> bool:
     if isinstance(exc, MemoryError) or near_address_limit():
         return True
-    return isinstance(exc, RuntimeError) and any(m in str(exc) for m in _OOM_MARKERS)
+    return isinstance(exc, RuntimeError) and any(m in str(exc) for m in OOM_MESSAGES)

@@ -10,6 +10,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 
+from autotune.export.atomic import recover, write_atomically
 from autotune.export.changes import describe_changes
 from autotune.export.job import (
     EXPORT_README,
@@ -21,7 +22,6 @@ from autotune.export.job import (
     provenance,
     sbatch_script,
     stability_note,
-    write_atomically,
 )
 from autotune.export.mindformers import changes_section, export_mindformers
 from autotune.plan import fits
@@ -37,6 +37,9 @@ def run_export(composed: DictConfig, console: Console) -> int:
     settings: SweepSettings = OmegaConf.to_object(composed.sweep)
     options: ExportSettings = OmegaConf.to_object(composed.export)
     out = Path(options.out) if options.out else S.study_dir(settings) / "export"
+    # An export killed mid-way first: its previous export back in place, its debris gone.
+    for line in recover(out):
+        console.print(line, highlight=False, soft_wrap=True)
     if out.exists() and any(out.iterdir()) and not options.overwrite:
         raise ConfigError(f"{out} is not empty: choose another export.out=DIR or set "
                           "export.overwrite=true")

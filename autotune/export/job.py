@@ -1,7 +1,7 @@
 """``python -m autotune export``: the chosen trial as a production job that runs as it is.
 
-Writes, into a fresh directory (built aside and renamed into place, so an error
-leaves nothing half-written):
+Writes, into a directory put in place whole (autotune/export/atomic.py: an error or a
+kill leaves the previous export, never half of one):
 
 * ``job.yaml``: the trial's fully resolved config, switched to production mode;
 * ``launch.sh``: the exact command for one node (msrun with the right worker count when
@@ -21,10 +21,7 @@ import datetime as dt
 import math
 import platform
 import re
-import shutil
-import tempfile
 from importlib import metadata
-from pathlib import Path
 
 import optuna
 
@@ -225,27 +222,6 @@ def provenance(study: optuna.Study, settings: SweepSettings, record: TrialRecord
         "host": platform.node(),
         "exported_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
     }
-
-
-def write_atomically(out: Path, files: dict[str, str], *, overwrite: bool) -> None:
-    """Build the export beside ``out`` and move it into place in one step."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
-    staging.chmod(0o755)  # mkdtemp makes it private; the export is meant to be shared
-    try:
-        for name, text in files.items():
-            (staging / name).write_text(text)
-        for script in ("launch.sh", "job.sbatch"):
-            if script in files:
-                (staging / script).chmod(0o755)
-        if out.exists():
-            if not overwrite and any(out.iterdir()):
-                raise ConfigError(f"{out} is not empty: set export.overwrite=true")
-            shutil.rmtree(out)
-        staging.rename(out)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
 
 
 EXPORT_README = """# Production job: trial {trial} of study {study}

@@ -77,6 +77,8 @@ class RunningTrial(Protocol):
     marker: str
     #: When it began to run (the stop rules' clocks start here); None while queued.
     started: float | None
+    #: What was started, in words ("msrun", "the trial process"), for how it ended.
+    program: str
 
     def poll(self) -> int | None: ...
     def read(self) -> list[Record]: ...
@@ -97,6 +99,8 @@ class Runner(Protocol):
 class FollowedFile:
     """What a real trial shares however it was started: its records come from the metrics
     file it writes (only the lines of this launch, by its run id), time is the wall clock."""
+
+    program = "the trial process"
 
     def __init__(self, job: TrialJob, marker: str) -> None:
         self.job = job

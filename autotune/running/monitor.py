@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from autotune.running.conditions import ConditionsMeter
 from autotune.running.devices import UNPLACED, Placement
 from autotune.running.job import Runner, RunningTrial, TrialJob
+from autotune.running.memory_evidence import KernelOOMKills, unexplained_end
 from autotune.settings import StopRules
 from autotune.study.result import TrialResult
 from trials.contract.events import (
@@ -168,6 +169,7 @@ class _Follower:
 def _watch(trial: RunningTrial, clocks: Clocks, hooks: Hooks,
            meter: ConditionsMeter | None = None) -> TrialResult:
     follow = _Follower(trial, hooks, meter)
+    kernel_kills = KernelOOMKills.now()  # evidence, should it end without an outcome
     last_progress = trial.started
     stop: tuple[Outcome, str] | None = None
     killed: str | None = None
@@ -216,6 +218,11 @@ def _watch(trial: RunningTrial, clocks: Clocks, hooks: Hooks,
     exit_code = trial.poll()
     runner_verdict = None if killed else trial.verdict()
     reason, detail = _classify(stop, follow, exit_code, runner_verdict)
+    if _unexplained(stop, follow, runner_verdict, reason):
+        reason, detail = unexplained_end(exit_code, who=trial.program, start=follow.start,
+                                         steps=follow.steps,
+                                         kernel_kills=kernel_kills.since(),
+                                         log_tail=trial.log_tail())
     if killed:
         reason, detail = Outcome.CRASH, killed
     retry = (stop is None and not killed and follow.end is None
@@ -228,6 +235,14 @@ def _watch(trial: RunningTrial, clocks: Clocks, hooks: Hooks,
     if reason not in (Outcome.OK, Outcome.SLOW) and not killed:
         result.log_tail = trial.log_tail()
     return result
+
+
+def _unexplained(stop: tuple[Outcome, str] | None, follow: _Follower,
+                 runner_verdict: tuple[Outcome, str, bool] | None, reason: Outcome) -> bool:
+    """It ended by itself without an end record and without an exit code of the trial
+    program's outcomes (1, or a signal): whether memory ran out is a matter of evidence."""
+    return (stop is None and follow.end is None and runner_verdict is None
+            and reason is Outcome.CRASH)
 
 
 def _classify(stop: tuple[Outcome, str] | None, follow: _Follower, exit_code: int | None,

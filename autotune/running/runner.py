@@ -20,6 +20,7 @@ the settings.
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from autotune.running import launcher
 from autotune.running.devices import UNPLACED, Placement
@@ -38,10 +39,11 @@ SIMULATOR = [sys.executable, "-m", "autotune.plan.simulate"]
 class LocalTrial(FollowedFile):
     """A trial running as a process group of its own on this machine."""
 
-    def __init__(self, job: TrialJob, process: launcher.Process) -> None:
+    def __init__(self, job: TrialJob, process: launcher.Process, program: str) -> None:
         super().__init__(job, process.marker)
         self.process = process
         self.started: float | None = process.started
+        self.program = program
 
     def poll(self) -> int | None:
         return self.process.poll()
@@ -75,9 +77,10 @@ class LocalRunner:
 
     def start(self, job: TrialJob, placement: Placement = UNPLACED) -> LocalTrial:
         job.prepare()
-        process = launcher.start(job.argv(self.program), job.dir.path, job.new_marker(),
-                                 placement=placement)
-        return LocalTrial(job, process)
+        argv = job.argv(self.program)
+        process = launcher.start(argv, job.dir.path, job.new_marker(), placement=placement)
+        return LocalTrial(job, process, "msrun" if Path(argv[0]).name == "msrun"
+                          else "the trial process")
 
 
 class SimulatedRunner(LocalRunner):

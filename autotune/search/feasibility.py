@@ -56,3 +56,22 @@ def oom_dominating(params: dict[str, Any], cfg: TrialConfig,
 def _split_without_dp(params: dict[str, Any]) -> tuple[int, int]:
     _, mp, pp = parse_split(params.get("parallel.split", "1x1x1"))
     return mp, pp
+
+
+def only_the_baseline(space: SearchSpace) -> str | None:
+    """Why the space holds nothing to search besides its baseline (every other point breaks
+    a structural rule, or there is none), or None when another point can run. One-knob
+    changes of the baseline are tried first: one of them nearly always runs."""
+    neighbours = space.neighbours()
+    rest = [p for p in space.points() if p != space.baseline and p not in neighbours]
+    example = None
+    for params in neighbours + rest:
+        _, problem = structural_problem(space, params)
+        if problem is None:
+            return None
+        if example is None:
+            changed = ", ".join(f"{k}={v}" for k, v in params.items() if v != space.baseline[k])
+            example = f"{changed}: {problem}"
+    if example is None:
+        return "its only point is the baseline"
+    return f"every other point breaks a structural rule (e.g. {example})"

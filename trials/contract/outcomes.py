@@ -91,14 +91,13 @@ class Outcome(str, enum.Enum):
 
     @classmethod
     def from_exit_code(cls, code: int | None) -> Outcome:
-        """Classify an exit code (negative = killed by that signal)."""
+        """Classify an exit code. A signal (negative) is a crash: a SIGKILL may be the
+        kernel's OOM killer or anyone's ``kill -9``, so whether a killed trial ran out of
+        memory is decided from evidence (autotune/running/memory_evidence.py), never
+        from the signal alone."""
         for outcome, meaning in MEANINGS.items():
             if code is not None and meaning.exit_code == code:
                 return outcome
-        # The kernel's OOM killer sends SIGKILL; a failed thread creation under a
-        # tight address-space limit ends in SIGABRT (MindSpore 2.10 on CPU).
-        if code in (-9, -6):
-            return cls.OOM
         return cls.CRASH
 
     @classmethod
@@ -108,6 +107,14 @@ class Outcome(str, enum.Enum):
             return cls(str(value))
         except ValueError:
             return cls.CRASH
+
+
+#: How allocation failures read: MindSpore's RuntimeErrors, C++'s ``std::bad_alloc``, the
+#: C library's ENOMEM. The trial matches them in the exceptions it catches (and turns
+#: them into a structured ``oom``); the orchestrator only in the output of a process that
+#: died before it could say so (an uncaught ``bad_alloc`` aborts in native code).
+OOM_MESSAGES = ("Allocate memory failed", "bad_alloc", "Out of memory", "out of memory",
+                "Cannot allocate memory", "Malloc for kernel", "memory isn't enough")
 
 
 _C = Constraint

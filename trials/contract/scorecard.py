@@ -70,6 +70,7 @@ def scorecard(steps: list[StepRecord], *, flops_per_token: float | None, peak_fl
             "grad_norm_median": float(np.median(norms)) if norms else None,
             "grad_norm_max": max(norms) if norms else None,
             "nonfinite_steps": len(steps) - len(losses),
+            "finite_loss_steps": len(losses),
         },
         "performance": perf.to_dict(),
         "stability": {
