@@ -218,3 +218,21 @@ def test_a_sweep_in_which_nothing_completed_fails_with_the_count(harness):
     line = next(x for x in out.splitlines() if x.startswith("stopped: no trial completed"))
     assert sorted(line.split(": ")[2].split(";")[0].split(", ")) == [
         "1 crash", "1 diverged", "1 oom"]
+
+
+def test_a_baseline_killed_from_outside_is_not_called_the_workloads_fault():
+    """A baseline crash by SIGKILL/SIGTERM (no sign of memory) stops the sweep, saying the
+    signal came from outside; a crash of its own (SIGSEGV, an exit code) says the others
+    would fail the same way."""
+    from autotune.study.budget import fatal_baseline
+    from autotune.study.result import TrialResult
+    from trials.contract.outcomes import Outcome
+
+    killed = TrialResult(Outcome.CRASH, detail="msrun killed by signal 9 (SIGKILL)",
+                         exit_code=-9)
+    assert "stopped from outside" in fatal_baseline(0, killed)
+    assert "would fail the same way" not in fatal_baseline(0, killed)
+    own = TrialResult(Outcome.CRASH, detail="python killed by signal 11 (SIGSEGV)",
+                      exit_code=-11)
+    assert "would fail the same way" in fatal_baseline(0, own)
+    assert fatal_baseline(0, TrialResult(Outcome.SLOW)) is None

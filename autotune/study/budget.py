@@ -9,6 +9,7 @@ budget and never launch a configuration that is already running elsewhere.
 from __future__ import annotations
 
 import json
+import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -149,12 +150,24 @@ def any_settled_launch(study: optuna.Study, besides: int) -> bool:
 FATAL_FOR_BASELINE = (Outcome.CONFIG_ERROR, Outcome.CRASH)
 
 
+#: Signals that come from outside a trial (a user, a scheduler, the kernel's OOM killer is
+#: told apart by memory_evidence): a baseline they end is not the workload's fault.
+EXTERNAL_SIGNALS = (signal.SIGKILL, signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
 def fatal_baseline(number: int, result: TrialResult) -> str | None:
     """Why the sweep ends when its baseline (trial ``number``) ended config_error or crash,
     with its log tail; None otherwise."""
     if result.reason not in FATAL_FOR_BASELINE:
         return None
     tail = f"\n{result.log_tail}" if result.log_tail else ""
+    code = result.exit_code
+    if result.reason is Outcome.CRASH and code is not None and code < 0 and \
+            -code in EXTERNAL_SIGNALS:
+        return (f"stopped: the baseline (trial {number}) was stopped from outside: "
+                f"{result.detail}. Nothing says the workload failed, but the other trials "
+                "would be compared with no baseline; find what sent the signal (a user, the "
+                "scheduler, dmesg), then start again with a new sweep.study.")
     return (f"stopped: the baseline (trial {number}) ended {result.reason.value}: "
             f"{result.detail}; every other trial would fail the same way. Fix the "
             f"baseline, then run the same command again.{tail}")
