@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import mindspore as ms
+import mindspore.dataset as ds
 import numpy as np
 from mindspore import Tensor, nn
 
@@ -20,9 +23,11 @@ from trials import checkpoint
 from trials.cache import cache_dir
 from trials.calibrate import peak_for
 from trials.contract.events import CheckpointRecord, Phase, StartRecord, StepRecord
+from trials.contract.knob_reach import config_problem
 from trials.contract.metrics import MetricsLog
 from trials.contract.performance import Performance, spike_limit
 from trials.contract.schema import (
+    ConfigError,
     RunMode,
     TrialConfig,
     accumulation_steps,
@@ -37,7 +42,7 @@ from trials.runtime.applied import applied_settings
 from trials.runtime.context import apply_jit_level
 from trials.runtime.precision import apply_precision
 from trials.step import AccumulatingTrainStep, TrainStep, make_scaler
-from trials.workload import load_workload
+from trials.workload import load_workload, reach_of
 
 log = logging.getLogger(__name__)
 
@@ -74,8 +79,15 @@ class Trainer:
         self.workload = load_workload(cfg.workload)
         casts_itself = self.workload.takes_precision(cfg.precision.dtype.value)
         model = self.workload.build_model()
+        blocks = self.workload.blocks(model)
+        # A knob this workload cannot apply would be measured as if it had (the
+        # orchestrator refuses it before launch; this is the trial run by hand).
+        reach = replace(reach_of(self.workload, cfg.workload.name), recompute=bool(blocks))
+        problem = config_problem(cfg, reach, cores=os.cpu_count() or 1)
+        if problem:
+            raise ConfigError(problem)
         if cfg.train.recompute is Recompute.full:
-            for block in self.workload.blocks(model):
+            for block in blocks:
                 block.recompute()
         if cfg.parallel.mp > 1:
             self.workload.shard(model, dp=cfg.parallel.dp, mp=cfg.parallel.mp)
@@ -98,6 +110,9 @@ class Trainer:
             cells = self.step_fn.cells()
         apply_jit_level(cells, cfg)
         self.state_cells = cells
+        # Every workload's pipeline gets the prefetch knob (a global of mindspore.dataset,
+        # read when the pipeline is built); ``applied`` reads it back.
+        ds.config.set_prefetch_size(cfg.data.prefetch)
         self.dataset = self.workload.build_dataset(
             cfg.data, batch_size=micro_batch_size(cfg), num_shards=cfg.parallel.dp,
             shard_id=self.rank, seed=cfg.train.seed, cache_dir=cache_dir(cfg))
