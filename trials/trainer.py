@@ -7,6 +7,7 @@ what they raise into an outcome.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 import os
@@ -70,6 +71,7 @@ class Trainer:
         self.steps: list[StepRecord] = []
         self._leaked: list[np.ndarray] = []
         self.communication: dict = {}
+        self.pipeline: dict = {}
         self.profile: dict | None = None
         self._build()
 
@@ -210,6 +212,7 @@ class Trainer:
             elif self.measurement.after_step(record.step_s):
                 break
         if not production:
+            self.pipeline = self._probe_pipeline(iterator)
             self.communication = self._time_gradient_allreduce()
             if cfg.run.profile_steps:
                 self.profile = self._profile(iterator, step + 1)
@@ -256,6 +259,35 @@ class Trainer:
         unprofiled = float(np.median(measured)) if measured else 0.0
         return {**analysis, "unprofiled_step_s": unprofiled,
                 "overhead": analysis["step_s"] / unprofiled if unprofiled else 0.0}
+
+    def _probe_pipeline(self, iterator) -> dict:
+        """The step alone and the input pipeline alone, after measuring: samples/s of each.
+
+        The step is fed one batch again and again (no fetch). The pipeline is a fresh copy
+        with the same knobs (the trial's own is full: its queues would drain instantly);
+        its first batch, which pays the start-up, is not timed. Both summed over ranks.
+        """
+        n = self.cfg.run.probe_batches
+        if not n:
+            return {}
+        started = time.perf_counter()
+        samples = micro_batch_size(self.cfg) * self.accumulation * self.world
+        same = itertools.repeat(next(iterator))
+        compute_s = float(np.median([self._one_step(same, math.inf)[5] for _ in range(n)]))
+        cfg = self.cfg
+        fresh = self.workload.build_dataset(
+            cfg.data, batch_size=micro_batch_size(cfg), num_shards=cfg.parallel.dp,
+            shard_id=self.rank, seed=cfg.train.seed + 1, cache_dir=cache_dir(cfg))
+        # Kept, as the trial's own: dropping it waits for its workers to shut down.
+        self.probe_iterator = fresh.create_tuple_iterator(num_epochs=-1, output_numpy=False)
+        next(self.probe_iterator)
+        fetch_start = time.perf_counter()
+        for _ in range(n * self.accumulation):
+            next(self.probe_iterator)
+        pipeline_s = (time.perf_counter() - fetch_start) / n
+        return {"pipeline_samples_per_s": samples / pipeline_s if pipeline_s > 0 else None,
+                "compute_samples_per_s": samples / compute_s if compute_s > 0 else None,
+                "probe_s": time.perf_counter() - started}
 
     def _time_gradient_allreduce(self) -> dict:
         """dp > 1: the gradient all-reduce of one step, timed alone after measuring.
@@ -320,8 +352,12 @@ class Trainer:
                          peak_source=peak.source, peak_missing=peak.missing)
         if self.cfg.run.mode is not RunMode.production:
             perf = Performance.from_dict(card["performance"])
+            samples_per_step = self.cfg.train.global_batch
+            samples_s = (samples_per_step / perf.step_time_median_s
+                         if perf.step_time_median_s else None)
             card["performance"] = perf.replace(warmup_end=self.measurement.warmup_end,
                                                measure_stop=self.measurement.stop_reason,
+                                               samples_per_s=samples_s, **self.pipeline,
                                                **self._per_rank(perf)).to_dict()
         return card
 
