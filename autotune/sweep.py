@@ -86,7 +86,8 @@ class Sweep:
         self.real_trials = runner is None and not (self.settings.simulate
                                                    or self.settings.trial_command)
         if self.real_trials:
-            preflight.check_runnable(self.base)
+            preflight.check_reach(self.base, {k.path: k.choices for k in self.space.knobs},
+                                  preflight.check_runnable(self.base))
         self.budget_gib = memory_budget_gib(self.base)
         # The cost model of this profile (the study's own fit once the study is open); None
         # for a user workload (no dimensions).

@@ -62,7 +62,7 @@ def test_best_trial_when_nothing_completed():
 def test_data_wait_rule():
     records = [rec(0, tokens_per_s=900.0, data_wait_share=0.231),
                rec(1, tokens_per_s=500.0, data_wait_share=0.5)]
-    (finding,) = by_rule(records, "data_wait")
+    (finding,) = by_rule(records, "data_bound", config=CONFIG | {"machine.cores": 2})
     # Rule: > 10 % data wait on the best trial -> more workers / prefetch, citing the share.
     assert finding.trials == (0,)
     for cited in ("23.1 %", "10.0 %", "data.num_workers=1 -> 2", "data.prefetch=16 -> 32"):
@@ -73,7 +73,46 @@ def test_data_wait_rule_negative():
     # Rule: a low share on the best trial is fine, even when a slower trial waited a lot.
     records = [rec(0, tokens_per_s=900.0, data_wait_share=0.05),
                rec(1, tokens_per_s=500.0, data_wait_share=0.5)]
-    assert by_rule(records, "data_wait") == []
+    assert by_rule(records, "data_bound") == []
+
+
+def _probe(pipeline: float, compute: float, train: float) -> dict:
+    return {"performance": {"pipeline_samples_per_s": pipeline,
+                            "compute_samples_per_s": compute, "samples_per_s": train}}
+
+
+def test_data_bound_baseline_opens_the_diagnosis_and_names_its_fix():
+    base = rec(0, tokens_per_s=100.0, role="baseline", data_wait_share=0.55,
+               card=_probe(110.0, 260.0, 100.0))
+    fixed = rec(1, tokens_per_s=175.0, data_wait_share=0.02, params={"data.num_workers": 2},
+                card=_probe(320.0, 260.0, 175.0))
+    findings = diagnose([base, fixed], config=CONFIG | {"machine.cores": 2})
+    # Rule: a data-bound baseline is the first finding, with its wait share and its probe.
+    assert findings[0].rule == "data_bound" and findings[0].trials == (0,)
+    for cited in ("baseline (trial #0) is data-bound", "55.0 %", "110 samples/s", "260",
+                  "Trial #1 fixed it with data.num_workers=2", "+75.0 %"):
+        assert cited in findings[0].sentence, (cited, findings[0].sentence)
+    assert findings[0].numbers["fix_change"] == pytest.approx(0.75)
+
+
+def test_data_bound_by_the_probe_alone():
+    # The pipeline competes with the step for the cores: little data wait, yet the step
+    # trains at half its compute-alone rate.
+    base = rec(0, tokens_per_s=138.0, role="baseline", data_wait_share=0.03,
+               card=_probe(320.0, 284.0, 138.0))
+    (finding,) = by_rule([base], "data_bound", config=CONFIG | {"machine.cores": 2})
+    # Rule: the probe's compute-alone rate exposes a data-bound step that data wait misses.
+    for cited in ("138 samples/s", "0.49 x", "284", "competes with the step for the cores"):
+        assert cited in finding.sentence, (cited, finding.sentence)
+
+
+def test_data_advice_never_exceeds_the_cores():
+    base = rec(0, tokens_per_s=100.0, role="baseline", data_wait_share=0.4,
+               params={"data.num_workers": 2})
+    (finding,) = by_rule([base], "data_bound", config=CONFIG | {"machine.cores": 2})
+    # Rule: at the core count already, no more workers are proposed (MindSpore refuses them).
+    assert "data.num_workers=2 ->" not in finding.sentence
+    assert "data.prefetch=16 -> 32" in finding.sentence
 
 
 def test_low_mfu_rule():

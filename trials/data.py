@@ -111,9 +111,9 @@ def mindrecord_cache(windows: TextWindows, cache_dir: Path, key: str) -> Path:
 
 def build_dataset(data: DataConfig, *, seq_len: int, vocab_size: int, batch_size: int,
                   num_shards: int, shard_id: int, seed: int, cache_dir: Path) -> ds.Dataset:
-    """Batched, endlessly repeating dataset of (input, label) for one rank."""
+    """Batched, endlessly repeating dataset of (input, label) for one rank (the trainer
+    has set ``data.prefetch`` already, as for every workload)."""
     ds.config.set_seed(seed)
-    ds.config.set_prefetch_size(data.prefetch)
     shard = {"num_shards": num_shards, "shard_id": shard_id} if num_shards > 1 else {}
     workers = data.num_workers
     if data.source is DataSource.synthetic:

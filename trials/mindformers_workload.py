@@ -24,12 +24,15 @@ import mindspore.dataset as ds
 from mindspore import get_context, nn
 
 from trials.contract import mindformers as mf
+from trials.contract.knob_reach import DATA_KNOBS
 from trials.contract.schema import DataConfig, WorkloadConfig
 from trials.workload import Workload
 
 
 class MindFormersWorkload(Workload):
     """A MindFormers causal LM built from the ``model`` section of its YAML."""
+
+    data_knobs = frozenset(DATA_KNOBS)  # autotune's text pipeline (trials/data.py)
 
     def __init__(self, cfg: WorkloadConfig) -> None:
         self.cfg = cfg

@@ -7,12 +7,16 @@ what they raise into an outcome.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
+import os
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import mindspore as ms
+import mindspore.dataset as ds
 import numpy as np
 from mindspore import Tensor, nn
 
@@ -20,9 +24,11 @@ from trials import checkpoint
 from trials.cache import cache_dir
 from trials.calibrate import peak_for
 from trials.contract.events import CheckpointRecord, Phase, StartRecord, StepRecord
+from trials.contract.knob_reach import config_problem
 from trials.contract.metrics import MetricsLog
 from trials.contract.performance import Performance, spike_limit
 from trials.contract.schema import (
+    ConfigError,
     RunMode,
     TrialConfig,
     accumulation_steps,
@@ -37,7 +43,7 @@ from trials.runtime.applied import applied_settings
 from trials.runtime.context import apply_jit_level
 from trials.runtime.precision import apply_precision
 from trials.step import AccumulatingTrainStep, TrainStep, make_scaler
-from trials.workload import load_workload
+from trials.workload import load_workload, reach_of
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +71,7 @@ class Trainer:
         self.steps: list[StepRecord] = []
         self._leaked: list[np.ndarray] = []
         self.communication: dict = {}
+        self.pipeline: dict = {}
         self.profile: dict | None = None
         self._build()
 
@@ -74,8 +81,15 @@ class Trainer:
         self.workload = load_workload(cfg.workload)
         casts_itself = self.workload.takes_precision(cfg.precision.dtype.value)
         model = self.workload.build_model()
+        blocks = self.workload.blocks(model)
+        # A knob this workload cannot apply would be measured as if it had (the
+        # orchestrator refuses it before launch; this is the trial run by hand).
+        reach = replace(reach_of(self.workload, cfg.workload.name), recompute=bool(blocks))
+        problem = config_problem(cfg, reach, cores=os.cpu_count() or 1)
+        if problem:
+            raise ConfigError(problem)
         if cfg.train.recompute is Recompute.full:
-            for block in self.workload.blocks(model):
+            for block in blocks:
                 block.recompute()
         if cfg.parallel.mp > 1:
             self.workload.shard(model, dp=cfg.parallel.dp, mp=cfg.parallel.mp)
@@ -98,6 +112,9 @@ class Trainer:
             cells = self.step_fn.cells()
         apply_jit_level(cells, cfg)
         self.state_cells = cells
+        # Every workload's pipeline gets the prefetch knob (a global of mindspore.dataset,
+        # read when the pipeline is built); ``applied`` reads it back.
+        ds.config.set_prefetch_size(cfg.data.prefetch)
         self.dataset = self.workload.build_dataset(
             cfg.data, batch_size=micro_batch_size(cfg), num_shards=cfg.parallel.dp,
             shard_id=self.rank, seed=cfg.train.seed, cache_dir=cache_dir(cfg))
@@ -195,6 +212,7 @@ class Trainer:
             elif self.measurement.after_step(record.step_s):
                 break
         if not production:
+            self.pipeline = self._probe_pipeline(iterator)
             self.communication = self._time_gradient_allreduce()
             if cfg.run.profile_steps:
                 self.profile = self._profile(iterator, step + 1)
@@ -241,6 +259,35 @@ class Trainer:
         unprofiled = float(np.median(measured)) if measured else 0.0
         return {**analysis, "unprofiled_step_s": unprofiled,
                 "overhead": analysis["step_s"] / unprofiled if unprofiled else 0.0}
+
+    def _probe_pipeline(self, iterator) -> dict:
+        """The step alone and the input pipeline alone, after measuring: samples/s of each.
+
+        The step is fed one batch again and again (no fetch). The pipeline is a fresh copy
+        with the same knobs (the trial's own is full: its queues would drain instantly);
+        its first batch, which pays the start-up, is not timed. Both summed over ranks.
+        """
+        n = self.cfg.run.probe_batches
+        if not n:
+            return {}
+        started = time.perf_counter()
+        samples = micro_batch_size(self.cfg) * self.accumulation * self.world
+        same = itertools.repeat(next(iterator))
+        compute_s = float(np.median([self._one_step(same, math.inf)[5] for _ in range(n)]))
+        cfg = self.cfg
+        fresh = self.workload.build_dataset(
+            cfg.data, batch_size=micro_batch_size(cfg), num_shards=cfg.parallel.dp,
+            shard_id=self.rank, seed=cfg.train.seed + 1, cache_dir=cache_dir(cfg))
+        # Kept, as the trial's own: dropping it waits for its workers to shut down.
+        self.probe_iterator = fresh.create_tuple_iterator(num_epochs=-1, output_numpy=False)
+        next(self.probe_iterator)
+        fetch_start = time.perf_counter()
+        for _ in range(n * self.accumulation):
+            next(self.probe_iterator)
+        pipeline_s = (time.perf_counter() - fetch_start) / n
+        return {"pipeline_samples_per_s": samples / pipeline_s if pipeline_s > 0 else None,
+                "compute_samples_per_s": samples / compute_s if compute_s > 0 else None,
+                "probe_s": time.perf_counter() - started}
 
     def _time_gradient_allreduce(self) -> dict:
         """dp > 1: the gradient all-reduce of one step, timed alone after measuring.
@@ -305,8 +352,12 @@ class Trainer:
                          peak_source=peak.source, peak_missing=peak.missing)
         if self.cfg.run.mode is not RunMode.production:
             perf = Performance.from_dict(card["performance"])
+            samples_per_step = self.cfg.train.global_batch
+            samples_s = (samples_per_step / perf.step_time_median_s
+                         if perf.step_time_median_s else None)
             card["performance"] = perf.replace(warmup_end=self.measurement.warmup_end,
                                                measure_stop=self.measurement.stop_reason,
+                                               samples_per_s=samples_s, **self.pipeline,
                                                **self._per_rank(perf)).to_dict()
         return card
 

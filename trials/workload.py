@@ -17,6 +17,7 @@ from pathlib import Path
 import mindspore.dataset as ds
 from mindspore import nn
 
+from trials.contract.knob_reach import DATA_KNOBS, Reach
 from trials.contract.schema import ConfigError, DataConfig, WorkloadConfig
 
 
@@ -25,6 +26,12 @@ class Workload(ABC):
 
     #: Tokens one sample contributes to throughput (sequence length for an LM).
     tokens_per_sample: int = 1
+    #: What throughput counts: "tokens" (an LM) or "samples" (tokens_per_sample = 1).
+    unit: str = "tokens"
+    #: The ``data.*`` knobs ``build_dataset`` honours (of num_workers, multiprocessing,
+    #: source); a knob set away from its default that is not listed is refused before
+    #: launch. ``data.prefetch`` needs no listing: autotune applies it to every pipeline.
+    data_knobs: frozenset[str] = frozenset({"num_workers", "multiprocessing"})
 
     @abstractmethod
     def build_model(self) -> nn.Cell:
@@ -40,11 +47,13 @@ class Workload(ABC):
         """A batched, endlessly repeating dataset whose columns the loss Cell takes, in order.
 
         Honour ``data.num_workers`` / ``data.multiprocessing`` where the pipeline has
-        Python work; autotune sets the prefetch size itself.
+        Python work (and list them in :attr:`data_knobs`); autotune sets the prefetch
+        size itself (``mindspore.dataset.config.set_prefetch_size``) before calling this.
         """
 
     def blocks(self, model: nn.Cell) -> list[nn.Cell]:
-        """The Cells to recompute when ``train.recompute=full`` (default: none)."""
+        """The Cells to recompute when ``train.recompute=full`` (default: none, and then
+        ``train.recompute=full`` is refused as doing nothing)."""
         return []
 
     def takes_precision(self, dtype: str) -> bool:
@@ -63,6 +72,8 @@ class Workload(ABC):
 
 class GptWorkload(Workload):
     """The built-in GPT decoder trained on real text (see trials/model.py, trials/data.py)."""
+
+    data_knobs = frozenset(DATA_KNOBS)
 
     def __init__(self, cfg: WorkloadConfig) -> None:
         self.cfg = cfg
@@ -103,6 +114,13 @@ class GptWorkload(Workload):
         return palm_flops_per_token(non_embedding_params=model.non_embedding_params(),
                                     n_layers=c.n_layers, n_heads=c.n_heads,
                                     head_dim=c.d_model // c.n_heads, seq_len=c.seq_len)
+
+
+def reach_of(workload: Workload, name: str) -> Reach:
+    """What ``workload`` applies, from its class alone (no model is built): it has
+    recompute blocks when it overrides :meth:`Workload.blocks`."""
+    return Reach(name, recompute=type(workload).blocks is not Workload.blocks,
+                 data_knobs=frozenset(workload.data_knobs) & frozenset(DATA_KNOBS))
 
 
 def load_workload(cfg: WorkloadConfig) -> Workload:

@@ -10,6 +10,7 @@ is about, one sentence, and the numbers that sentence cites::
 
 from __future__ import annotations
 
+import os
 import statistics
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -31,6 +32,12 @@ from trials.contract.schema import CostPriors
 
 #: A data-wait share above this (fraction of step time) means the input pipeline is short.
 DATA_WAIT_HIGH = 0.10
+#: Training at under this fraction of the step's compute-alone rate (the pipeline probe)
+#: means something else takes the cores: on a data-bound CPU job, the input pipeline's
+#: workers (the step 2-3x slower than alone, with little data wait: issue 23).
+COMPUTE_SHARE_LOW = 0.67
+#: The data knobs: what a fix of a data-bound trial changes.
+DATA_KNOBS = ("data.num_workers", "data.multiprocessing", "data.prefetch", "data")
 #: MFU below this, with a micro-batch of at most SMALL_MICRO_BATCH samples: steps are too small.
 MFU_LOW = 0.10
 SMALL_MICRO_BATCH = 2
@@ -126,17 +133,85 @@ def best_trial(ctx: _Context) -> list[Finding]:
     return [Finding("best", (top.number,), f"{head}: {', '.join(parts)}.", nums)]
 
 
-def data_wait(ctx: _Context) -> list[Finding]:
-    top = ctx.best
-    if top is None or top.data_wait_share is None or top.data_wait_share <= DATA_WAIT_HIGH:
+def data_bound_evidence(record: TrialRecord) -> tuple[str, dict[str, float]] | None:
+    """Why a trial is input-bound, in words and numbers, or None: its data wait, or its
+    pipeline probe (the pipeline alone slower than the step alone, or the step in training
+    far slower than alone while the pipeline shares the cores)."""
+    perf = record.perf
+    wait = record.data_wait_share
+    pipe, compute, train = (perf.pipeline_samples_per_s, perf.compute_samples_per_s,
+                            perf.samples_per_s)
+    nums: dict[str, float] = {}
+    facts = []
+    if wait is not None and wait > DATA_WAIT_HIGH:
+        nums["data_wait_share"] = wait
+        facts.append(f"spent {_pct(wait)} of its step time waiting for input data (above "
+                     f"{_pct(DATA_WAIT_HIGH)})")
+    if pipe and compute and train:
+        probe = {"pipeline_samples_per_s": pipe, "compute_samples_per_s": compute,
+                 "samples_per_s": train}
+        if pipe < compute:
+            nums |= probe
+            facts.append(f"has an input pipeline that alone delivers {pipe:,.0f} samples/s while "
+                         f"the step alone consumes {compute:,.0f}")
+        elif train < COMPUTE_SHARE_LOW * compute:
+            nums |= probe
+            facts.append(f"it trained at {train:,.0f} samples/s, {train / compute:.2f} x the "
+                         f"{compute:,.0f} samples/s of its step alone: the input pipeline "
+                         f"({pipe:,.0f} samples/s alone) competes with the step for the cores")
+    return ("; ".join(facts), nums) if facts else None
+
+
+def _data_values(ctx: _Context, record: TrialRecord) -> dict[str, Any]:
+    return {k: ctx.value(record, k) for k in DATA_KNOBS if ctx.value(record, k) is not None}
+
+
+def _data_advice(ctx: _Context, record: TrialRecord) -> str:
+    """What to try on its data knobs: workers up to the cores, multiprocessing, prefetch."""
+    cores = int(ctx.config.get("machine.cores") or os.cpu_count() or 1)
+    workers = ctx.value(record, "data.num_workers")
+    tries = []
+    if isinstance(workers, int) and workers < cores:
+        tries.append(f"more dataset workers (data.num_workers={workers} -> "
+                     f"{min(cores, 2 * workers)}, at most the {cores} cores)")
+    if ctx.value(record, "data.multiprocessing") is False:
+        tries.append("worker processes instead of threads for Python work "
+                     "(data.multiprocessing=true)")
+    tries.append(_change("data.prefetch", ctx.value(record, "data.prefetch"), 2)
+                 + " (a deeper prefetch)")
+    return "; ".join(tries) + "; or cheaper preprocessing (MindSpore's C++ vision ops)"
+
+
+def data_bound(ctx: _Context) -> list[Finding]:
+    """Opens the diagnosis: the baseline (else the pick) is input-bound, and what fixed it."""
+    base = baseline(ctx.records)
+    subject = next((r for r in (base, ctx.best) if r is not None and r.ok
+                    and data_bound_evidence(r)), None)
+    if subject is None:
         return []
-    workers = _change("data.num_workers", ctx.value(top, "data.num_workers"), 2)
-    prefetch = _change("data.prefetch", ctx.value(top, "data.prefetch"), 2)
-    return [Finding("data_wait", (top.number,), (
-        f"Trial #{top.number} spent {_pct(top.data_wait_share)} of its step time waiting for "
-        f"input data (above {_pct(DATA_WAIT_HIGH)}): give the input pipeline more dataset "
-        f"workers ({workers}) or a deeper prefetch ({prefetch})."),
-        {"data_wait_share": top.data_wait_share})]
+    why, nums = data_bound_evidence(subject)
+    who = "The baseline" if base is not None and subject.number == base.number else "Trial"
+    head = f"{who} (trial #{subject.number}) is data-bound: it {why}."
+    top = ctx.best
+    changed = {} if top is None else {k: v for k, v in _data_values(ctx, top).items()
+                                      if v != ctx.value(subject, k)}
+    if top is not None and top.number != subject.number and changed and top.tokens_per_s \
+            and subject.tokens_per_s and top.tokens_per_s > subject.tokens_per_s:
+        gain = top.tokens_per_s / subject.tokens_per_s - 1.0
+        nums["fix_change"] = gain
+        knobs = ", ".join(f"{k}={v}" for k, v in changed.items())
+        tail = (f" Trial #{top.number} fixed it with {knobs}: {100 * gain:+.1f} %"
+                + (f" ({top.vs_baseline.text()})" if top.vs_baseline is not None
+                   and subject is base else ""))
+        if top.confirmed_tokens_per_s is not None:
+            tail += f", confirmed {confirmed_text(top)}"
+        rest = data_bound_evidence(top)
+        tail += (f"; it is still data-bound ({rest[0]}): try {_data_advice(ctx, top)}."
+                 if rest else ".")
+    else:
+        tail = (f" No trial fixed it by its data knobs: try {_data_advice(ctx, subject)} "
+                "(`search=data` sweeps them).")
+    return [Finding("data_bound", (subject.number,), head + tail, nums)]
 
 
 def low_mfu(ctx: _Context) -> list[Finding]:
@@ -332,7 +407,7 @@ def not_run(ctx: _Context) -> list[Finding]:
 
 
 RULES: tuple[Callable[[_Context], list[Finding]], ...] = (
-    best_trial, data_wait, low_mfu, diverged_fp16, diverged, oom, hang, slow, crash, not_run)
+    data_bound, best_trial, low_mfu, diverged_fp16, diverged, oom, hang, slow, crash, not_run)
 
 
 def diagnose(records: list[TrialRecord], *, budget_gib: float | None = None,

@@ -2,36 +2,55 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import tempfile
 
+from omegaconf import OmegaConf
+
+from trials.contract.knob_reach import BUILT_IN, Reach, config_problem, knob_problem
 from trials.contract.launch import trial_env
 from trials.contract.mindformers import ADAPTER_ENTRY
-from trials.contract.schema import ConfigError, TrialConfig, runnable_problem
+from trials.contract.schema import ConfigError, TrialConfig, WorkloadConfig, runnable_problem
 
-#: Imports the module and looks the factory up, in the environment a trial gets.
-_IMPORT_CHECK = ("import importlib, sys\n"
+#: Imports the module and looks the factory up, in the environment a trial gets; then
+#: builds the workload (no model) and prints what knobs it applies, when it can.
+_IMPORT_CHECK = ("import importlib, json, sys\n"
                  "module = importlib.import_module(sys.argv[1])\n"
-                 "getattr(module, sys.argv[2])\n")
+                 "factory = getattr(module, sys.argv[2])\n"
+                 "try:\n"
+                 "    from omegaconf import OmegaConf\n"
+                 "    from trials.contract.schema import WorkloadConfig\n"
+                 "    from trials.workload import reach_of\n"
+                 "    cfg = OmegaConf.to_object(OmegaConf.merge(\n"
+                 "        OmegaConf.structured(WorkloadConfig), json.loads(sys.argv[3])))\n"
+                 "    print('REACH ' + json.dumps(reach_of(factory(cfg), cfg.name).to_json()))\n"
+                 "except Exception:\n"
+                 "    pass  # the trial will fail on its own, with its traceback\n")
+_REACH = "REACH "
 
 
-def check_workload_entry(entry: str, *, timeout_s: float = 120.0) -> None:
-    """ConfigError when ``workload.entry`` cannot be imported where a trial would run.
+def check_workload_entry(entry: str, *, timeout_s: float = 120.0,
+                         workload: WorkloadConfig | None = None) -> Reach | None:
+    """ConfigError when ``workload.entry`` cannot be imported where a trial would run;
+    else what the workload applies (None when its factory fails without the model).
 
     The import runs in a child process with the trial's environment: the user's
     module may import MindSpore, which the orchestrator never does.
     """
     if not entry:
-        return
+        return BUILT_IN
     module, _, attr = entry.partition(":")
     if not module or not attr:
         raise ConfigError(f"workload.entry={entry!r} must look like 'package.module:factory'")
     try:
         # In a scratch directory: an import may write there (MindFormers makes output/).
         with tempfile.TemporaryDirectory(prefix="autotune-preflight-") as scratch:
-            proc = subprocess.run([sys.executable, "-c", _IMPORT_CHECK, module, attr],
+            node = OmegaConf.structured(workload or WorkloadConfig(name="workload"))
+            spec = json.dumps(OmegaConf.to_container(node, enum_to_str=True))
+            proc = subprocess.run([sys.executable, "-c", _IMPORT_CHECK, module, attr, spec],
                                   env=trial_env(os.environ), capture_output=True, text=True,
                                   timeout=timeout_s, stdin=subprocess.DEVNULL, cwd=scratch)
     except subprocess.TimeoutExpired as exc:
@@ -47,12 +66,31 @@ def check_workload_entry(entry: str, *, timeout_s: float = 120.0) -> None:
                 ".venv-mindformers/bin/python -m autotune ...")
         raise ConfigError(f"workload.entry={entry!r} cannot be imported ({why}); check the "
                           "name and PYTHONPATH")
+    line = next((x for x in proc.stdout.splitlines() if x.startswith(_REACH)), None)
+    return Reach.from_json(json.loads(line[len(_REACH):])) if line else None
 
 
-def check_runnable(cfg: TrialConfig) -> None:
+def check_runnable(cfg: TrialConfig) -> Reach | None:
     """ConfigError when the configuration cannot run here at all (the backend, the devices)
-    or its workload does not import."""
+    or its workload does not import; else what the workload applies (None: unknown)."""
     problem = runnable_problem(cfg)
     if problem:
         raise ConfigError(problem)
-    check_workload_entry(cfg.workload.entry)
+    return check_workload_entry(cfg.workload.entry, workload=cfg.workload)
+
+
+def check_reach(cfg: TrialConfig, knobs: dict[str, tuple], reach: Reach | None) -> None:
+    """ConfigError naming the first knob of the baseline, or value of the search space
+    (``knobs``: override path -> values), that cannot take effect for the workload on
+    this machine's cores (trials/contract/knob_reach.py)."""
+    if reach is None:
+        return
+    cores = os.cpu_count() or 1
+    problem = config_problem(cfg, reach, cores=cores)
+    if problem:
+        raise ConfigError(f"the baseline: {problem}")
+    for path, values in knobs.items():
+        for value in values:
+            problem = knob_problem(path, value, reach, cores=cores)
+            if problem:
+                raise ConfigError(f"search space: {problem}")

@@ -136,6 +136,14 @@ class Performance:
     compile_s: float | None = None
     #: Share of the measured steps' time spent waiting for input data.
     data_wait_share: float | None = None
+    #: The pipeline probe, run after measuring (in no measured number; trials/trainer.py):
+    #: samples/s the input pipeline delivers alone, samples/s the step consumes alone
+    #: (fed one batch again and again), samples/s of the measured training steps, all
+    #: summed over ranks; and the probe's own wall time (its overhead on the trial).
+    pipeline_samples_per_s: float | None = None
+    compute_samples_per_s: float | None = None
+    samples_per_s: float | None = None
+    probe_s: float | None = None
     flops_per_token: float | None = None
     peak_flops: float | None = None
     mfu: float | None = None

@@ -230,6 +230,11 @@ class RunConfig:
     #: steps are kept out of every measured number.
     profile_steps: int = field(default=0, metadata=rule(ge=0, le=100))
     profile_dir: str = "profile"
+    #: After measuring (trial mode): time this many batches of a fresh copy of the input
+    #: pipeline alone, and this many steps of the step alone on one batch, so that the
+    #: scorecard says what the pipeline delivers and what the step consumes (a pipeline
+    #: that competes with the step for the cores shows no data wait). 0 = no probe.
+    probe_batches: int = field(default=8, metadata=rule(ge=0, le=100))
     #: Fault injection for testing the soak's leak detector: hold this many MiB more host
     #: memory after every step. 0 = off; never set it in a real job.
     inject_leak_mib: float = field(default=0.0, metadata=rule(ge=0, le=1024))
