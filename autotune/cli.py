@@ -11,6 +11,7 @@
     python -m autotune profile profile.trial=0        # where a trial's step time goes
     python -m autotune commbench commbench.ranks=2    # all-reduce bandwidth over msrun
     python -m autotune soak                           # the winner run long, killed, resumed
+    python -m autotune dashboard                      # optuna-dashboard, trials' files attached
     python -m autotune tune                           # correctness, memory, throughput, stability
     python -m autotune calibrate-host                 # this CPU's peak FLOP/s, measured when quiet
     python -m autotune calibrate calibrate.csv=runs.csv hardware=gpu_a100  # fit to your runs
@@ -38,7 +39,7 @@ from trials.contract.schema import ConfigError
 #: ``run(composed, overrides, console)`` runs it (imported only when chosen; a hyphen in the
 #: verb is an underscore in the module's name).
 COMMANDS = ("sweep", "plan", "report", "confirm", "export", "profile", "commbench", "soak",
-            "tune", "calibrate-host", "calibrate")
+            "dashboard", "tune", "calibrate-host", "calibrate")
 #: The verbs that compose the search space's config-group choices too.
 SEARCHING = ("sweep", "tune")
 

@@ -347,6 +347,16 @@ class SoakSettings:
 
 
 @dataclass
+class DashboardSettings:
+    """``python -m autotune dashboard``: optuna-dashboard on the study, with its artifacts."""
+
+    #: Address to listen on; 127.0.0.1 = this machine only (0.0.0.0: every interface).
+    host: str = "127.0.0.1"
+    #: Port to listen on; 0 = any free port (the URL printed names it).
+    port: int = field(default=8080, metadata=rule(ge=0, le=65535))
+
+
+@dataclass
 class TuneSettings:
     """``python -m autotune tune``: the tuning order as stages, each stored on the study."""
 
@@ -375,6 +385,7 @@ class SweepConfig(TrialConfig):
     commbench: CommbenchSettings = field(default_factory=CommbenchSettings)
     soak: SoakSettings = field(default_factory=SoakSettings)
     tune: TuneSettings = field(default_factory=TuneSettings)
+    dashboard: DashboardSettings = field(default_factory=DashboardSettings)
 
 
 ConfigStore.instance().store(name="sweep_schema", node=SweepConfig)
@@ -382,7 +393,7 @@ ConfigStore.instance().store(name="sweep_schema", node=SweepConfig)
 
 #: The sections of SweepConfig that are not the trial's, in the order they are checked.
 SETTINGS_KEYS = ("sweep", "search", "report", "confirm", "export", "plan", "calibrate",
-                 "profile", "commbench", "soak", "tune")
+                 "profile", "commbench", "soak", "tune", "dashboard")
 
 
 def validate_settings(composed: DictConfig) -> SweepConfig:

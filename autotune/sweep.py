@@ -47,6 +47,7 @@ from autotune.study import budget, futility, reaping, scoring, selection, twins
 from autotune.study import records as R
 from autotune.study import stage_results as stages
 from autotune.study import storage as S
+from autotune.study.artifacts import RunFiles
 from autotune.study.choice import study_verdict
 from autotune.study.disk import DiskFull, Reserve, check_room, full_is_diskfull
 from autotune.study.interruption import interrupt, taken_over
@@ -357,7 +358,7 @@ class Sweep:
                              multi_objective=self.multi, pooled_tokens_per_s=pooled,
                              contention_cores=self.settings.contention_cores,
                              target_interval=ready.cfg.run.target_interval if is_baseline
-                             else None)
+                             else None, files=self._files(trial.number, ready.cfg))
         after = StudyView(study)
         if self.refitter is not None:
             refused = self.refitter.after_trial(study, after.records, trial.number)
@@ -376,6 +377,11 @@ class Sweep:
                  or futility.baseline_diverged(after.record(trial.number), self.space.describe()))
                 if is_baseline else None)
         return Settled(launched=True, stop=stop)
+
+    def _files(self, number: int, cfg: TrialConfig) -> RunFiles:
+        """A launched trial's files, for its artifacts (optuna-dashboard shows them)."""
+        run_dir = self.layout.trial(number)
+        return RunFiles(self.layout.artifacts, run_dir, run_dir.metrics(cfg))
 
     def _slow_under_load(self, result: monitor.TrialResult) -> bool:
         """Stopped as slow while other processes loaded the host (one trial at a time: side

@@ -41,7 +41,7 @@ COMMANDS = readme_commands()
 def test_the_readme_shows_every_command():
     verbs = {c.split("python -m autotune", 1)[1].split()[0] for c in COMMANDS}
     assert verbs == {"sweep", "plan", "report", "confirm", "export", "profile", "commbench",
-                     "soak", "tune", "calibrate-host", "calibrate"}, COMMANDS
+                     "soak", "dashboard", "tune", "calibrate-host", "calibrate"}, COMMANDS
 
 
 @pytest.mark.parametrize("line", COMMANDS)
@@ -87,6 +87,7 @@ DISPATCH = {
     "export": ([], "no study database"),
     "profile": (["profile.trial=1"], "no study database"),
     "soak": ([], "no study database"),
+    "dashboard": ([], "no study database"),
     "calibrate-host": (["hardware=ascend_910b"], "calibrate-host measures this machine's CPU"),
     "calibrate": ([], "calibrate needs calibrate.csv=PATH"),
 }
@@ -97,7 +98,7 @@ def test_help_lists_the_commands():
     commands = re.search(r"\{([a-z,-]+)\}", text).group(1).split(",")
     examples = re.findall(r"^\s*python -m autotune ([a-z-]+)", text, flags=re.M)
     for verb in ("sweep", "plan", "report", "confirm", "export", "profile", "commbench", "soak",
-                 "tune", "calibrate-host", "calibrate"):
+                 "dashboard", "tune", "calibrate-host", "calibrate"):
         assert verb in commands
     # Rule: every example in the help names a command the parser accepts, and every
     # command has an example.
