@@ -77,13 +77,19 @@ class PredictSettings:
     #: prediction by more than this fraction.
     oom_margin: float = field(default=0.1, metadata=rule(ge=0, le=10))
     #: Launch the k configurations with the best predicted tokens/s next, once per study,
-    #: as soon as the model is trusted (``trust_time_error``); 0 = let the sampler choose.
+    #: as soon as the model is trusted (``trust_time_error`` or ``trust_rank``); 0 = let
+    #: the sampler choose.
     enqueue_best: int = field(default=3, metadata=rule(ge=0))
     #: The model is trusted to seed the search when its step-time error (the imported fit's
     #: leave-one-out error, or the study's fit's residual) is at most this: 0.15, the
     #: held-out step-time error on real CPU trials (13.5 %, BENCHMARKS.md "Cost model held
     #: out") rounded up. The profiles' priors carry 0.3, so an uncalibrated model never seeds.
     trust_time_error: float = field(default=0.15, metadata=rule(ge=0))
+    #: ... or when, over the study's own measured trials (5 or more), each one predicted by
+    #: a fit of the others ranks them with Spearman's rho at least this: a model that ranks
+    #: configurations it was not fitted on is worth seeding from even when its seconds are
+    #: off (on the recorded CPU landscape its error is ~19 % in-sample, its order right).
+    trust_rank: float = field(default=0.8, metadata=rule(ge=-1, le=1))
     #: Refit the model's constants from the study's measured trials as they finish.
     refit: bool = True
 

@@ -257,11 +257,16 @@ class Sweep:
         with its launch claimed."""
         if self.settings.neighbours:
             proposals.queue_next_neighbour(study, self.space)
-        if self.model is not None and self.settings.predict.enqueue_best:
+        # Seeds past the budget would wait in the study for a run that never comes.
+        seeds = min(self.settings.predict.enqueue_best,
+                    self.settings.n_trials - budget.count_launches(study))
+        if self.model is not None and seeds > 0:
             proposals.queue_best_predicted(
-                study, self.space, self.model, self.budget_gib,
-                self.settings.predict.enqueue_best,
-                max_time_error=self.settings.predict.trust_time_error)
+                study, self.space, self.model, self.budget_gib, seeds,
+                max_time_error=self.settings.predict.trust_time_error,
+                min_rank=self.settings.predict.trust_rank,
+                ranking=(lambda: self.refitter.held_out_rank(StudyView(study).records))
+                if self.refitter is not None else None)
         trial = study.ask(self.space.distributions())
         label = params_label(trial.params) + (
             " (simulated)" if self.settings.simulate else "")

@@ -200,3 +200,17 @@ def test_the_best_predicted_points_are_launched_first(harness):
     assert [t.user_attrs["role"] for t in trials[:3]] == ["baseline", "predicted", "predicted"]
     predicted = [t.user_attrs["prediction"]["tokens_per_s"] for t in trials[1:3]]
     assert predicted == sorted(predicted, reverse=True)
+
+
+def test_an_untrusted_model_seeds_nothing(harness):
+    from autotune.cli import main
+
+    overrides = [f"sweep.runs_dir={harness.runs}", "sweep.study=untrusted",
+                 "sweep.progress=false", "search=accelerator", "hardware=ascend_910b",
+                 "workload=llama2_13b", "sweep.simulate=true", "sweep.n_trials=3",
+                 "sweep.predict.enqueue_best=2", "sweep.predict.trust_time_error=0.15"]
+    assert main(["sweep", *overrides]) == 0
+    trials = harness.study("untrusted").trials
+    # Rule: the priors' error (0.3) is over the threshold and simulated trials never refit
+    # (no held-out ranking): the sampler chooses after the baseline.
+    assert "predicted" not in [t.user_attrs.get("role") for t in trials]
