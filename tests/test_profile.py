@@ -115,6 +115,14 @@ def evidence(**kw) -> rules.Evidence:
      "4.5x"),
     (rules.slow_rank, {"rank_step_s": [0.100, 0.112], "dp": 2},
      {"rank_step_s": [0.100, 0.102], "dp": 2}, "rank 1"),
+    (rules.host_bound, {"shares": {"idle": 0.387}}, {"shares": {"idle": 0.05}}, "38.7 %"),
+    (rules.cast_overhead,
+     {"top_ops": [{"type": "Cast", "category": "forward", "share": 0.12, "ms_per_step": 12.0},
+                  {"type": "MatMul", "category": "forward", "share": 0.5, "ms_per_step": 50.0},
+                  {"type": "Cast", "category": "backward", "share": 0.07, "ms_per_step": 7.0}]},
+     {"top_ops": [{"type": "Cast", "category": "forward", "share": 0.04, "ms_per_step": 4.0},
+                  {"type": "MatMul", "category": "forward", "share": 0.5, "ms_per_step": 50.0}]},
+     "19.0 %"),
 ])
 def test_each_rule_fires_on_its_condition_only_and_quotes_its_numbers(rule, firing, quiet,
                                                                       quoted):
