@@ -107,6 +107,11 @@ def test_help_lists_the_commands():
     assert set(commands) == set(DISPATCH)
 
 
+def test_help_is_plain_text():
+    # Rule: --help shows no reStructuredText markup (``literal``), only what to type.
+    assert "``" not in help_text()
+
+
 def test_help_examples_compose(capsys):
     from autotune.cli import main
 
