@@ -8,7 +8,7 @@
     python -m autotune report                         # tables, plots, diagnosis
     python -m autotune confirm confirm.top_k=2        # re-measure the finalists
     python -m autotune export export.out=best_job     # the winner as a production job
-    python -m autotune profile profile.trial=0        # where a trial's step time goes
+    python -m autotune profile                        # where the pick's step time goes
     python -m autotune commbench commbench.ranks=2    # all-reduce bandwidth over msrun
     python -m autotune soak                           # the winner run long, killed, resumed
     python -m autotune dashboard                      # optuna-dashboard, trials' files attached
@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import re
 import signal
 import sys
 import warnings
@@ -51,9 +52,15 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
+def plain(text: str) -> str:
+    """A docstring as a terminal shows it: reStructuredText's ``literal`` marks dropped."""
+    return re.sub(r"``(.+?)``", r"\1", text)
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = OneLineParser(prog="python -m autotune", description=__doc__.split("\n\n")[0],
-                                     epilog=__doc__.split("\n\n", 1)[1],
+    parser = OneLineParser(prog="python -m autotune",
+                           description=plain(__doc__.split("\n\n")[0]),
+                           epilog=plain(__doc__.split("\n\n", 1)[1]),
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("command", choices=COMMANDS)
     parser.add_argument("--print-config", action="store_true",

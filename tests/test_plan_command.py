@@ -214,3 +214,27 @@ def test_an_untrusted_model_seeds_nothing(harness):
     # Rule: the priors' error (0.3) is over the threshold and simulated trials never refit
     # (no held-out ranking): the sampler chooses after the baseline.
     assert "predicted" not in [t.user_attrs.get("role") for t in trials]
+
+
+def test_plan_png_plots_tokens_per_s_against_peak_memory_with_the_budget():
+    import pandas as pd
+
+    from autotune.plan.figure import tradeoff
+
+    df = pd.DataFrame([
+        {"rank": 1, "split": "8x1x1", "micro_batches": 1, "tokens_per_s": 900.0,
+         "peak_gib": 50.0, "fits": True, "tight": False},
+        {"rank": 2, "split": "4x2x1", "micro_batches": 2, "tokens_per_s": 800.0,
+         "peak_gib": 62.0, "fits": True, "tight": True},
+        {"rank": None, "split": "2x4x1", "micro_batches": 1, "tokens_per_s": 950.0,
+         "peak_gib": 90.0, "fits": False, "tight": False},
+        {"rank": None, "split": "1x1x8", "micro_batches": 1, "tokens_per_s": None,
+         "peak_gib": None, "fits": False, "tight": False}])
+    ax = tradeoff(df, title="t", budget_gib=64).axes[0]
+    # Rule: every predicted point is a marker at (peak GiB, tokens/s); one without a
+    # prediction is left out; the budget is a vertical line at 64 GiB.
+    points = sorted(tuple(p) for c in ax.collections for p in c.get_offsets())
+    assert points == [(50.0, 900.0), (62.0, 800.0), (90.0, 950.0)]
+    assert [tuple(line.get_xdata()) for line in ax.lines] == [(64, 64)]
+    assert "peak memory" in ax.get_xlabel() and "tokens/s" in ax.get_ylabel()
+    assert tradeoff(df.iloc[3:], title="t", budget_gib=64) is None
