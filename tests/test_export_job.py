@@ -25,15 +25,11 @@ from autotune.export.job import (
     sbatch_script,
 )
 from tests.conftest import ROOT
-from trials.contract.compose import compose, load_resolved
+from tests.test_export_multinode import job
+from trials.contract.compose import load_resolved
 from trials.contract.events import Phase, StepRecord
 from trials.contract.schema import ConfigError, TrialConfig, to_trial_config, validate
 from trials.job_summary import summary_line
-
-
-def job(*overrides: str) -> TrialConfig:
-    return to_trial_config(compose("trial", list(overrides)))
-
 
 IMGCLS = '"""A user\'s image classifier."""\nfrom trials.image_cnn import make_workload\n'
 
