@@ -338,9 +338,10 @@ class Trainer:
     def _log_progress(self, record: StepRecord) -> None:
         every = max(1, self.cfg.run.steps // 20)
         if record.step % every == 0 or record.step + 1 == self.cfg.run.steps:
-            log.info("step %d | loss %.4f | grad norm %.3f | %.0f tok/s | %.2f GiB",
+            log.info("step %d | loss %.4f | grad norm %.3f | %.0f %s/s | %.2f GiB",
                      record.step, record.loss, record.grad_norm,
-                     self.tokens_per_step / record.step_s, record.peak_rss_gib)
+                     self.tokens_per_step / record.step_s, self.workload.unit,
+                     record.peak_rss_gib)
 
     # -- summary --------------------------------------------------------------------------
     def job_line(self) -> str:
