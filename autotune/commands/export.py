@@ -36,7 +36,27 @@ from autotune.study import selection
 from autotune.study import storage as S
 from autotune.study.choice import choose_trial
 from autotune.study.records import load_records
-from trials.contract.schema import ConfigError, memory_budget_gib, to_trial_config
+from trials.contract.schema import (
+    ConfigError,
+    TrialConfig,
+    memory_budget_gib,
+    to_trial_config,
+)
+
+
+def mindformers_files(job: TrialConfig, options: ExportSettings) -> tuple[dict, str]:
+    """mindformers.yaml (none for a model of the user's own) and its CHANGES.md section."""
+    skipped = mindformers_skipped(job)
+    if skipped and options.mindformers_base:
+        raise ConfigError(f"export.mindformers_base={options.mindformers_base}: workload "
+                          f"{job.workload.name} is not a MindFormers model, so there is "
+                          "nothing to merge into a MindFormers config; drop the option")
+    if skipped:
+        return {}, "\n## MindFormers\n\n" + skipped + "\n"
+    mindformers = export_mindformers(job, base=options.mindformers_base,
+                                     style=options.mindformers_style,
+                                     overrides=options.mindformers_overrides)
+    return {"mindformers.yaml": mindformers.yaml()}, changes_section(mindformers)
 
 
 def run_export(composed: DictConfig, console: Console) -> int:
@@ -56,28 +76,18 @@ def run_export(composed: DictConfig, console: Console) -> int:
                                prior_cv=base_cfg.hardware.cost.run_to_run_cv,
                                budget_gib=memory_budget_gib(base_cfg))
     job = production_config(chosen, options)
-    skipped = mindformers_skipped(job)
-    if skipped and options.mindformers_base:
-        raise ConfigError(f"export.mindformers_base={options.mindformers_base}: workload "
-                          f"{job.workload.name} is not a MindFormers model, so there is "
-                          "nothing to merge into a MindFormers config; drop the option")
+    mindformers, mindformers_note = mindformers_files(job, options)
     carried = carry(job)
     baseline = selection.baseline(records)
     headroom = predicted_headroom(job, fits.study_model(study, job.hardware))
-    mindformers_note = "\n## MindFormers\n\n" + skipped + "\n" if skipped else ""
     files: dict[str, str | bytes] = {
         "job.yaml": job_yaml(job),
         "launch.sh": launch_script(job, carried.modules),
         "env.sh": env_script(),
         "requirements.txt": requirements(job),
         "job.sbatch": sbatch_script(job, study=settings.study, trial=chosen.number),
+        **mindformers,
     }
-    if not skipped:
-        mindformers = export_mindformers(job, base=options.mindformers_base,
-                                         style=options.mindformers_style,
-                                         overrides=options.mindformers_overrides)
-        files["mindformers.yaml"] = mindformers.yaml()
-        mindformers_note = changes_section(mindformers)
     soak, figure = stability_note(study, chosen.number)
     files.update({
         "provenance.json": json.dumps({**provenance(study, settings, chosen, why,
