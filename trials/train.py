@@ -137,6 +137,8 @@ def run(cfg: TrialConfig, metrics: MetricsLog, *, compile_cache: dict) -> tuple[
     if trainer.profile is not None:
         metrics.emit(ProfileRecord(**trainer.profile))
     metrics.emit(SummaryRecord(**summary))
+    if cfg.run.mode is RunMode.production and trainer.rank == 0:
+        print(trainer.job_line(), flush=True)  # the job's last line (msrun tails rank 0's)
     return Outcome.OK, ""
 
 
