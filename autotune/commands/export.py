@@ -1,6 +1,6 @@
 """``python -m autotune export``: the chosen trial as a production job (job.yaml,
-launch.sh, job.sbatch, mindformers.yaml, provenance.json, CHANGES.md, README.md),
-written atomically into ``export.out``."""
+launch.sh, job.sbatch, mindformers.yaml, mindformers_train.yaml, provenance.json,
+CHANGES.md, README.md), written atomically into ``export.out``."""
 
 from __future__ import annotations
 
@@ -24,6 +24,11 @@ from autotune.export.job import (
     stability_note,
 )
 from autotune.export.mindformers import changes_section, export_mindformers
+from autotune.export.mindformers_train import (
+    TRAIN_README,
+    export_train_config,
+    train_changes_section,
+)
 from autotune.plan import fits
 from autotune.settings import ExportSettings, SweepSettings
 from autotune.study import selection
@@ -54,19 +59,24 @@ def run_export(composed: DictConfig, console: Console) -> int:
     headroom = predicted_headroom(job, fits.study_model(study, job.hardware))
     mindformers = export_mindformers(job, base=options.mindformers_base,
                                      style=options.mindformers_style,
-                                     overrides=options.mindformers_overrides)
+                                     overrides=options.mindformers_overrides,
+                                     transfer=options.mindformers_transfer)
+    train_config = export_train_config(job, base=options.mindformers_base,
+                                       transfer=options.mindformers_transfer)
     files = {
         "job.yaml": OmegaConf.to_yaml(OmegaConf.structured(job)),
         "launch.sh": launch_script(job),
         "job.sbatch": sbatch_script(job, study=settings.study, trial=chosen.number),
         "mindformers.yaml": mindformers.yaml(),
+        "mindformers_train.yaml": train_config.yaml(),
         "provenance.json": json.dumps({**provenance(study, settings, chosen, why),
                                        "predicted_memory": headroom}, indent=2,
                                       default=str) + "\n",
         "CHANGES.md": describe_changes(chosen, baseline, job, records)
-        + headroom_note(headroom, chosen.simulated) + changes_section(mindformers),
+        + headroom_note(headroom, chosen.simulated) + changes_section(mindformers)
+        + train_changes_section(train_config, job),
         "README.md": EXPORT_README.format(trial=chosen.number, study=settings.study)
-        + stability_note(study, chosen.number),
+        + stability_note(study, chosen.number) + TRAIN_README,
     }
     write_atomically(out, files, overwrite=options.overwrite)
     nodes = job_nodes(job)
