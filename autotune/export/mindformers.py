@@ -48,16 +48,18 @@ class MindFormersExport:
     changes: list[tuple[str, object, object]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
-    def yaml(self) -> str:
+    def head(self) -> str:
         if self.base is None:
-            head = (f"# MindFormers {mf.MINDFORMERS_VERSION} keys of the tuned job ({self.style} "
+            return (f"# MindFormers {mf.MINDFORMERS_VERSION} keys of the tuned job ({self.style} "
                     "model config). Merge it into your full config:\n"
                     "#   python -m autotune export export.mindformers_base=YOUR.yaml\n"
                     "# writes the merged, complete config instead (see README.md).\n")
-        else:
-            head = (f"# {self.base.name} with the tuned values of autotune merged in "
-                    f"(MindFormers {mf.MINDFORMERS_VERSION}); CHANGES.md lists each change.\n")
-        return head + yaml.safe_dump(self.config, sort_keys=False, default_flow_style=None)
+        return (f"# {self.base.name} with the tuned values of autotune merged in "
+                f"(MindFormers {mf.MINDFORMERS_VERSION}); CHANGES.md lists each change.\n")
+
+    def yaml(self) -> str:
+        return self.head() + yaml.safe_dump(self.config, sort_keys=False,
+                                            default_flow_style=None)
 
 
 def fragment(job: TrialConfig, style: str = "legacy") -> dict:

@@ -13,12 +13,9 @@ with the tuned values merged in (what :mod:`.mindformers_transfer` lets in).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
-from autotune.export.mindformers import table_cell
+from autotune.export.mindformers import MindFormersExport, table_cell
 from autotune.export.mindformers_transfer import check_transfer, leaves
 from trials.contract import mindformers as mf
 from trials.contract.schema import (
@@ -90,29 +87,21 @@ FIDELITY = (
 )
 
 
-@dataclass
-class TrainConfigExport:
-    """What ``mindformers_train.yaml`` holds and how it came about."""
+class TrainConfigExport(MindFormersExport):
+    """What ``mindformers_train.yaml`` holds and how it came about (``base``: the user's
+    TrainConfig YAML it was merged into; None: a fragment)."""
 
-    config: dict
-    #: The user's TrainConfig YAML it was merged into (None: a fragment).
-    base: Path | None
-    changes: list[tuple[str, object, object]] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-
-    def yaml(self) -> str:
+    def head(self) -> str:
         if self.base is None:
-            head = (f"# The tuned job in MindFormers {mf.MINDFORMERS_VERSION}'s PyNative "
+            return (f"# The tuned job in MindFormers {mf.MINDFORMERS_VERSION}'s PyNative "
                     "TrainConfig schema (mindformers.pynative.config.TrainConfig).\n"
                     f"# {PLACEHOLDER} marks what the tuning cannot know (your model_type, "
                     "architectures, data loader):\n"
                     "#   python -m autotune export export.mindformers_base=YOUR_train.yaml\n"
                     "# writes your TrainConfig with the tuned values merged in instead.\n")
-        else:
-            head = (f"# {self.base.name} with the tuned values of autotune merged in "
-                    f"(MindFormers {mf.MINDFORMERS_VERSION} PyNative TrainConfig); CHANGES.md "
-                    "lists each change.\n")
-        return head + yaml.safe_dump(self.config, sort_keys=False, default_flow_style=None)
+        return (f"# {self.base.name} with the tuned values of autotune merged in "
+                f"(MindFormers {mf.MINDFORMERS_VERSION} PyNative TrainConfig); CHANGES.md "
+                "lists each change.\n")
 
 
 def train_fragment(job: TrialConfig, *, layers: int) -> dict:
@@ -171,7 +160,7 @@ def export_train_config(job: TrialConfig, *, base: str = "",
         config = mf.merge(train_fragment(job, layers=job.workload.n_layers),
                           {"model": _workload_model(job),
                            "train_dataset": {"dataloader": {"type": PLACEHOLDER}}})
-        result = TrainConfigExport(config, None)
+        result = TrainConfigExport(config, None, "mcore")
         result.notes.append(f"a fragment: {PLACEHOLDER} marks the keys your TrainConfig "
                             "supplies; export.mindformers_base=YOUR_train.yaml merges into it.")
         return result
@@ -182,7 +171,7 @@ def export_train_config(job: TrialConfig, *, base: str = "",
     config = mf.merge(base_cfg, gate.select(tuned, base_cfg))
     before, after = leaves(base_cfg), leaves(config)
     changes = [(k, before.get(k), v) for k, v in after.items() if before.get(k) != v]
-    return TrainConfigExport(config, Path(base), changes, gate.notes)
+    return TrainConfigExport(config, Path(base), "mcore", changes, gate.notes)
 
 
 def _fit_to_base(tuned: dict, base: dict) -> dict:
