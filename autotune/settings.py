@@ -7,6 +7,7 @@ The orchestrator composes the same config groups as the trial program, so
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass, field
 
 from hydra.core.config_store import ConfigStore
@@ -256,6 +257,17 @@ class ExportSettings:
                                    metadata=rule(one_of=("auto", "legacy", "mcore")))
     #: MindFormers keys to set last, dotted: {output_dir: /data/out, runner_config.epochs: 3}.
     mindformers_overrides: dict = field(default_factory=dict)
+    #: What may go into a base whose model (layers, hidden, heads, sequence) or hardware
+    #: is not the tuned workload's (refused otherwise): groups of MINDFORMERS_TRANSFER_GROUPS
+    #: or dotted keys of the exported files, e.g. [data, memory, training.max_norm].
+    #: context.device_target and max_device_memory change only when named (hardware).
+    mindformers_transfer: list = field(default_factory=list)
+
+
+#: Groups of tuned values ``export.mindformers_transfer`` names
+#: (autotune/export/mindformers_transfer.py maps each MindFormers key to one).
+MINDFORMERS_TRANSFER_GROUPS = ("parallel", "batch", "optimizer", "precision", "memory",
+                               "runtime", "data", "run", "hardware")
 
 
 @dataclass
@@ -442,6 +454,7 @@ def validate_settings(composed: DictConfig) -> SweepConfig:
 
 
 STAGES = ("correctness", "memory", "throughput", "stability")
+_DOTTED_KEY = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 
 
 def _check_lists(cfg: SweepConfig) -> None:
@@ -450,6 +463,13 @@ def _check_lists(cfg: SweepConfig) -> None:
                             for v in sizes):
         raise ConfigError(f"commbench.sizes_kib={sizes}: each size must be a number of KiB "
                           "in (0, 4194304], and the list not empty")
+    transfer = cfg.export.mindformers_transfer
+    bad = [v for v in transfer if not isinstance(v, str)
+           or not (v in MINDFORMERS_TRANSFER_GROUPS or _DOTTED_KEY.fullmatch(v))]
+    if bad:
+        raise ConfigError(f"export.mindformers_transfer={transfer}: {bad[0]!r} is neither a "
+                          f"group ({', '.join(MINDFORMERS_TRANSFER_GROUPS)}) nor a dotted "
+                          "MindFormers key (e.g. train_dataset.prefetch_size)")
     stages = cfg.tune.stages
     if not stages or any(s not in STAGES for s in stages) or len(set(stages)) != len(stages):
         raise ConfigError(f"tune.stages={stages}: a non-empty list of distinct stages out of "

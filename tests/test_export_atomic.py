@@ -18,7 +18,8 @@ from autotune.export.atomic import PAUSE_ENV, leftovers, recover
 from tests.conftest import ROOT, project_env
 
 FILES = {"job.yaml", "launch.sh", "env.sh", "requirements.txt", "job.sbatch",
-         "mindformers.yaml", "provenance.json", "CHANGES.md", "README.md", "SHA256SUMS", "src"}
+         "mindformers.yaml", "mindformers_train.yaml", "provenance.json", "CHANGES.md",
+         "README.md", "SHA256SUMS", "src"}
 
 
 def export_steps(out: Path) -> int | None:

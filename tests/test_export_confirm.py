@@ -42,7 +42,8 @@ def test_exported_job_runs_from_its_files_alone(real_study, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert sorted(p.name for p in out.iterdir()) == [
         "CHANGES.md", "README.md", "SHA256SUMS", "env.sh", "job.sbatch", "job.yaml",
-        "launch.sh", "mindformers.yaml", "provenance.json", "requirements.txt", "src"]
+        "launch.sh", "mindformers.yaml", "mindformers_train.yaml", "provenance.json",
+        "requirements.txt", "src"]
     provenance = json.loads((out / "provenance.json").read_text())
     assert provenance["study"] == "real" and provenance["versions"]["mindspore"] == "2.10.0"
     assert provenance["metrics"]["tokens_per_s"] > 0 and provenance["fingerprint"]

@@ -1,7 +1,7 @@
 """``python -m autotune export``: the chosen trial as a production job (job.yaml,
 launch.sh, env.sh, requirements.txt, src/ with SHA256SUMS, job.sbatch, mindformers.yaml,
-provenance.json, CHANGES.md, README.md, soak.png), written atomically into
-``export.out``: a directory that runs wherever it is copied."""
+mindformers_train.yaml, provenance.json, CHANGES.md, README.md, soak.png), written
+atomically into ``export.out``: a directory that runs wherever it is copied."""
 
 from __future__ import annotations
 
@@ -30,6 +30,11 @@ from autotune.export.job import (
     stability_note,
 )
 from autotune.export.mindformers import changes_section, export_mindformers
+from autotune.export.mindformers_train import (
+    TRAIN_README,
+    export_train_config,
+    train_changes_section,
+)
 from autotune.plan import fits
 from autotune.settings import ExportSettings, SweepSettings
 from autotune.study import selection
@@ -44,19 +49,26 @@ from trials.contract.schema import (
 )
 
 
-def mindformers_files(job: TrialConfig, options: ExportSettings) -> tuple[dict, str]:
-    """mindformers.yaml (none for a model of the user's own) and its CHANGES.md section."""
+def mindformers_files(job: TrialConfig, options: ExportSettings) -> tuple[dict, str, str]:
+    """mindformers.yaml and mindformers_train.yaml (none for a model of the user's own),
+    their CHANGES.md sections and the README's part on them."""
     skipped = mindformers_skipped(job)
     if skipped and options.mindformers_base:
         raise ConfigError(f"export.mindformers_base={options.mindformers_base}: workload "
                           f"{job.workload.name} is not a MindFormers model, so there is "
                           "nothing to merge into a MindFormers config; drop the option")
     if skipped:
-        return {}, "\n## MindFormers\n\n" + skipped + "\n"
+        return {}, "\n## MindFormers\n\n" + skipped + "\n", ""
     mindformers = export_mindformers(job, base=options.mindformers_base,
                                      style=options.mindformers_style,
-                                     overrides=options.mindformers_overrides)
-    return {"mindformers.yaml": mindformers.yaml()}, changes_section(mindformers)
+                                     overrides=options.mindformers_overrides,
+                                     transfer=options.mindformers_transfer)
+    train_config = export_train_config(job, base=options.mindformers_base,
+                                       transfer=options.mindformers_transfer)
+    return ({"mindformers.yaml": mindformers.yaml(),
+             "mindformers_train.yaml": train_config.yaml()},
+            changes_section(mindformers) + train_changes_section(train_config, job),
+            TRAIN_README)
 
 
 def run_export(composed: DictConfig, console: Console) -> int:
@@ -76,7 +88,7 @@ def run_export(composed: DictConfig, console: Console) -> int:
                                prior_cv=base_cfg.hardware.cost.run_to_run_cv,
                                budget_gib=memory_budget_gib(base_cfg))
     job = production_config(chosen, options)
-    mindformers, mindformers_note = mindformers_files(job, options)
+    mindformers, mindformers_note, mindformers_readme = mindformers_files(job, options)
     carried = carry(job)
     baseline = selection.baseline(records)
     headroom = predicted_headroom(job, fits.study_model(study, job.hardware))
@@ -96,7 +108,8 @@ def run_export(composed: DictConfig, console: Console) -> int:
                                       default=str) + "\n",
         "CHANGES.md": describe_changes(chosen, baseline, job, records)
         + headroom_note(headroom, chosen.simulated) + mindformers_note,
-        "README.md": export_readme(job, trial=chosen.number, study=settings.study) + soak,
+        "README.md": export_readme(job, trial=chosen.number, study=settings.study) + soak
+        + mindformers_readme,
         "SHA256SUMS": carried.sha256sums(),
         **carried.files,
     })
