@@ -91,6 +91,9 @@ class PredictSettings:
     #: configurations it was not fitted on is worth seeding from even when its seconds are
     #: off (on the recorded CPU landscape its error is ~19 % in-sample, its order right).
     trust_rank: float = field(default=0.8, metadata=rule(ge=-1, le=1))
+    #: After the first ``enqueue_best`` seeds, queue the model's best unseen point every
+    #: other launch while it stays trusted (the sampler proposes the others).
+    follow: bool = True
     #: Refit the model's constants from the study's measured trials as they finish.
     refit: bool = True
 

@@ -266,7 +266,8 @@ class Sweep:
                 max_time_error=self.settings.predict.trust_time_error,
                 min_rank=self.settings.predict.trust_rank,
                 ranking=(lambda: self.refitter.held_out_rank(StudyView(study).records))
-                if self.refitter is not None else None)
+                if self.refitter is not None else None,
+                follow=self.settings.predict.follow)
         trial = study.ask(self.space.distributions())
         label = params_label(trial.params) + (
             " (simulated)" if self.settings.simulate else "")

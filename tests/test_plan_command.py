@@ -238,3 +238,19 @@ def test_plan_png_plots_tokens_per_s_against_peak_memory_with_the_budget():
     assert [tuple(line.get_xdata()) for line in ax.lines] == [(64, 64)]
     assert "peak memory" in ax.get_xlabel() and "tokens/s" in ax.get_ylabel()
     assert tradeoff(df.iloc[3:], title="t", budget_gib=64) is None
+
+
+def test_after_its_seeds_the_model_proposes_every_other_launch():
+    import optuna
+
+    from autotune.search.proposals import PREDICTED_ROLE, _follow_due
+    from autotune.study.records import ROLE
+
+    study = optuna.create_study()
+    assert not _follow_due(study)  # nothing measured yet
+    study.enqueue_trial({"x": 1.0}, user_attrs={ROLE: PREDICTED_ROLE})
+    assert not _follow_due(study)  # a seed still waits
+    study.optimize(lambda t: t.suggest_float("x", 0, 2), n_trials=1)
+    assert not _follow_due(study)  # the newest launch was the model's: the sampler's turn
+    study.optimize(lambda t: t.suggest_float("x", 0, 2), n_trials=1)
+    assert _follow_due(study)  # the sampler's: the model's turn

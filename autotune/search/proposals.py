@@ -77,7 +77,7 @@ MODELLED_PREFIXES = ("workload.", "parallel.", "train.", "precision", "hardware"
 
 def queue_best_predicted(study: optuna.Study, space: SearchSpace, model, budget_gib: float,
                          k: int, *, max_time_error: float, min_rank: float = 1.0,
-                         ranking=None) -> list[dict]:
+                         ranking=None, follow: bool = False) -> list[dict]:
     """Queue the k points with the best predicted tokens/s that fit the budget, once per
     study, as soon as the model is trusted: its step-time error (``time_uncertainty``: the
     imported fit's held-out error, or the study's own fit's residual) is at most
@@ -85,12 +85,16 @@ def queue_best_predicted(study: optuna.Study, space: SearchSpace, model, budget_
     own trials, None when too few) is at least ``min_rank``. One point per combination of
     the modelled knobs; the knobs the model cannot tell apart (data workers, memory
     levels, ...) take the values of the fastest trial measured so far, else the
-    baseline's. Points the study has are skipped."""
+    baseline's. Points the study has are skipped. With ``follow``, after those k the
+    model's best unseen point is queued every other launch while it stays trusted."""
     from autotune.search.feasibility import structural_problem
     from autotune.study.view import StudyView
 
-    if study.user_attrs.get(SEEDED):
-        return []
+    seeded = study.user_attrs.get(SEEDED)
+    if seeded:
+        if not follow or not _follow_due(study):
+            return []
+        k = 1
     trusted = model.constants.time_uncertainty <= max_time_error
     if not trusted and ranking is not None:
         rho = ranking()
@@ -123,5 +127,16 @@ def queue_best_predicted(study: optuna.Study, space: SearchSpace, model, budget_
     best = [point for _, point in sorted(scored, key=lambda sp: -sp[0])[:k]]
     for point in best:
         study.enqueue_trial(point, user_attrs={ROLE: PREDICTED_ROLE})
-    study.set_user_attr(SEEDED, {"points": len(best), "constants": model.constants.source})
+    if not seeded:
+        study.set_user_attr(SEEDED, {"points": len(best), "constants": model.constants.source})
     return best
+
+
+def _follow_due(study: optuna.Study) -> bool:
+    """After the first seeds, the model's next best unseen point every other launch: when
+    nothing waits and the newest trial was the sampler's (the sampler keeps exploring
+    what the model cannot see)."""
+    trials = study.get_trials(deepcopy=False)
+    if not trials or any(t.state is TrialState.WAITING for t in trials):
+        return False
+    return trials[-1].user_attrs.get(ROLE) != PREDICTED_ROLE
