@@ -346,13 +346,16 @@ class SoakSettings:
     out: str = ""
 
 
+#: The stages of ``tune``, in the order they run (autotune/commands/tune.py).
+STAGES = ("correctness", "memory", "data", "throughput", "stability")
+
+
 @dataclass
 class TuneSettings:
     """``python -m autotune tune``: the tuning order as stages, each stored on the study."""
 
     #: Stages to run, in this order; a finished stage is skipped on resume.
-    stages: list = field(default_factory=lambda: ["correctness", "memory", "throughput",
-                                                  "stability"])
+    stages: list = field(default_factory=lambda: list(STAGES))
     #: Correctness: steps of each precision's loss curve (same seed, same data).
     correctness_steps: int = field(default=30, metadata=rule(ge=6, le=1000))
     #: ...a reduced precision whose smoothed loss differs from fp32's by more than this
@@ -422,9 +425,6 @@ def validate_settings(composed: DictConfig) -> SweepConfig:
     _check_plan(cfg.plan)
     _check_lists(cfg)
     return cfg
-
-
-STAGES = ("correctness", "memory", "throughput", "stability")
 
 
 def _check_lists(cfg: SweepConfig) -> None:
