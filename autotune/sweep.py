@@ -195,6 +195,7 @@ class Sweep:
         progress = SweepProgress(total, min(done, total), enabled=self.settings.progress,
                                  console=self.console)
         self.storage.outage.note = progress.note  # "storage lost" / "back": one line each
+        progress.unit = R.unit_of(R.load_records(study))  # a resume's reused trials too
         try:
             message = self._loop(study, progress)
         finally:
@@ -384,12 +385,13 @@ class Sweep:
             if refused:
                 progress.note(refused)
         complete = state is TrialState.COMPLETE
-        tps = pooled or (result.summary.perf.tokens_per_s if result.summary
-                         else None)
+        perf = result.summary.perf if result.summary else None
+        tps = pooled or (perf.tokens_per_s if perf else None)
         progress.trial_done(trial.number, ready.label, result.reason, tps if complete else None,
                             launched=True, note=selection.versus_baseline_text(
                                 after.records, trial.number, self.prior_cv) if complete else "",
-                            flags=after.record(trial.number).flags)
+                            flags=after.record(trial.number).flags,
+                            unit=perf.unit if perf else None)
         if is_baseline and after.record(trial.number).imprecise and self.checks is not None:
             self.checks.request()  # it missed its precision target: measured again next
         stop = ((budget.fatal_baseline(trial.number, result)

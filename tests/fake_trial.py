@@ -16,6 +16,7 @@ fraction) makes step times alternate around their value (an imprecise measuremen
 ``"data_wait": [{"when": {"data.num_workers": 1}, "share": 0.5}]`` makes that share of
 each matching trial's step a wait for input data, on top of its compute (a data-bound
 configuration: 0.5 halves its tokens/s).
+``"unit": "samples"`` records the throughput as samples (a non-token workload).
 ``"probe": true`` writes probe.json (start, end, CPU affinity, visible devices).
 ``do`` is one of ok, hang, hang_before_first_step, crash, oom, diverged, slow,
 unsupported, config_error, sigkill, sigkill_once, sigkill_at_budget (its peak at 95 % of
@@ -137,6 +138,8 @@ def main() -> None:
         time.sleep(float(script.get("step_sleep", 0.02)) * (20 if do == "slow" else 1))
     card = scorecard(steps, flops_per_token=1e6, peak_flops=1e12, recompute=False,
                      peak_rss_gib=[peak], budget_gib=8.0, spike_factor=8.0)
+    if script.get("unit"):  # a workload that counts samples, not tokens
+        card["performance"]["unit"] = script["unit"]
     log.emit(SummaryRecord(**card))
     if script.get("probe"):  # where and when it ran (concurrent-trial tests)
         (Path.cwd() / "probe.json").write_text(json.dumps({

@@ -65,7 +65,9 @@ def run_export(composed: DictConfig, console: Console) -> int:
                                       default=str) + "\n",
         "CHANGES.md": describe_changes(chosen, baseline, job, records)
         + headroom_note(headroom, chosen.simulated) + changes_section(mindformers),
-        "README.md": EXPORT_README.format(trial=chosen.number, study=settings.study)
+        "README.md": EXPORT_README.format(trial=chosen.number, study=settings.study,
+                                          throughput=f"{chosen.tokens_per_s:,.0f} "
+                                                     f"{chosen.rate}")
         + stability_note(study, chosen.number),
     }
     write_atomically(out, files, overwrite=options.overwrite)

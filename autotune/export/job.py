@@ -38,6 +38,7 @@ from trials.contract.schema import (
     TrialConfig,
     memory_budget_gib,
 )
+from trials.contract.units import TOKENS
 
 
 def predicted_headroom(job: TrialConfig, model: CostModel) -> dict | None:
@@ -204,7 +205,8 @@ def provenance(study: optuna.Study, settings: SweepSettings, record: TrialRecord
         "metrics": {
             # THE tokens/s of the trial: the leaderboard's and the report's figure.
             Performance.TOKENS_PER_S: record.tokens_per_s,
-            "tokens_per_s_is": selection.TOKENS_PER_S_LABEL,
+            "tokens_per_s_is": selection.throughput_label(perf.unit),
+            "unit": perf.unit or TOKENS,
             # The trial's own run: step times behind it, and its MFU.
             "step_time_median_s": perf.step_time_median_s,
             "step_time_p10_s": perf.step_time_p10_s,
@@ -225,6 +227,8 @@ def provenance(study: optuna.Study, settings: SweepSettings, record: TrialRecord
 
 
 EXPORT_README = """# Production job: trial {trial} of study {study}
+
+Measured in the sweep: {throughput}.
 
     bash launch.sh                      # run (resumes from checkpoints/ when re-run)
     bash launch.sh run.steps=5000       # any override of job.yaml

@@ -8,7 +8,8 @@ from typing import Any
 import pandas as pd
 
 #: Number formats of the Markdown tables, by column.
-FORMATS = {"tokens/s": "{:,.0f}", "confirmed tok/s": "{:,.0f}", "MFU %": "{:.2f}",
+FORMATS = {"tokens/s": "{:,.0f}", "confirmed tok/s": "{:,.0f}", "samples/s": "{:,.0f}",
+           "confirmed samples/s": "{:,.0f}", "MFU %": "{:.2f}",
            "peak GiB": "{:.3f}", "step s": "{:.4f}", "compile s": "{:.1f}",
            "change %": "{:+.1f}", "peak change GiB": "{:+.3f}"}
 

@@ -93,7 +93,7 @@ def best_trial(ctx: _Context) -> list[Finding]:
                         f"({_n(ctx.records)}): the failure classes below say why.",
                         {"trials": len(ctx.records)})]
     nums: dict[str, float] = {"tokens_per_s": top.tokens_per_s}
-    parts = [f"{top.tokens_per_s:,.0f} tokens/s"]
+    parts = [f"{top.tokens_per_s:,.0f} {top.rate}"]
     if top.mfu is not None:
         nums["mfu"] = top.mfu
         parts.append(f"{_pct(top.mfu)} MFU")
@@ -108,7 +108,7 @@ def best_trial(ctx: _Context) -> list[Finding]:
             nums |= {"change_low": gain.low, "change_high": gain.high}
         interval = f"; {gain.text()}" if gain is not None else ""
         parts.append(f"{100 * nums['change']:+.1f} % over the baseline "
-                     f"(trial #{base.number}, {base.tokens_per_s:,.0f} tokens/s{interval})")
+                     f"(trial #{base.number}, {base.tokens_per_s:,.0f} {base.rate}{interval})")
     if top.confirmed_tokens_per_s is not None:
         nums["confirmed_median"] = top.confirmed_tokens_per_s
         parts.append(f"confirmed {confirmed_text(top)}")
@@ -122,7 +122,7 @@ def best_trial(ctx: _Context) -> list[Finding]:
         if fastest is not None and fastest.number != top.number:
             nums["fastest_tokens_per_s"] = fastest.tokens_per_s
             parts.append(f"the fastest measured is trial #{fastest.number} "
-                         f"({fastest.tokens_per_s:,.0f} tokens/s)")
+                         f"({fastest.tokens_per_s:,.0f} {fastest.rate})")
     return [Finding("best", (top.number,), f"{head}: {', '.join(parts)}.", nums)]
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 # Figure comes through figures, which sets MPLCONFIGDIR before matplotlib is imported.
 from autotune.presentation.figures import Figure, placeholder, save, thousands
 from autotune.report import importance as importance_of
-from autotune.study.records import TrialRecord
+from autotune.study.records import TrialRecord, unit_of
 from autotune.study.selection import (
     baseline,
     budget_of,
@@ -23,6 +23,7 @@ from autotune.study.selection import (
     pareto_front,
 )
 from trials.contract.outcomes import Outcome
+from trials.contract.units import rate
 
 
 def colour(record: TrialRecord) -> str:
@@ -81,7 +82,7 @@ def history(records: list[TrialRecord], path: Path, *, budget_gib: float | None)
     if base is not None and base.tokens_per_s is not None:
         ax.axhline(base.tokens_per_s, color="tab:gray", linestyle=":",
                    label=f"baseline #{base.number}")
-    ax.set(title=title, xlabel="trial", ylabel="tokens/s (steady state)")
+    ax.set(title=title, xlabel="trial", ylabel=f"{rate(unit_of(records))} (steady state)")
     thousands(ax)
     ax.set_ylim(bottom=0)
     ax.xaxis.get_major_locator().set_params(integer=True)
@@ -134,7 +135,7 @@ def memory_vs_throughput(records: list[TrialRecord], path: Path, *,
         ax.axvline(budget, color="tab:red", linestyle="--", label=f"budget {budget:.2f} GiB")
     elif budget is not None:  # far right of every point: say so instead of squashing them
         xlabel += f"; the memory budget, {budget:.2f} GiB, is far off the right edge"
-    ax.set(title=title, xlabel=xlabel, ylabel="tokens/s (steady state)")
+    ax.set(title=title, xlabel=xlabel, ylabel=f"{rate(unit_of(records))} (steady state)")
     thousands(ax)
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
@@ -269,7 +270,7 @@ def knob_effects(records: list[TrialRecord], path: Path) -> Path:
     for ax in axes[len(knobs):]:
         ax.axis("off")
     for ax in axes[::ncols]:
-        ax.set_ylabel("tokens/s")
+        ax.set_ylabel(rate(unit_of(records)))
     fig.suptitle(f"{title}\ndots: completed trials, bars: their mean, crosses: trials that "
                  "failed (red oom, purple diverged, black crash, brown hang/timeout, grey slow)",
                  fontsize=10)
