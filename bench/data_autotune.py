@@ -147,7 +147,7 @@ def sweep(workload: str, runs: Path, args: argparse.Namespace) -> dict:
     from trials.contract.hostload import LoadMeter
 
     overrides = [f"workload={workload}", "search=data", f"sweep.study={workload}",
-                 f"sweep.runs_dir={runs}", "sweep.progress=false", "profile.steps=0"]
+                 f"sweep.runs_dir={runs}", "sweep.progress=false", "profile.after_sweep=false"]
     log(f"sweep: python -m autotune sweep {' '.join(overrides)}")
     meter = LoadMeter()
     start = time.perf_counter()

@@ -74,6 +74,9 @@ def test_tune_data_stage_on_the_image_preset(harness):
                                  "workload.options.io_wait_ms=20", "data.prefetch=2",
                                  "tune.stages=[data]")
     assert main(["tune", *overrides]) == 0
+    out = harness.capsys.readouterr().out
+    # Rule: the image job counts samples: its progress lines say samples/s, never tokens.
+    assert "trial   0 ok" in out and "samples/s" in out and "tok/s" not in out, out
     stage = harness.study().user_attrs["autotune.stages"]["data"]
     # Rule: one worker on slow storage is data-bound by the real measurement, and the
     # stage tries the second worker next.
