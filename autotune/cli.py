@@ -8,9 +8,10 @@
     python -m autotune report                         # tables, plots, diagnosis
     python -m autotune confirm confirm.top_k=2        # re-measure the finalists
     python -m autotune export export.out=best_job     # the winner as a production job
-    python -m autotune profile profile.trial=0        # where a trial's step time goes
+    python -m autotune profile                        # where the pick's step time goes
     python -m autotune commbench commbench.ranks=2    # all-reduce bandwidth over msrun
     python -m autotune soak                           # the winner run long, killed, resumed
+    python -m autotune dashboard                      # optuna-dashboard, trials' files attached
     python -m autotune tune                           # correctness, memory, throughput, stability
     python -m autotune calibrate-host                 # this CPU's peak FLOP/s, measured when quiet
     python -m autotune calibrate calibrate.csv=runs.csv hardware=gpu_a100  # fit to your runs
@@ -24,6 +25,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import re
 import signal
 import sys
 import warnings
@@ -38,7 +40,7 @@ from trials.contract.schema import ConfigError
 #: ``run(composed, overrides, console)`` runs it (imported only when chosen; a hyphen in the
 #: verb is an underscore in the module's name).
 COMMANDS = ("sweep", "plan", "report", "confirm", "export", "profile", "commbench", "soak",
-            "tune", "calibrate-host", "calibrate")
+            "dashboard", "tune", "calibrate-host", "calibrate")
 #: The verbs that compose the search space's config-group choices too.
 SEARCHING = ("sweep", "tune")
 
@@ -50,9 +52,15 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
+def plain(text: str) -> str:
+    """A docstring as a terminal shows it: reStructuredText's ``literal`` marks dropped."""
+    return re.sub(r"``(.+?)``", r"\1", text)
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = OneLineParser(prog="python -m autotune", description=__doc__.split("\n\n")[0],
-                                     epilog=__doc__.split("\n\n", 1)[1],
+    parser = OneLineParser(prog="python -m autotune",
+                           description=plain(__doc__.split("\n\n")[0]),
+                           epilog=plain(__doc__.split("\n\n", 1)[1]),
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("command", choices=COMMANDS)
     parser.add_argument("--print-config", action="store_true",

@@ -1,7 +1,11 @@
-"""The sweep's progress bar: launches done/total, best throughput (tokens/s, or the
-workload's unit), current trial and phase, ETA."""
+"""The sweep's progress: on a terminal a bar (launches done/total, best throughput in
+the workload's unit, current trial and phase, ETA); piped or redirected, plain lines:
+one when a trial starts, one a minute while it runs, one when it ends."""
 
 from __future__ import annotations
+
+import time
+from collections.abc import Callable
 
 from rich.console import Console
 from rich.markup import escape
@@ -17,13 +21,20 @@ from rich.progress import (
 from trials.contract.outcomes import Outcome
 from trials.contract.units import rate
 
+#: Seconds between the plain "still running" lines of a long trial (no terminal).
+RUNNING_LINE_EVERY_S = 60.0
+
 
 class SweepProgress:
-    """A rich progress bar on a terminal; one plain line per finished trial otherwise."""
+    """A rich progress bar on a terminal; plain lines otherwise (a log file, a pipe, CI)."""
 
-    def __init__(self, total: int, done: int, *, enabled: bool, console: Console) -> None:
+    def __init__(self, total: int, done: int, *, enabled: bool, console: Console,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.console = console
         self.live = enabled and console.is_terminal
+        self.plain = enabled and not console.is_terminal
+        self._clock = clock
+        self._running: dict[int, list[float]] = {}  # trial -> [started, last line]
         self.best: float | None = None
         #: What the throughput counts (the workload's unit, from its first trial's record).
         self.unit: str | None = None
@@ -44,8 +55,24 @@ class SweepProgress:
 
     def trial_phase(self, number: int, label: str, phase: str) -> None:
         self.current = escape(f"trial {number} {label} [{phase}]")  # [..] is rich markup
+        if self.plain:
+            self._plain_line(number, label, phase)
         if self._progress is not None:
             self._progress.update(self._task, current=self.current, best=self._best_text())
+
+    def _plain_line(self, number: int, label: str, phase: str) -> None:
+        """Without a bar, a long trial would be silent until it ends: say when it starts,
+        then once every RUNNING_LINE_EVERY_S."""
+        now = self._clock()
+        if number not in self._running:
+            self._running[number] = [now, now]
+            self.note(f"trial {number:>3} started  {label}")
+            return
+        started, last = self._running[number]
+        if now - last >= RUNNING_LINE_EVERY_S:
+            self._running[number][1] = now
+            self.note(f"trial {number:>3} running for {(now - started) / 60:.0f} min "
+                      f"[{phase}]  {label}")
 
     def trial_done(self, number: int, label: str, reason: Outcome | None, tps: float | None,
                    launched: bool, note: str = "", flags: list[str] | tuple[str, ...] = (),
@@ -54,6 +81,7 @@ class SweepProgress:
         processes' load; 'imprecise': the baseline missed its precision target) are shown
         after its throughput with a '!'; ``unit``: what that counts (tokens, samples)."""
         self.unit = unit or self.unit
+        self._running.pop(number, None)
         if tps is not None and reason is Outcome.OK and (self.best is None or tps > self.best):
             self.best = tps
         if self._progress is not None:

@@ -7,6 +7,7 @@ The orchestrator composes the same config groups as the trial program, so
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass, field
 
 from hydra.core.config_store import ConfigStore
@@ -77,13 +78,19 @@ class PredictSettings:
     #: prediction by more than this fraction.
     oom_margin: float = field(default=0.1, metadata=rule(ge=0, le=10))
     #: Launch the k configurations with the best predicted tokens/s next, once per study,
-    #: as soon as the model is trusted (``trust_time_error``); 0 = let the sampler choose.
+    #: as soon as the model is trusted (``trust_time_error`` or ``trust_rank``); 0 = let
+    #: the sampler choose.
     enqueue_best: int = field(default=3, metadata=rule(ge=0))
     #: The model is trusted to seed the search when its step-time error (the imported fit's
     #: leave-one-out error, or the study's fit's residual) is at most this: 0.15, the
     #: held-out step-time error on real CPU trials (13.5 %, BENCHMARKS.md "Cost model held
     #: out") rounded up. The profiles' priors carry 0.3, so an uncalibrated model never seeds.
     trust_time_error: float = field(default=0.15, metadata=rule(ge=0))
+    #: ... or when, over the study's own measured trials (5 or more), each one predicted by
+    #: a fit of the others ranks them with Spearman's rho at least this: a model that ranks
+    #: configurations it was not fitted on is worth seeding from even when its seconds are
+    #: off (on the recorded CPU landscape its error is ~19 % in-sample, its order right).
+    trust_rank: float = field(default=0.8, metadata=rule(ge=-1, le=1))
     #: Refit the model's constants from the study's measured trials as they finish.
     refit: bool = True
 
@@ -250,6 +257,17 @@ class ExportSettings:
                                    metadata=rule(one_of=("auto", "legacy", "mcore")))
     #: MindFormers keys to set last, dotted: {output_dir: /data/out, runner_config.epochs: 3}.
     mindformers_overrides: dict = field(default_factory=dict)
+    #: What may go into a base whose model (layers, hidden, heads, sequence) or hardware
+    #: is not the tuned workload's (refused otherwise): groups of MINDFORMERS_TRANSFER_GROUPS
+    #: or dotted keys of the exported files, e.g. [data, memory, training.max_norm].
+    #: context.device_target and max_device_memory change only when named (hardware).
+    mindformers_transfer: list = field(default_factory=list)
+
+
+#: Groups of tuned values ``export.mindformers_transfer`` names
+#: (autotune/export/mindformers_transfer.py maps each MindFormers key to one).
+MINDFORMERS_TRANSFER_GROUPS = ("parallel", "batch", "optimizer", "precision", "memory",
+                               "runtime", "data", "run", "hardware")
 
 
 @dataclass
@@ -351,6 +369,16 @@ STAGES = ("correctness", "memory", "data", "throughput", "stability")
 
 
 @dataclass
+class DashboardSettings:
+    """``python -m autotune dashboard``: optuna-dashboard on the study, with its artifacts."""
+
+    #: Address to listen on; 127.0.0.1 = this machine only (0.0.0.0: every interface).
+    host: str = "127.0.0.1"
+    #: Port to listen on; 0 = any free port (the URL printed names it).
+    port: int = field(default=8080, metadata=rule(ge=0, le=65535))
+
+
+@dataclass
 class TuneSettings:
     """``python -m autotune tune``: the tuning order as stages, each stored on the study."""
 
@@ -378,6 +406,7 @@ class SweepConfig(TrialConfig):
     commbench: CommbenchSettings = field(default_factory=CommbenchSettings)
     soak: SoakSettings = field(default_factory=SoakSettings)
     tune: TuneSettings = field(default_factory=TuneSettings)
+    dashboard: DashboardSettings = field(default_factory=DashboardSettings)
 
 
 ConfigStore.instance().store(name="sweep_schema", node=SweepConfig)
@@ -385,7 +414,7 @@ ConfigStore.instance().store(name="sweep_schema", node=SweepConfig)
 
 #: The sections of SweepConfig that are not the trial's, in the order they are checked.
 SETTINGS_KEYS = ("sweep", "search", "report", "confirm", "export", "plan", "calibrate",
-                 "profile", "commbench", "soak", "tune")
+                 "profile", "commbench", "soak", "tune", "dashboard")
 
 
 def validate_settings(composed: DictConfig) -> SweepConfig:
@@ -427,12 +456,22 @@ def validate_settings(composed: DictConfig) -> SweepConfig:
     return cfg
 
 
+_DOTTED_KEY = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
+
+
 def _check_lists(cfg: SweepConfig) -> None:
     sizes = cfg.commbench.sizes_kib
     if not sizes or not all(isinstance(v, int | float) and 0 < v <= 4 * 1024 * 1024
                             for v in sizes):
         raise ConfigError(f"commbench.sizes_kib={sizes}: each size must be a number of KiB "
                           "in (0, 4194304], and the list not empty")
+    transfer = cfg.export.mindformers_transfer
+    bad = [v for v in transfer if not isinstance(v, str)
+           or not (v in MINDFORMERS_TRANSFER_GROUPS or _DOTTED_KEY.fullmatch(v))]
+    if bad:
+        raise ConfigError(f"export.mindformers_transfer={transfer}: {bad[0]!r} is neither a "
+                          f"group ({', '.join(MINDFORMERS_TRANSFER_GROUPS)}) nor a dotted "
+                          "MindFormers key (e.g. train_dataset.prefetch_size)")
     stages = cfg.tune.stages
     if not stages or any(s not in STAGES for s in stages) or len(set(stages)) != len(stages):
         raise ConfigError(f"tune.stages={stages}: a non-empty list of distinct stages out of "

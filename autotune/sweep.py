@@ -48,6 +48,7 @@ from autotune.study import budget, futility, reaping, scoring, selection, twins
 from autotune.study import records as R
 from autotune.study import stage_results as stages
 from autotune.study import storage as S
+from autotune.study.artifacts import RunFiles
 from autotune.study.choice import study_verdict
 from autotune.study.disk import DiskFull, Reserve, check_room, full_is_diskfull
 from autotune.study.interruption import interrupt, taken_over
@@ -277,11 +278,16 @@ class Sweep:
         with its launch claimed."""
         if self.settings.neighbours:
             proposals.queue_next_neighbour(study, self.space)
-        if self.model is not None and self.settings.predict.enqueue_best:
+        # Seeds past the budget would wait in the study for a run that never comes.
+        seeds = min(self.settings.predict.enqueue_best,
+                    self.settings.n_trials - budget.count_launches(study))
+        if self.model is not None and seeds > 0:
             proposals.queue_best_predicted(
-                study, self.space, self.model, self.budget_gib,
-                self.settings.predict.enqueue_best,
-                max_time_error=self.settings.predict.trust_time_error)
+                study, self.space, self.model, self.budget_gib, seeds,
+                max_time_error=self.settings.predict.trust_time_error,
+                min_rank=self.settings.predict.trust_rank,
+                ranking=(lambda: self.refitter.held_out_rank(StudyView(study).records))
+                if self.refitter is not None else None)
         trial = study.ask(self.space.distributions())
         label = params_label(trial.params) + (
             " (simulated)" if self.settings.simulate else "")
@@ -378,7 +384,7 @@ class Sweep:
                              multi_objective=self.multi, pooled_tokens_per_s=pooled,
                              contention_cores=self.settings.contention_cores,
                              target_interval=ready.cfg.run.target_interval if is_baseline
-                             else None)
+                             else None, files=self._files(trial.number, ready.cfg))
         after = StudyView(study)
         if self.refitter is not None:
             refused = self.refitter.after_trial(study, after.records, trial.number)
@@ -398,6 +404,11 @@ class Sweep:
                  or futility.baseline_diverged(after.record(trial.number), self.space.describe()))
                 if is_baseline else None)
         return Settled(launched=True, stop=stop)
+
+    def _files(self, number: int, cfg: TrialConfig) -> RunFiles:
+        """A launched trial's files, for its artifacts (optuna-dashboard shows them)."""
+        run_dir = self.layout.trial(number)
+        return RunFiles(self.layout.artifacts, run_dir, run_dir.metrics(cfg))
 
     def _slow_under_load(self, result: monitor.TrialResult) -> bool:
         """Stopped as slow while other processes loaded the host (one trial at a time: side

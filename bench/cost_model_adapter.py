@@ -33,11 +33,11 @@ from autotune.plan.model_dims import ModelDims
 from autotune.plan.predict import Constants, predict
 from autotune.settings import SweepConfig
 from trials.contract.compose import compose
-from trials.contract.schema import Arch, DType, to_trial_config
+from trials.contract.schema import Arch, DType, Mode, to_trial_config
 
 #: Settings a revision's Job may lack, at the value that means "not used".
 NEUTRAL = {"shard_level": 0, "virtual_stages": 1, "context_parallel": 1,
-           "flash_attention": False, "fp32_main_grads": False}
+           "flash_attention": False, "fp32_main_grads": False, "mode": "graph", "threads": 0}
 
 _profiles: dict = {}
 
@@ -65,6 +65,8 @@ def job_of(settings: dict) -> tuple[Job, list[str]]:
         lost.append(f"recompute={mode} (as selective)")
         mode = "selective"
     given["recompute"] = Recompute(mode)
+    if "mode" in given and "mode" in known:  # JSON gives the word; the Job keeps the enum
+        given["mode"] = Mode(given["mode"])
     if given.get("stage_layers") is not None:  # JSON gives a list; the Job keeps a tuple
         given["stage_layers"] = tuple(given["stage_layers"])
     level = max(int(given.pop("shard_level", 0)), int(bool(given.pop("optimizer_shard", 0))))

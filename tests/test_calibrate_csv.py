@@ -137,7 +137,7 @@ def test_the_optional_columns_reach_the_cost_models_job(tmp_path):
                     virtual_stages="2")
     table[1].update(optimizer_shard="true")
     path = Path(write(tmp_path / "runs.csv", table))
-    jobs = [m.job for m in read_points(path, A100, lambda dtype, devices: 312e12)]
+    jobs = [m.job for m in read_points(path, A100, lambda job: 312e12)]
     assert (jobs[0].shard_level, jobs[0].flash_attention, jobs[0].overlap_grad_reduce,
             jobs[0].virtual_stages) == (3, True, True, 2)
     assert jobs[1].shard_level == 1 and jobs[1].optimizer_shard

@@ -123,3 +123,23 @@ def test_bad_input_is_one_line_and_writes_nothing(cli, tmp_path, overrides, need
     assert len(lines) == 1 and lines[0].startswith("autotune: error: "), err
     assert needle in lines[0]
     assert not out_dir.exists() and not (tmp_path / "runs").exists()
+
+
+def test_a_measured_bandwidth_far_from_the_profiles_is_offered_as_an_override():
+    from autotune.running.commbench import bandwidth_override, render
+
+    # Rule: 0.094 GB/s measured against a profile's 2 GB/s prints the override to use; a
+    # figure within 10 % of the profile's prints none.
+    assert bandwidth_override(0.094, 2.0) == "hardware.intra_node.bandwidth_gbs=0.094"
+    assert bandwidth_override(1.9, 2.0) is None
+    assert bandwidth_override(0.5, None) == "hardware.intra_node.bandwidth_gbs=0.5"
+
+    class Link:
+        bandwidth_gbs = 2.0
+
+    class Hardware:
+        name, intra_node = "cpu", Link()
+
+    rows = [{"size_kib": 1024, "median_s": 0.01, "p10_s": 0.009, "p90_s": 0.011,
+             "algbw_gbs": 0.094, "busbw_gbs": 0.094}]
+    assert "add hardware.intra_node.bandwidth_gbs=0.094" in render({"rows": rows}, Hardware())

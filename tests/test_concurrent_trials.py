@@ -75,7 +75,8 @@ def test_parallel_trials_run_side_by_side_on_their_own_cores(harness):
     overlapping = [(a, b) for i, a in enumerate(rest) for b in rest[i + 1:]
                    if a["start"] < b["end"] and b["start"] < a["end"]]
     assert overlapping and all(a["affinity"] != b["affinity"] for a, b in overlapping)
-    assert "disturb each other" in out
+    # Rule: the side-by-side warning is said once (on the console, not also as a log line).
+    assert (out + err).count("disturb each other") == 1, out + err
     placements = [t.user_attrs.get("placement") for t in launched[1:]]
     assert all(p and p.startswith("devices ") for p in placements)
 

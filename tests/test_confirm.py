@@ -275,3 +275,26 @@ def test_a_confirm_stopped_by_sigterm_keeps_its_runs_and_the_rerun_runs_the_rest
     resumed = _confirm_runs(runs)[stopped]
     assert len(resumed) == 4 and len({r["run"] for r in resumed}) == 4
     assert {r["run"].rsplit("/", 1)[1] for r in resumed} == {"0", "1"}
+
+
+def test_confirm_runs_the_baseline_plus_top_k_other_configurations():
+    from autotune.commands.confirm import confirm_finalists
+    from autotune.study.records import TrialRecord
+    from trials.contract.outcomes import Outcome
+
+    def record(number, tps, params, reused_from=None):
+        return TrialRecord(
+            number=number, state="COMPLETE", params=params, reason=Outcome.OK, detail="",
+            launched=reused_from is None, role="baseline" if number == 0 else "",
+            tokens_per_s=tps, mfu=None, peak_memory_gib=0.5, step_time_s=0.01, compile_s=1.0,
+            data_wait_share=None, micro_batch_size=8, started=None, wall_s=None,
+            trial_dir=f"/runs/s/trial-{number:04d}", reused_from=reused_from)
+
+    base = record(0, 1000.0, {"mb": 1})
+    records = [base, record(1, 1300.0, {"mb": 2}), record(2, 1200.0, {"mb": 4}),
+               record(3, 1100.0, {"mb": 8}), record(4, 1050.0, {"mb": 16}),
+               record(5, 1400.0, {"mb": 1}),                 # the baseline's configuration again
+               record(6, 1300.0, {"mb": 2}, reused_from=1)]  # a reused copy of trial 1
+    # Rule: top_k=3 is three configurations besides the baseline (README: "top 3 + the
+    # baseline"); neither a copy nor another run of the baseline's configuration takes a place.
+    assert [r.number for r in confirm_finalists(records, base, 3)] == [0, 1, 2, 3]

@@ -17,8 +17,9 @@ import yaml
 from autotune.export.atomic import PAUSE_ENV, leftovers, recover
 from tests.conftest import ROOT, project_env
 
-FILES = {"job.yaml", "launch.sh", "job.sbatch", "mindformers.yaml", "provenance.json",
-         "CHANGES.md", "README.md"}
+FILES = {"job.yaml", "launch.sh", "env.sh", "requirements.txt", "job.sbatch",
+         "mindformers.yaml", "mindformers_train.yaml", "provenance.json", "CHANGES.md",
+         "README.md", "SHA256SUMS", "src"}
 
 
 def export_steps(out: Path) -> int | None:

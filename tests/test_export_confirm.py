@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 import shutil
 import subprocess
 import sys
@@ -39,11 +41,13 @@ def test_exported_job_runs_from_its_files_alone(real_study, tmp_path):
     proc = autotune("export", *common, f"export.out={out}")
     assert proc.returncode == 0, proc.stderr
     assert sorted(p.name for p in out.iterdir()) == [
-        "CHANGES.md", "README.md", "job.sbatch", "job.yaml", "launch.sh", "mindformers.yaml",
-        "provenance.json"]
+        "CHANGES.md", "README.md", "SHA256SUMS", "env.sh", "job.sbatch", "job.yaml",
+        "launch.sh", "mindformers.yaml", "mindformers_train.yaml", "provenance.json",
+        "requirements.txt", "src"]
     provenance = json.loads((out / "provenance.json").read_text())
     assert provenance["study"] == "real" and provenance["versions"]["mindspore"] == "2.10.0"
     assert provenance["metrics"]["tokens_per_s"] > 0 and provenance["fingerprint"]
+    assert len(provenance["source"]["commit"]) == 40
     import yaml
 
     mf = yaml.safe_load((out / "mindformers.yaml").read_text())
@@ -65,18 +69,34 @@ def test_exported_job_runs_from_its_files_alone(real_study, tmp_path):
     assert mf["recompute_config"]["recompute"] is (job["train"]["recompute"] == "full")
     assert mf["train_dataset"]["num_parallel_workers"] == job["data"]["num_workers"]
     assert mf["model"]["model_config"]["compute_dtype"] == job["precision"]["dtype"]
-    # The job must not depend on the study's run directory: move it away and run it there.
+    # The job must not depend on the study's run directory nor on this checkout: copied
+    # away, it runs from elsewhere with no PYTHONPATH, on its own copy of the trial program.
     moved = tmp_path / "elsewhere"
     shutil.copytree(out, moved)
-    job = subprocess.run(["bash", str(moved / "launch.sh"), "run.steps=3",
-                          "run.checkpoint_every=2"], cwd=tmp_path, env=project_env(),
-                         capture_output=True, text=True, timeout=240)
+    job = run_copied_job(moved, "run.steps=3", "run.checkpoint_every=2", cwd=tmp_path)
     assert job.returncode == 0, job.stderr[-2000:]
+    assert (moved / "src" / "trials" / "__pycache__").is_dir()  # it imported the job's copy
+    [summary] = [line for line in job.stdout.splitlines() if line.startswith("job done:")]
+    assert re.fullmatch(r"job done: steps 1-3 of 3 \(3 this run\), [\d,]+ tokens/s \(median "
+                        r"step [\d.]+ s\), peak RSS [\d.]+ GiB, last checkpoint "
+                        + re.escape(str(moved / "checkpoints" / "step-00000003.safetensors")),
+                        summary), summary
     events = read_events(moved / "metrics.jsonl")
     assert [e["step"] for e in events if e["event"] == "step"] == [0, 1, 2]
     assert events[-1]["outcome"] == "ok"
     assert sorted(p.name for p in (moved / "checkpoints").iterdir()) == [
         "step-00000002.safetensors", "step-00000003.safetensors"]
+
+
+def run_copied_job(job_dir, *overrides: str, cwd) -> subprocess.CompletedProcess:
+    """``launch.sh`` of a copied job in a clean environment: no PYTHONPATH, nothing of this
+    checkout but its interpreter, given as the job's Python (AUTOTUNE_PYTHON), and the
+    tests' cache (a verified CPU peak, not code)."""
+    env = {"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", str(cwd)),
+           "AUTOTUNE_PYTHON": sys.executable,
+           "AUTOTUNE_CACHE": project_env()["AUTOTUNE_CACHE"]}
+    return subprocess.run(["bash", str(job_dir / "launch.sh"), *overrides], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300)
 
 
 def test_export_refuses_a_non_empty_directory(real_study, tmp_path):

@@ -11,6 +11,9 @@ import pytest
 import yaml
 
 from autotune.export.mindformers import changes_section, export_mindformers, fragment
+from autotune.export.mindformers_train import export_train_config, train_fragment
+from autotune.export.mindformers_transfer import group_of, leaves
+from autotune.settings import MINDFORMERS_TRANSFER_GROUPS
 from tests.conftest import ROOT
 from trials.contract import mindformers as mf
 from trials.contract.compose import compose
@@ -19,6 +22,10 @@ from trials.contract.schema import ConfigError, TrialConfig, to_trial_config
 
 def job(*overrides: str) -> TrialConfig:
     return to_trial_config(compose("trial", list(overrides)))
+
+
+#: Everything may transfer: the merge as it was before bases were checked.
+EVERYTHING = list(MINDFORMERS_TRANSFER_GROUPS)
 
 
 #: The parts of MindFormers' shipped general/llm_pretrain_dense_template.yaml that the
@@ -122,7 +129,7 @@ def test_merge_into_a_base_keeps_its_choices_and_fits_the_split(tmp_path):
     base.write_text(SEMI_AUTO_BASE)
     tuned = job("hardware=gpu_a100", "parallel.dp=4", "parallel.mp=2", "train.global_batch=16",
                 "precision=fp16", "train.lr=0.0002")
-    out = export_mindformers(tuned, base=str(base))
+    out = export_mindformers(tuned, base=str(base), transfer=EVERYTHING)
     cfg = out.config
     assert out.style == "mcore" and cfg["model"]["model_config"]["compute_dtype"] == "float16"
     assert "param_init_type" not in cfg["model"]["model_config"]
@@ -167,7 +174,7 @@ def test_bad_bases_and_overrides_are_refused_with_one_line(tmp_path):
     pipe = job("hardware=gpu_a100", "parallel.pp=2", "train.micro_batches=2",
                "train.global_batch=4")
     with pytest.raises(ConfigError, match="micro_batch_num=1 is below pipeline_stage=2"):
-        export_mindformers(pipe, base=str(base),
+        export_mindformers(pipe, base=str(base), transfer=EVERYTHING,
                            overrides={"parallel_config.micro_batch_num": 1})
     with pytest.raises(ConfigError, match="runner_config.stop_steps is not a MindFormers"):
         export_mindformers(cpu, overrides={"runner_config.stop_steps": 3})
@@ -210,28 +217,53 @@ def test_export_command_merges_into_a_base_and_refuses_a_bad_one(harness, tmp_pa
     code, out, err = harness.run(space, "sweep.n_trials=1")
     assert code == 0, out + err
     llama = ROOT / "examples" / "mindformers" / "llama2_7b.yaml"
+    # A 7B model on Ascend is not the tuned CPU model: its values are refused...
+    refused = tmp_path / "refused"
+    code, out, err = export_cli(harness, f"export.out={refused}",
+                                f"export.mindformers_base={llama}")
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "its model has layers 32" in err and "runs on Ascend" in err, err
+    assert "export.mindformers_transfer=" in err and not refused.exists()
+    # ...unless named: then only the named groups change, the hardware keys stay.
     good = tmp_path / "good"
     code, out, err = export_cli(harness, f"export.out={good}",
                                 f"export.mindformers_base={llama}",
+                                "export.mindformers_transfer=[data,memory,run]",
+                                "export.checkpoint_every=50",
                                 "export.mindformers_overrides={output_dir: /data/out}")
     assert code == 0, err
     config = yaml.safe_load((good / "mindformers.yaml").read_text())
     assert config["trainer"]["model_name"] == "llama2_7b"  # the whole config, not a fragment
-    assert config["output_dir"] == "/data/out" and config["use_parallel"] is False
-    assert config["runner_wrapper"]["max_grad_norm"] == 1.0
+    assert config["output_dir"] == "/data/out"
+    assert config["context"]["device_target"] == "Ascend"
+    assert config["context"]["max_device_memory"] == "58GB"
+    assert config["parallel_config"]["data_parallel"] == 8 and config["use_parallel"] is True
+    assert config["runner_config"]["batch_size"] == 1
+    assert config["model"]["model_config"]["compute_dtype"] == "float16"
+    assert config["model"]["model_config"]["use_flash_attention"] is True
+    assert config["recompute_config"]["recompute"] is False  # memory: transferred
     changes = (good / "CHANGES.md").read_text()
-    assert "| `parallel_config.data_parallel` | 8 | 1 |" in changes
+    assert "| `train_dataset.prefetch_size` | 1 | 16 |" in changes
     assert "| `output_dir` | ./output | /data/out |" in changes
-    # The export's checkpoint interval reaches the user's CheckpointMonitor.
+    assert "parallel_config.data_parallel" not in changes.split("mindformers_train")[0]
+    assert "kept as your config has them: batch, hardware, optimizer, parallel" in changes
+    # The export's checkpoint interval reaches the user's CheckpointMonitor (run).
     monitor = [c for c in config["callbacks"] if c["type"] == "CheckpointMonitor"]
-    assert monitor[0]["save_checkpoint_steps"] == 100 and monitor[0]["prefix"] == "llama2_7b"
+    assert monitor[0]["save_checkpoint_steps"] == 50 and monitor[0]["prefix"] == "llama2_7b"
+    # Its TrainConfig twin is a fragment (the base is a static one), with the table.
+    train = yaml.safe_load((good / "mindformers_train.yaml").read_text())
+    assert train["training"]["steps"] == 1000 and train["model"]["model_type"] == "SET-ME"
+    assert "| `parallel.mp` | `parallelism.tensor_parallel` | approximate |" in changes
     not_mf = tmp_path / "not_mf.yaml"
     not_mf.write_text("lr: 0.1\n")
     for override, message in [
             (f"export.mindformers_base={not_mf}", "is not a MindFormers config"),
             ("export.mindformers_overrides={runner_config.stop_steps: 3}",
              "runner_config.stop_steps is not a MindFormers 2.1.0 key"),
-            ("export.mindformers_style=new", "export.mindformers_style=new must be one of")]:
+            ("export.mindformers_style=new", "export.mindformers_style=new must be one of"),
+            ("export.mindformers_transfer=[data,hard-ware]", "'hard-ware' is neither a group"),
+            (f"export.mindformers_base={llama}", "export.mindformers_transfer=[data,memory]"),
+            ("export.mindformers_transfer=[no.such]", "'no.such' is no group")]:
         bad = tmp_path / "bad"
         code, out, err = export_cli(harness, f"export.out={bad}", override)
         assert code == 2, (override, out, err)
@@ -258,3 +290,69 @@ def test_a_mindformers_workload_the_adapter_cannot_build_is_refused(harness, tmp
                                  f"workload.options.config={tmp_path / 'legacy.yaml'}",
                                  "parallel.mp=3", fake=False)
     assert code == 2 and "not divisible by parallel.mp=3" in err, err
+
+
+@pytest.mark.parametrize("overrides", [(), ("precision=fp16", "train.micro_batches=2"),
+                                       ("hardware=ascend_910b", "parallel.mp=2",
+                                        "parallel.pp=2", "train.micro_batches=4",
+                                        "train.global_batch=16", "train.recompute=full")])
+def test_every_tuned_key_belongs_to_a_transfer_group(overrides):
+    tuned = job(*overrides)
+    keys = list(leaves(fragment(tuned))) + list(leaves(train_fragment(tuned, layers=2)))
+    # A key of no group could never be transferred by name, nor held back.
+    assert [k for k in keys if group_of(k) not in MINDFORMERS_TRANSFER_GROUPS] == []
+
+
+def test_same_model_and_device_merges_all_but_the_base_device_memory():
+    llama = ROOT / "examples" / "mindformers" / "llama2_7b.yaml"
+    tuned = job("workload=llama2_7b", "hardware=ascend_910b", "parallel.dp=4",
+                "train.global_batch=16", "precision=bf16")
+    out = export_mindformers(tuned, base=str(llama))
+    cfg = out.config
+    assert cfg["parallel_config"]["data_parallel"] == 4
+    assert cfg["model"]["model_config"]["compute_dtype"] == "bfloat16"
+    # The profile says 64 GiB; the base's own 58GB is a hardware key and stays.
+    assert cfg["context"]["max_device_memory"] == "58GB"
+    assert any("kept as your config has them: hardware" in n for n in out.notes)
+    named = export_mindformers(tuned, base=str(llama), transfer=["context.max_device_memory"])
+    assert named.config["context"]["max_device_memory"] == "64GB"
+    assert named.config["parallel_config"]["data_parallel"] == 8  # only what was named
+
+
+#: A PyNative TrainConfig as MindFormers ships them (configs/deepseek3/...pynative.yaml),
+#: shrunk to what the export reads and writes.
+TRAIN_BASE = """
+training: {steps: 10, local_batch_size: 1, global_batch_size: 8, max_norm: 1.0, seed: 42}
+optimizer: {type: AdamW, betas: [0.9, 0.95], eps: 1.e-8, weight_decay: 0.01}
+lr_scheduler: {type: CosineWithWarmUpLR, learning_rate: 1.e-5, warmup_ratio: 0}
+parallelism: {data_parallel_shard: -1, tensor_parallel: 1, pipeline_parallel: 1}
+train_dataset:
+  dataloader: {type: BlendedMegatronDatasetDataLoader, python_multiprocessing: false}
+  num_parallel_workers: 8
+  prefetch_size: 1
+model: {model_type: qwen3, architectures: Qwen3ForCausalLM, num_hidden_layers: 4,
+        hidden_size: 256, num_attention_heads: 4, seq_length: 128, compute_dtype: bfloat16}
+"""
+
+
+def test_a_train_config_base_gets_the_tuned_values_or_is_refused(tmp_path):
+    base = tmp_path / "train.yaml"
+    base.write_text(TRAIN_BASE)
+    cpu = job()  # gpt_small: 4 layers of 256, 4 heads, 128 tokens, like the base
+    # The base names no device: MindFormers' default, Ascend, is not the tuned CPU.
+    with pytest.raises(ConfigError, match="runs on Ascend where the values were tuned on CPU"):
+        export_train_config(cpu, base=str(base))
+    (tmp_path / "cpu.yaml").write_text(TRAIN_BASE + "context: {device_target: CPU}\n")
+    out = export_train_config(cpu, base=str(tmp_path / "cpu.yaml"))
+    cfg = out.config
+    assert cfg["training"]["global_batch_size"] == 8 and cfg["training"]["steps"] == 100
+    assert cfg["parallelism"]["data_parallel_shard"] == 1
+    assert cfg["model"]["model_type"] == "qwen3" and cfg["model"]["compute_dtype"] == "float32"
+    assert cfg["lr_scheduler"] == {"type": "CosineWithWarmUpLR", "learning_rate": 0.001,
+                                   "warmup_ratio": 0}
+    assert cfg["train_dataset"]["prefetch_size"] == 16
+    # The static file is then the fragment, and says why.
+    static = export_mindformers(cpu, base=str(tmp_path / "cpu.yaml"))
+    assert static.base is None and "PyNative TrainConfig" in static.notes[0]
+    data_only = export_train_config(cpu, base=str(base), transfer=["data"])
+    assert {k.split(".")[0] for k, _, _ in data_only.changes} == {"train_dataset"}

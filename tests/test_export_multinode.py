@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from autotune.export.atomic import write_atomically
+from autotune.export.environment import env_script
 from autotune.export.job import (
-    EXPORT_README,
+    export_readme,
     job_nodes,
     launch_script,
     sbatch_script,
@@ -91,7 +92,7 @@ def test_a_one_node_launch_script_has_no_node_logic():
     assert "--worker_num=2 --local_worker_num=2 --master_addr=127.0.0.1" in text
     assert "node_rank" not in text and "SLURM" not in text and "NODE_RANK" not in text
     argv = trial_argv("job.yaml", world_size=2, python="$PY", master_port="$MASTER_PORT",
-                      log_dir="msrun_log")
+                      log_dir="msrun_log", trial_script="src/trials/train.py")
     assert text.endswith(shell_script(argv).splitlines()[-1] + "\n")
 
 
@@ -120,6 +121,7 @@ def fake_bin(tmp_path: Path) -> Path:
 def export_dir(tmp_path: Path, cfg: TrialConfig) -> Path:
     out = tmp_path / "export"
     write_atomically(out, {"job.yaml": "run: {}\n", "launch.sh": launch_script(cfg),
+                           "env.sh": env_script(),
                            "job.sbatch": sbatch_script(cfg, study="big", trial=7)},
                      overwrite=False)
     return out
@@ -133,10 +135,10 @@ def run_script(tmp_path: Path, script: Path, *args: str, **env: str
         for old in calls.iterdir():
             old.unlink()
     calls.mkdir(exist_ok=True)
-    # PYTHON's directory goes first on PATH in launch.sh: the fake one keeps the venv's
-    # real msrun out of reach.
+    # AUTOTUNE_PYTHON's directory goes first on PATH in launch.sh: the fake one keeps the
+    # venv's real msrun out of reach.
     base = {"PATH": f"{bin_dir}{os.pathsep}/usr/bin{os.pathsep}/bin", "CALLS": str(calls),
-            "PYTHON": str(bin_dir / "python"), "HOME": str(tmp_path)}
+            "AUTOTUNE_PYTHON": str(bin_dir / "python"), "HOME": str(tmp_path)}
     proc = subprocess.run(["bash", script.name, *args], cwd=script.parent,
                           env={**base, **env}, capture_output=True, text=True, timeout=30)
     runs = [p.read_text().splitlines() for p in sorted(calls.glob("msrun.*"))]
@@ -240,5 +242,5 @@ def test_ascend_jobs_carry_the_npu_request_as_a_hint():
 
 
 def test_the_export_readme_names_job_sbatch():
-    text = EXPORT_README.format(trial=3, study="s")
+    text = export_readme(job(), trial=3, study="s")
     assert "sbatch job.sbatch" in text and "every node" in text

@@ -200,3 +200,41 @@ def test_the_best_predicted_points_are_launched_first(harness):
     assert [t.user_attrs["role"] for t in trials[:3]] == ["baseline", "predicted", "predicted"]
     predicted = [t.user_attrs["prediction"]["tokens_per_s"] for t in trials[1:3]]
     assert predicted == sorted(predicted, reverse=True)
+
+
+def test_an_untrusted_model_seeds_nothing(harness):
+    from autotune.cli import main
+
+    overrides = [f"sweep.runs_dir={harness.runs}", "sweep.study=untrusted",
+                 "sweep.progress=false", "search=accelerator", "hardware=ascend_910b",
+                 "workload=llama2_13b", "sweep.simulate=true", "sweep.n_trials=3",
+                 "sweep.predict.enqueue_best=2", "sweep.predict.trust_time_error=0.15"]
+    assert main(["sweep", *overrides]) == 0
+    trials = harness.study("untrusted").trials
+    # Rule: the priors' error (0.3) is over the threshold and simulated trials never refit
+    # (no held-out ranking): the sampler chooses after the baseline.
+    assert "predicted" not in [t.user_attrs.get("role") for t in trials]
+
+
+def test_plan_png_plots_tokens_per_s_against_peak_memory_with_the_budget():
+    import pandas as pd
+
+    from autotune.plan.figure import tradeoff
+
+    df = pd.DataFrame([
+        {"rank": 1, "split": "8x1x1", "micro_batches": 1, "tokens_per_s": 900.0,
+         "peak_gib": 50.0, "fits": True, "tight": False},
+        {"rank": 2, "split": "4x2x1", "micro_batches": 2, "tokens_per_s": 800.0,
+         "peak_gib": 62.0, "fits": True, "tight": True},
+        {"rank": None, "split": "2x4x1", "micro_batches": 1, "tokens_per_s": 950.0,
+         "peak_gib": 90.0, "fits": False, "tight": False},
+        {"rank": None, "split": "1x1x8", "micro_batches": 1, "tokens_per_s": None,
+         "peak_gib": None, "fits": False, "tight": False}])
+    ax = tradeoff(df, title="t", budget_gib=64).axes[0]
+    # Rule: every predicted point is a marker at (peak GiB, tokens/s); one without a
+    # prediction is left out; the budget is a vertical line at 64 GiB.
+    points = sorted(tuple(p) for c in ax.collections for p in c.get_offsets())
+    assert points == [(50.0, 900.0), (62.0, 800.0), (90.0, 950.0)]
+    assert [tuple(line.get_xdata()) for line in ax.lines] == [(64, 64)]
+    assert "peak memory" in ax.get_xlabel() and "tokens/s" in ax.get_ylabel()
+    assert tradeoff(df.iloc[3:], title="t", budget_gib=64) is None

@@ -265,3 +265,73 @@ def test_megatron_main_grads_are_its_readme_table(dtype, plain, distributed):
                      + memory.optimizer_bytes(d, j)) / n
         expected = plain if level == 0 else distributed[0] + distributed[1] / dp
         assert per_param == pytest.approx(expected)
+
+
+def cpu() -> HardwareConfig:
+    return to_trial_config(compose("sweep", ["hardware=cpu"], schema=SweepConfig)).hardware
+
+
+def test_cpu_ranks_share_the_cores_for_compute_and_host_work():
+    """The CPU backend's ranks are processes on the same cores: one rank's operators get
+    its threads' share of the cores (equal shares once every rank's threads outnumber
+    them), and host work stretches by max(1, ranks x (threads + 1) / cores)."""
+    from autotune.plan.layout import cpu_compute_share, host_contention
+
+    two_cores = Cluster(cpu(), host_cores=2)
+    assert cpu_compute_share(job(threads=1), 2) == 0.5
+    assert cpu_compute_share(job(threads=2), 2) == 1.0
+    assert cpu_compute_share(job(dp=2, threads=2), 2) == 0.5  # 4 threads on 2 cores
+    assert cpu_compute_share(job(dp=2), 2) == 0.5  # threads 0: the rank's share
+    assert host_contention(job(threads=1), two_cores) == 1.0
+    assert host_contention(job(threads=2), two_cores) == 1.5
+    assert host_contention(job(dp=2, threads=1), two_cores) == 2.0
+    assert host_contention(job(dp=2, threads=2), Cluster(a100())) == 1.0  # accelerators
+
+
+def test_pynative_has_its_own_latency_and_overhead_and_the_fit_recovers_both():
+    from autotune.plan import calibration
+    from autotune.plan.calibration import Measurement
+    from trials.contract.schema import Mode
+
+    hw, d = cpu(), gpt(layers=2, hidden=128, heads=4, seq=64, vocab=512)
+    cluster = Cluster(hw, host_cores=2)
+    truth = dataclasses.replace(Constants.priors(hw), layer_latency_s=2e-3,
+                                pynative_layer_latency_s=40e-3, step_overhead_s=5e-3,
+                                pynative_step_overhead_s=80e-3)
+    points = []
+    for mode in (Mode.graph, Mode.pynative):
+        for m, threads, dp in ((1, 1, 1), (2, 2, 1), (4, 1, 2), (2, 1, 1), (1, 2, 2)):
+            j = job(global_batch=4 * dp, micro_batches=m, dp=dp, mode=mode, threads=threads,
+                    dtype=DType.float32)
+            p = predict(d, j, cluster, truth, peak_flops_per_device=1e11)
+            points.append(Measurement(d, j, cluster, 1e11, step_s=p.step_s))
+    # The two modes differ by their own constants only: at PyNative the latency is 20x.
+    g = predict(d, points[0].job, cluster, truth, peak_flops_per_device=1e11).time
+    e = predict(d, points[5].job, cluster, truth, peak_flops_per_device=1e11).time
+    assert e.layer_latency == pytest.approx(20 * g.layer_latency)
+    fitted = calibration.fit(points, Constants.priors(hw))
+    assert fitted.pynative_layer_latency_s == pytest.approx(40e-3, rel=1e-3)
+    assert fitted.layer_latency_s == pytest.approx(2e-3, rel=1e-3)
+    assert fitted.pynative_step_overhead_s == pytest.approx(80e-3, rel=1e-3)
+
+
+def test_the_held_out_ranking_gate_needs_five_trials_and_ranks_them_without_each():
+    from autotune.plan.calibration import Measurement
+    from autotune.plan.costmodel import CostModel
+    from autotune.plan.learning import held_out_rank
+
+    hw = a100()
+    model = CostModel(hw, 1, Constants.priors(hw))
+    d = gpt(layers=8, hidden=1024, heads=16, seq=1024)
+    truth = dataclasses.replace(Constants.priors(hw), layer_latency_s=2e-3)
+    points = []
+    for m in (1, 2, 4, 8, 16, 32):
+        j = job(global_batch=32, micro_batches=m, recompute=Recompute.full)
+        p = predict(d, j, Cluster(hw), truth, peak_flops_per_device=312e12)
+        points.append(Measurement(d, j, Cluster(hw), 312e12, step_s=p.step_s))
+    assert held_out_rank(points[:4], model) is None
+    assert held_out_rank(points, model) == pytest.approx(1.0)
+    # Step times in the reverse order of what the model's terms can produce: ranked wrong.
+    reversed_ = [dataclasses.replace(m, step_s=q.step_s)
+                 for m, q in zip(points, reversed(points))]
+    assert held_out_rank(reversed_, model) < 0

@@ -115,6 +115,14 @@ def evidence(**kw) -> rules.Evidence:
      "4.5x"),
     (rules.slow_rank, {"rank_step_s": [0.100, 0.112], "dp": 2},
      {"rank_step_s": [0.100, 0.102], "dp": 2}, "rank 1"),
+    (rules.host_bound, {"shares": {"idle": 0.387}}, {"shares": {"idle": 0.05}}, "38.7 %"),
+    (rules.cast_overhead,
+     {"top_ops": [{"type": "Cast", "category": "forward", "share": 0.12, "ms_per_step": 12.0},
+                  {"type": "MatMul", "category": "forward", "share": 0.5, "ms_per_step": 50.0},
+                  {"type": "Cast", "category": "backward", "share": 0.07, "ms_per_step": 7.0}]},
+     {"top_ops": [{"type": "Cast", "category": "forward", "share": 0.04, "ms_per_step": 4.0},
+                  {"type": "MatMul", "category": "forward", "share": 0.5, "ms_per_step": 50.0}]},
+     "19.0 %"),
 ])
 def test_each_rule_fires_on_its_condition_only_and_quotes_its_numbers(rule, firing, quiet,
                                                                       quoted):
@@ -178,3 +186,54 @@ def test_a_profile_out_holding_other_files_is_refused_and_left_alone(tmp_path, c
     assert_one_line_error(code, capsys.readouterr().err, f"profile.out={mine} holds other files")
     assert [p.name for p in mine.iterdir()] == ["notes.txt"]
     assert not (tmp_path / "runs").exists()
+
+
+def test_profile_without_a_trial_profiles_the_pick_and_an_override_the_composed_config(
+        harness, monkeypatch):
+    from autotune.cli import main
+    from autotune.commands import profile as command
+
+    space = harness.space("p", {"train.micro_batches": [1, 2]})
+    harness.script()
+    code, _, err = harness.run(space, "sweep.n_trials=2", "profile.after_sweep=false")
+    assert code == 0, err
+    asked = []
+    monkeypatch.setattr(command, "profile_config",
+                        lambda *a, trial, label, **k: asked.append((trial, label)))
+    where = [f"sweep.runs_dir={harness.runs}", "sweep.study=s"]
+    # Rule: without profile.trial, the study's pick is profiled (and titled with its
+    # number); with an override of the trial configuration, the composed configuration.
+    main(["profile", *where])
+    main(["profile", *where, "precision=fp16"])
+    pick = [r for r in harness.study().trials if r.state.name == "COMPLETE"]
+    assert asked[0][0] in {t.number for t in pick} and asked[0][1] == f"trial {asked[0][0]}"
+    assert asked[1] == (None, "composed: precision=fp16")
+
+
+def test_profile_without_a_study_profiles_the_composed_config(tmp_path, monkeypatch):
+    from autotune.cli import main
+    from autotune.commands import profile as command
+
+    asked = []
+    monkeypatch.setattr(command, "profile_config",
+                        lambda *a, trial, label, **k: asked.append((trial, label)))
+    # Rule: a fresh checkout (no study yet) profiles the composed defaults, not an error.
+    assert main(["profile", f"sweep.runs_dir={tmp_path / 'runs'}"]) == 1  # nothing ran
+    assert asked == [(None, "composed: the defaults")]
+
+
+def test_trial_config_overrides_are_told_from_the_orchestrators():
+    from autotune.commands.profile import trial_overrides
+
+    mixed = ["precision=fp16", "sweep.study=x", "train.micro_batches=2", "profile.steps=5",
+             "hydra.searchpath=[a]"]
+    assert trial_overrides(mixed) == ["precision=fp16", "train.micro_batches=2"]
+
+
+@pytest.mark.parametrize("overhead, says_noise", [(0.902, True), (1.12, False)])
+def test_a_negative_profiler_overhead_is_called_noise(overhead, says_noise):
+    from autotune.profiling.profile import overhead_text
+
+    text = overhead_text({"overhead": overhead, "unprofiled_step_s": 0.01})
+    # Rule: a profiled step faster than the unprofiled ones is noise, and says so.
+    assert ("within the step-time noise" in text) is says_noise, text

@@ -41,7 +41,7 @@ COMMANDS = readme_commands()
 def test_the_readme_shows_every_command():
     verbs = {c.split("python -m autotune", 1)[1].split()[0] for c in COMMANDS}
     assert verbs == {"sweep", "plan", "report", "confirm", "export", "profile", "commbench",
-                     "soak", "tune", "calibrate-host", "calibrate"}, COMMANDS
+                     "soak", "dashboard", "tune", "calibrate-host", "calibrate"}, COMMANDS
 
 
 @pytest.mark.parametrize("line", COMMANDS)
@@ -87,6 +87,7 @@ DISPATCH = {
     "export": ([], "no study database"),
     "profile": (["profile.trial=1"], "no study database"),
     "soak": ([], "no study database"),
+    "dashboard": ([], "no study database"),
     "calibrate-host": (["hardware=ascend_910b"], "calibrate-host measures this machine's CPU"),
     "calibrate": ([], "calibrate needs calibrate.csv=PATH"),
 }
@@ -97,7 +98,7 @@ def test_help_lists_the_commands():
     commands = re.search(r"\{([a-z,-]+)\}", text).group(1).split(",")
     examples = re.findall(r"^\s*python -m autotune ([a-z-]+)", text, flags=re.M)
     for verb in ("sweep", "plan", "report", "confirm", "export", "profile", "commbench", "soak",
-                 "tune", "calibrate-host", "calibrate"):
+                 "dashboard", "tune", "calibrate-host", "calibrate"):
         assert verb in commands
     # Rule: every example in the help names a command the parser accepts, and every
     # command has an example.
@@ -105,6 +106,11 @@ def test_help_lists_the_commands():
     assert set(commands) <= set(examples), set(commands) - set(examples)
     # Every command the parser accepts has a dispatch case below (a new one needs one).
     assert set(commands) == set(DISPATCH)
+
+
+def test_help_is_plain_text():
+    # Rule: --help shows no reStructuredText markup (``literal``), only what to type.
+    assert "``" not in help_text()
 
 
 def test_help_examples_compose(capsys):
@@ -136,3 +142,52 @@ def test_every_command_dispatches(command, tmp_path, capsys):
     assert len(lines) == 1 and lines[0].startswith("autotune: error: "), err
     assert needle in lines[0], lines[0]
     assert not runs.exists()
+
+
+def test_the_readme_search_space_is_the_file():
+    import yaml
+
+    shown = re.search(r"\(`conf/search/default.yaml`, as it is\):\n\n```yaml\n(.*?)```", README,
+                      flags=re.S).group(1)
+    # Rule: the README's default space is the file's, every knob of it.
+    assert yaml.safe_load(shown) == yaml.safe_load(
+        (ROOT / "conf" / "search" / "default.yaml").read_text())
+
+
+def test_commands_that_change_the_space_or_workload_name_a_study_of_their_own():
+    # Rule: a sweep over another space or workload would be refused by the default study's
+    # fingerprint, so the README gives each its own sweep.study.
+    changing = [c for c in COMMANDS if "python -m autotune sweep" in c
+                and re.search(r"\b(search|workload(\.entry)?)=", c)]
+    assert changing, COMMANDS
+    for line in changing:
+        assert "sweep.study=" in line, line
+
+
+def test_two_exports_of_one_study_go_to_directories_of_their_own():
+    exports = [c for c in COMMANDS if "python -m autotune export" in c and "sweep.study" not in c]
+    outs = [re.search(r"export\.out=(\S+)", c) for c in exports]
+    # Rule: every export of the default study names its export.out, each a different one
+    # (the second would find the first's job in the default directory and refuse).
+    assert all(outs), exports
+    assert len({m.group(1) for m in outs}) == len(outs), exports
+
+
+def test_the_readme_profiles_without_a_trial_number_and_confirms_as_configured():
+    from autotune.settings import ConfirmSettings
+
+    # Rule: the README's profile command works on a fresh sweep (no trial number to guess).
+    assert "python -m autotune profile" in COMMANDS
+    # Rule: "top N + the baseline" is confirm.top_k's default, which counts the others.
+    top = int(re.search(r"python -m autotune confirm +# top (\d+) \+ the baseline", README)
+              .group(1))
+    assert top == ConfirmSettings().top_k
+
+
+def test_the_readme_says_what_ci_runs():
+    ci = (ROOT / ".ci" / "run").read_text()
+    said = README.split("CI (`.ci/run`) runs more than `make test`", 1)[1].split("\n\n", 1)[0]
+    # Rule: every step of .ci/run is named where the README says what CI runs.
+    for step in re.findall(r"^(?:bash \.ci/([\w-]+)|make ([\w-]+))", ci, flags=re.M):
+        name = step[0] or step[1]
+        assert name in said, (name, said)

@@ -266,3 +266,7 @@ def test_the_soak_reaches_the_report_and_the_exported_jobs_readme(soaked):
     assert proc.returncode == 0, proc.stderr[-2000:]
     readme = (job / "README.md").read_text()
     assert "## Soak" in readme and "**leak**" in readme and "kill -9 after step" in readme
+    # Rule: the figure sits inside the job (the study's is the next soak's to overwrite).
+    out = base / "soak"
+    assert (job / "soak.png").read_bytes() == (out / "soak.png").read_bytes()
+    assert "[![Soak](soak.png)](soak.png)" in readme and str(out) not in readme

@@ -48,6 +48,10 @@ def test_tune_rules_out_a_precision_forced_to_disagree_then_sweeps_without_it(ha
     assert main(args) == 0
     printed = harness.capsys.readouterr().out
     assert "precision fp16: RULED OUT" in printed
+    # Rule: tune ends with one verdict per stage, not only "all stages done".
+    verdicts = printed.split("all stages done; the verdicts:", 1)[1]
+    assert "correctness: passed; ruled out: fp16" in verdicts
+    assert "memory: 4 of" in verdicts and "throughput: " in verdicts
     study = harness.study()
     stages = study.user_attrs["autotune.stages"]
     assert set(stages) == {"correctness", "memory", "throughput"}
@@ -64,3 +68,19 @@ def test_tune_rules_out_a_precision_forced_to_disagree_then_sweeps_without_it(ha
     again = harness.capsys.readouterr().out
     assert "stage 1/3: correctness: done earlier" in again
     assert "correctness: baseline" not in again
+
+
+def test_tune_ends_with_a_verdict_per_stage_that_names_a_drift():
+    from autotune.stages.verdicts import soak_issues, verdict
+
+    drifting = {"finished": True, "drift": True, "leak": False, "spikes": 0, "resume_ok": True}
+    steady = {"finished": True, "drift": False, "leak": False, "spikes": 0, "resume_ok": True}
+    # Rule: a soak that found a drift says DRIFTS in the stage's verdict; a clean one, stable.
+    assert "DRIFTS" in verdict("stability", {"trial": 3, "issues": soak_issues(drifting)})
+    assert "stable" in verdict("stability", {"trial": 3, "issues": soak_issues(steady)})
+    assert soak_issues(steady) == []
+    # Rule: a precision ruled out is named; a failed stage says FAILED.
+    assert "fp16" in verdict("correctness", {"ruled_out": {"precision": {"fp16": "strays"}}})
+    assert "FAILED" in verdict("throughput", {"failed": True, "lines": ["too many failures"]})
+    assert verdict("memory", {"fit": 3, "points": 5, "tight": 1, "over": 1}).startswith(
+        "memory: 3 of 5 points fit")

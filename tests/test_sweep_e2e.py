@@ -57,6 +57,24 @@ def test_real_sweep_with_data_parallel_trial(harness):
     index = (harness.runs / "s" / "report" / "index.md").read_text()
     assert "## Where the time goes" in index and f"Trial #{winner}" in index
     assert (harness.runs / "s" / "report" / "where_the_time_goes.png").stat().st_size > 0
+    # Every real trial's files are its artifacts; the dashboard's start publishes the
+    # winner's profile figure to it and the report's files to the study.
+    from optuna.artifacts import get_all_artifact_meta
+    from optuna_dashboard.artifact._backend import list_trial_artifacts
+
+    from autotune.commands.dashboard import publish_study_files
+    from autotune.study.layout import StudyLayout
+
+    for trial in trials:
+        names = {m.filename for m in get_all_artifact_meta(trial, storage=study._storage)}
+        assert names == {"config.yaml", "log_tail.txt", "metrics.jsonl"}, (trial.number, names)
+    layout = StudyLayout(harness.runs / "s")
+    assert publish_study_files(study, layout, layout.report) > 0
+    system = study._storage.get_study_system_attrs(study._study_id)
+    profiled = next(t for t in study.trials if t.number == int(winner))
+    assert "profile.png" in {a["filename"] for a in list_trial_artifacts(
+        system, study._storage.get_trial_system_attrs(profiled._trial_id), profiled)}
+    assert "index.md" in {m.filename for m in get_all_artifact_meta(study)}
 
 
 def test_a_real_workload_whose_loss_is_nan_ends_the_sweep_with_exit_1(harness):

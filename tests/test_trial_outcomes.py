@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from trials.contract.outcomes import Outcome
@@ -77,3 +79,17 @@ def test_checkpoint_resume_continues_the_run(run_trial, tmp_path):
     kept = sorted(p.name for p in (tmp_path / "resumed" / "checkpoints").iterdir())
     # Rule: every checkpoint_every steps and at the end; only the newest keep_checkpoints stay.
     assert kept == ["step-00000004.safetensors", "step-00000006.safetensors"]
+
+
+def test_a_run_started_in_the_repository_root_writes_under_runs_manual(tmp_path, monkeypatch):
+    from trials import train
+    from trials.contract.launch import PROJECT_ROOT
+
+    manual = tmp_path / "runs" / "manual"
+    monkeypatch.setattr(train, "MANUAL_RUN_DIR", manual)
+    monkeypatch.chdir(tmp_path)
+    # Rule: a run in any other directory (a trial's run directory) stays where it is ...
+    assert train.leave_the_sources(tmp_path) is None and Path.cwd() == tmp_path
+    # ... and one started in the repository's root moves to runs/manual, so metrics.jsonl,
+    # checkpoints and the profile never land among the sources.
+    assert train.leave_the_sources(PROJECT_ROOT) == manual and Path.cwd() == manual

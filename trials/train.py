@@ -7,10 +7,13 @@
     python -m trials.train --config runs/s/trial-3/config.yaml   # a resolved config file
     python -m trials.train --config job.yaml run.mode=production run.steps=1000
     msrun --worker_num=2 --local_worker_num=2 --master_port=8118 --join=True \
-        trials/train.py parallel.dp=2                        # data parallel on 2 processes
+        --log_dir=runs/manual/msrun_log trials/train.py parallel.dp=2   # data parallel
 
 Metrics go to ``run.metrics_path`` as JSON lines (trials/contract/events.py); the exit
 code is the outcome: 0 ok, 1 crash, 2 config_error, 3 diverged, 4 oom, 5 unsupported.
+Relative paths (metrics, checkpoints, the profile) are the working directory's; started in
+the repository's root, the program works in ``runs/manual/`` instead, so that nothing of a
+run lands among the sources.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from omegaconf import OmegaConf
 
 from trials.contract.compose import compose, load_resolved, one_line
 from trials.contract.events import EndRecord, ProfileRecord, SummaryRecord
+from trials.contract.launch import PROJECT_ROOT
 from trials.contract.metrics import MetricsLog
 from trials.contract.outcomes import Outcome
 from trials.contract.schema import (
@@ -82,6 +86,20 @@ def metrics_path(cfg: TrialConfig, rank: int) -> Path:
     return path if rank == 0 else path.with_name(f"{path.stem}.rank{rank}{path.suffix}")
 
 
+#: Where a run started by hand in the repository's root writes (git ignores runs/).
+MANUAL_RUN_DIR = PROJECT_ROOT / "runs" / "manual"
+
+
+def leave_the_sources(cwd: Path) -> Path | None:
+    """A run started in the repository's root moves into MANUAL_RUN_DIR (returned); any
+    other working directory (a trial's run directory, an exported job's) is kept (None)."""
+    if cwd.resolve() != PROJECT_ROOT:
+        return None
+    MANUAL_RUN_DIR.mkdir(parents=True, exist_ok=True)
+    os.chdir(MANUAL_RUN_DIR)
+    return MANUAL_RUN_DIR
+
+
 #: Objects whose teardown waits for the process's exit (after the end event).
 KEEP_ALIVE: list = []
 
@@ -119,6 +137,8 @@ def run(cfg: TrialConfig, metrics: MetricsLog, *, compile_cache: dict) -> tuple[
     if trainer.profile is not None:
         metrics.emit(ProfileRecord(**trainer.profile))
     metrics.emit(SummaryRecord(**summary))
+    if cfg.run.mode is RunMode.production and trainer.rank == 0:
+        print(trainer.job_line(), flush=True)  # the job's last line (msrun tails rank 0's)
     return Outcome.OK, ""
 
 
@@ -134,6 +154,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     os.environ.setdefault("GLOG_v", "3")  # before MindSpore is imported: quiet C++ and Python logs
     rank = rank_from_env()
+    moved = leave_the_sources(Path.cwd())  # after --config is read: it may be relative
+    if moved is not None and rank == 0:
+        print(f"started in the repository's root: writing under {moved}", file=sys.stderr)
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s [rank {rank}] %(message)s")
     scheduler = os.environ.get("MS_ROLE") == "MS_SCHED"  # msrun's scheduler runs this file too
     metrics = MetricsLog(None if scheduler else metrics_path(cfg, rank),

@@ -73,6 +73,7 @@ class Trainer:
         self.communication: dict = {}
         self.pipeline: dict = {}
         self.profile: dict | None = None
+        self.last_checkpoint: Path | None = None
         self._build()
 
     # -- build ----------------------------------------------------------------------------
@@ -330,17 +331,28 @@ class Trainer:
         if self.rank != 0:
             return
         path = checkpoint.save(ckpt_dir, step, self._state_params(), self.cfg.run.keep_checkpoints)
+        self.last_checkpoint = path.resolve()
         self.metrics.emit(CheckpointRecord(step=step, path=str(path)))
         log.info("checkpoint %s", path)
 
     def _log_progress(self, record: StepRecord) -> None:
         every = max(1, self.cfg.run.steps // 20)
         if record.step % every == 0 or record.step + 1 == self.cfg.run.steps:
-            log.info("step %d | loss %.4f | grad norm %.3f | %.0f tok/s | %.2f GiB",
+            log.info("step %d | loss %.4f | grad norm %.3f | %.0f %s/s | %.2f GiB",
                      record.step, record.loss, record.grad_norm,
-                     self.tokens_per_step / record.step_s, record.peak_rss_gib)
+                     self.tokens_per_step / record.step_s, self.workload.unit,
+                     record.peak_rss_gib)
 
     # -- summary --------------------------------------------------------------------------
+    def job_line(self) -> str:
+        """A production run's last line: steps, throughput, peak memory, last checkpoint."""
+        from trials.job_summary import summary_line
+
+        found = checkpoint.checkpoints(Path(self.cfg.run.checkpoint_dir))
+        last = self.last_checkpoint or (found[-1][1].resolve() if found else None)
+        return summary_line(self.steps, total_steps=self.cfg.run.steps,
+                            unit=self.workload.unit, checkpoint=str(last) if last else None)
+
     def _summary(self) -> dict:
         peaks = gather_floats(self.memory.sample(), self.world)
         peak = peak_for(self.cfg)

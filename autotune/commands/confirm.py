@@ -79,17 +79,27 @@ def rounds_of(runs: dict[int, list[float | None]], a: int, b: int,
     return [x for x, _, _ in pairs], [y for _, y, _ in pairs]
 
 
+def confirm_finalists(records: list[TrialRecord], base: TrialRecord | None,
+                      top_k: int) -> list[TrialRecord]:
+    """The baseline, then the ``top_k`` fastest configurations other than it: every gain is
+    judged against the baseline, measured side by side. A reused copy, or another trial of
+    the baseline's own configuration, is not one of the ``top_k`` (it would re-measure the
+    baseline and leave a finalist out)."""
+    others = [r for r in selection.distinct(records) if r is not base
+              and (base is None or r.params != base.params)]
+    chosen = selection.finalists(others, top_k)
+    if base is not None and base.ok and base.trial_dir:
+        chosen = [base, *chosen]
+    return chosen
+
+
 def run_confirm(composed: DictConfig, console: Console) -> int:
     settings: SweepSettings = OmegaConf.to_object(composed.sweep)
     options: ConfirmSettings = OmegaConf.to_object(composed.confirm)
     study = S.load_existing(settings)
     records = load_records(study)
     base = selection.baseline(records)
-    # The top_k fastest configurations other than the baseline, then the baseline itself:
-    # every gain is judged against it, measured side by side.
-    chosen = selection.finalists([r for r in records if r is not base], options.top_k)
-    if base is not None and base.ok and base.trial_dir:
-        chosen = [base, *chosen]
+    chosen = confirm_finalists(records, base, options.top_k)
     if not chosen:
         raise ConfigError(f"study {settings.study!r} has no complete trial to confirm: "
                           "run the sweep first")

@@ -1,6 +1,7 @@
 """``python -m autotune export``: the chosen trial as a production job (job.yaml,
-launch.sh, job.sbatch, mindformers.yaml, provenance.json, CHANGES.md, README.md),
-written atomically into ``export.out``."""
+launch.sh, env.sh, requirements.txt, src/ with SHA256SUMS, job.sbatch, mindformers.yaml,
+mindformers_train.yaml, provenance.json, CHANGES.md, README.md, soak.png), written
+atomically into ``export.out``: a directory that runs wherever it is copied."""
 
 from __future__ import annotations
 
@@ -11,12 +12,17 @@ from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 
 from autotune.export.atomic import recover, write_atomically
+from autotune.export.carry import carry
 from autotune.export.changes import describe_changes
+from autotune.export.environment import env_script, requirements
 from autotune.export.job import (
-    EXPORT_README,
+    SOAK_FIGURE,
+    export_readme,
     headroom_note,
     job_nodes,
+    job_yaml,
     launch_script,
+    mindformers_skipped,
     predicted_headroom,
     production_config,
     provenance,
@@ -24,13 +30,45 @@ from autotune.export.job import (
     stability_note,
 )
 from autotune.export.mindformers import changes_section, export_mindformers
+from autotune.export.mindformers_train import (
+    TRAIN_README,
+    export_train_config,
+    train_changes_section,
+)
 from autotune.plan import fits
 from autotune.settings import ExportSettings, SweepSettings
 from autotune.study import selection
 from autotune.study import storage as S
 from autotune.study.choice import choose_trial
 from autotune.study.records import load_records
-from trials.contract.schema import ConfigError, memory_budget_gib, to_trial_config
+from trials.contract.schema import (
+    ConfigError,
+    TrialConfig,
+    memory_budget_gib,
+    to_trial_config,
+)
+
+
+def mindformers_files(job: TrialConfig, options: ExportSettings) -> tuple[dict, str, str]:
+    """mindformers.yaml and mindformers_train.yaml (none for a model of the user's own),
+    their CHANGES.md sections and the README's part on them."""
+    skipped = mindformers_skipped(job)
+    if skipped and options.mindformers_base:
+        raise ConfigError(f"export.mindformers_base={options.mindformers_base}: workload "
+                          f"{job.workload.name} is not a MindFormers model, so there is "
+                          "nothing to merge into a MindFormers config; drop the option")
+    if skipped:
+        return {}, "\n## MindFormers\n\n" + skipped + "\n", ""
+    mindformers = export_mindformers(job, base=options.mindformers_base,
+                                     style=options.mindformers_style,
+                                     overrides=options.mindformers_overrides,
+                                     transfer=options.mindformers_transfer)
+    train_config = export_train_config(job, base=options.mindformers_base,
+                                       transfer=options.mindformers_transfer)
+    return ({"mindformers.yaml": mindformers.yaml(),
+             "mindformers_train.yaml": train_config.yaml()},
+            changes_section(mindformers) + train_changes_section(train_config, job),
+            TRAIN_README)
 
 
 def run_export(composed: DictConfig, console: Console) -> int:
@@ -50,26 +88,35 @@ def run_export(composed: DictConfig, console: Console) -> int:
                                prior_cv=base_cfg.hardware.cost.run_to_run_cv,
                                budget_gib=memory_budget_gib(base_cfg))
     job = production_config(chosen, options)
+    mindformers, mindformers_note, mindformers_readme = mindformers_files(job, options)
+    carried = carry(job)
     baseline = selection.baseline(records)
     headroom = predicted_headroom(job, fits.study_model(study, job.hardware))
-    mindformers = export_mindformers(job, base=options.mindformers_base,
-                                     style=options.mindformers_style,
-                                     overrides=options.mindformers_overrides)
-    files = {
-        "job.yaml": OmegaConf.to_yaml(OmegaConf.structured(job)),
-        "launch.sh": launch_script(job),
+    files: dict[str, str | bytes] = {
+        "job.yaml": job_yaml(job),
+        "launch.sh": launch_script(job, carried.modules),
+        "env.sh": env_script(),
+        "requirements.txt": requirements(job),
         "job.sbatch": sbatch_script(job, study=settings.study, trial=chosen.number),
-        "mindformers.yaml": mindformers.yaml(),
-        "provenance.json": json.dumps({**provenance(study, settings, chosen, why),
+        **mindformers,
+    }
+    soak, figure = stability_note(study, chosen.number)
+    files.update({
+        "provenance.json": json.dumps({**provenance(study, settings, chosen, why,
+                                                    source=carried.provenance),
                                        "predicted_memory": headroom}, indent=2,
                                       default=str) + "\n",
         "CHANGES.md": describe_changes(chosen, baseline, job, records)
-        + headroom_note(headroom, chosen.simulated) + changes_section(mindformers),
-        "README.md": EXPORT_README.format(trial=chosen.number, study=settings.study,
-                                          throughput=f"{chosen.tokens_per_s:,.0f} "
-                                                     f"{chosen.rate}")
-        + stability_note(study, chosen.number),
-    }
+        + headroom_note(headroom, chosen.simulated) + mindformers_note,
+        "README.md": export_readme(job, trial=chosen.number, study=settings.study,
+                               throughput=f"{chosen.tokens_per_s:,.0f} {chosen.rate}")
+        + soak
+        + mindformers_readme,
+        "SHA256SUMS": carried.sha256sums(),
+        **carried.files,
+    })
+    if figure is not None:
+        files[SOAK_FIGURE] = figure
     write_atomically(out, files, overwrite=options.overwrite)
     nodes = job_nodes(job)
     where = f" on each of its {nodes} nodes" if nodes > 1 else ""

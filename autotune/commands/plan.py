@@ -6,12 +6,12 @@ launching anything; works for configurations this machine can never run.
         plan.global_batch=1536
 
 Writes plan.csv (every point, with the reason a ruled-out one does not fit), plan.md
-and plan.png (the ranked table) into ``plan.out``.
+(the ranked table) and plan.png (predicted tokens/s against predicted peak memory, the
+budget as a line) into ``plan.out``.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pandas as pd
@@ -19,13 +19,12 @@ from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 
 from autotune.plan.costmodel import CostModel
+from autotune.plan.figure import plan_figure
 from autotune.plan.planner import PlanPoint, plan
 from autotune.presentation.tables import markdown_table
 from autotune.settings import PlanSettings, SweepSettings
 from trials.contract.schema import ConfigError, TrialConfig, memory_budget_gib, to_trial_config
 from trials.contract.vocabulary import precision_name
-
-os.environ.setdefault("MPLCONFIGDIR", "/tmp/autotune-mpl")
 
 
 def row(rank: int | None, point: PlanPoint) -> dict:
@@ -103,32 +102,6 @@ def shown_table(df: pd.DataFrame, limit: int) -> pd.DataFrame:
     return shown
 
 
-def write_png(shown: pd.DataFrame, path: Path, title: str) -> None:
-    from matplotlib.figure import Figure
-
-    cells = [[_fmt(c, v) for c, v in zip(shown.columns, r)] for r in shown.itertuples(index=False)]
-    fig = Figure(figsize=(min(2 + 1.1 * len(shown.columns), 18), 1.2 + 0.32 * max(1, len(cells))))
-    ax = fig.subplots()
-    ax.axis("off")
-    ax.set_title(title, fontsize=10)
-    if cells:
-        table = ax.table(cellText=cells, colLabels=list(shown.columns), loc="center")
-        table.auto_set_font_size(False)
-        table.set_fontsize(8)
-        table.scale(1, 1.25)
-    else:
-        ax.text(0.5, 0.5, "No configuration fits.", ha="center", va="center")
-    fig.savefig(path, dpi=110, bbox_inches="tight")
-
-
-def _fmt(column: str, value) -> str:
-    if value is None or (isinstance(value, float) and value != value):
-        return "-"
-    if isinstance(value, float):
-        return f"{value:,.0f}" if column == "tokens/s" else f"{value:,.2f}"
-    return str(value)
-
-
 def ruled_out_summary(df: pd.DataFrame) -> pd.DataFrame:
     out = df[~df["fits"]].copy()
     if out.empty:
@@ -164,7 +137,7 @@ def run_plan(composed: DictConfig, console: Console) -> int:
         out.mkdir(parents=True, exist_ok=True)
         df.to_csv(out / "plan.csv", index=False)
         (out / "plan.md").write_text(markdown(title, model, shown, df, fitting))
-        write_png(shown, out / "plan.png", title)
+        plan_figure(df, out / "plan.png", title=title, budget_gib=budget)
     except OSError as exc:
         raise ConfigError(f"cannot write the plan to {out} ({exc.strerror or exc}): choose a "
                           "writable plan.out=PATH") from exc

@@ -1,7 +1,12 @@
 """``python -m autotune profile``: one configuration under mindspore.profiler.
 
-    python -m autotune profile profile.trial=3           # a trial of the study
+    python -m autotune profile                           # the study's pick
+    python -m autotune profile profile.trial=0           # a completed trial of the study
     python -m autotune profile workload=gpt_tiny precision=fp16   # the composed config
+
+Without ``profile.trial`` it profiles the study's pick (what export and soak take), or,
+when an override sets the trial configuration (``workload=``, ``precision=``, ...) or there
+is no study yet, the composed configuration.
 
 The trial program measures as usual, then profiles ``profile.steps`` more steps
 (trials/profiling.py), so the profiler's cost is in no measured number. This
@@ -15,8 +20,10 @@ report shows it.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
+import optuna
 from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 
@@ -24,22 +31,47 @@ from autotune.profiling.profile import profile_config, show, store, write_result
 from autotune.running.runner import runner_for
 from autotune.settings import ProfileSettings, SweepSettings
 from autotune.study import storage as S
+from autotune.study.choice import study_verdict
 from autotune.study.layout import StudyLayout
 from autotune.study.records import TrialRecord, load_records
-from trials.contract.schema import ConfigError, runnable_problem, to_trial_config
+from trials.contract.schema import ConfigError, TrialConfig, runnable_problem, to_trial_config
 from trials.contract.trial_dir import TrialDir
 
+#: The top-level sections of a trial's configuration: an override of one of them asks for a
+#: profile of the composed configuration rather than of the study's pick.
+TRIAL_SECTIONS = frozenset(f.name for f in dataclasses.fields(TrialConfig))
 
-def run_profile(composed: DictConfig, console: Console) -> int:
+
+def trial_overrides(overrides: list[str]) -> list[str]:
+    """The overrides that set the trial's configuration (``precision=fp16``,
+    ``train.micro_batches=2``), not the orchestrator's (``sweep.study=x``, ``profile.steps``)."""
+    return [o for o in overrides if "=" in o
+            and o.split("=", 1)[0].lstrip("+~").split(".", 1)[0] in TRIAL_SECTIONS]
+
+
+def run_profile(composed: DictConfig, console: Console, overrides: list[str] = ()) -> int:
     settings: SweepSettings = OmegaConf.to_object(composed.sweep)
     options: ProfileSettings = OmegaConf.to_object(composed.profile)
     study, record = None, None
     if options.trial is not None:
         study = S.load_existing(settings)
         record = _trial(load_records(study), options.trial)
+    elif not trial_overrides(overrides) and (study := _existing_study(settings)) is not None:
+        record = study_verdict(load_records(study), composed).pick
+        if record is not None:
+            console.print(f"profiling the study's pick (what export and soak take): trial "
+                          f"{record.number}; profile.trial=N profiles another", markup=False,
+                          soft_wrap=True)
+    if options.trial is not None and not record.run_dir.has_config():
+        raise ConfigError(f"profile.trial={options.trial}: its run directory "
+                          f"({record.trial_dir}) has no config.yaml to re-run")
+    if record is not None and record.run_dir is not None and record.run_dir.has_config():
         cfg = record.run_dir.read_config()
+        label = f"trial {record.number}"
     else:
+        study, record = None, None
         cfg = to_trial_config(composed)
+        label = "composed: " + (" ".join(trial_overrides(overrides)) or "the defaults")
     problem = runnable_problem(cfg)
     if problem:
         raise ConfigError(problem)
@@ -47,7 +79,8 @@ def run_profile(composed: DictConfig, console: Console) -> int:
            StudyLayout.of(settings).profile(record.number if record else None))
     _check_out(out)
     result = profile_config(runner_for(settings), cfg, out, settings, options.steps,
-                            console=console)
+                            console=console, trial=record.number if record else None,
+                            label=label)
     if result is None:
         return 1
     write_result(result)
@@ -55,6 +88,19 @@ def run_profile(composed: DictConfig, console: Console) -> int:
         store(study, record.number, result)
     show(result, console)
     return 0
+
+
+def _existing_study(settings: SweepSettings) -> optuna.Study | None:
+    """The study when it exists; None when there is none yet (a fresh checkout). A storage
+    that fails for any other reason still fails, with its one line."""
+    url = S.storage_url(settings)
+    if url.startswith("sqlite:///") and not Path(url[len("sqlite:///"):]).exists():
+        return None
+    try:
+        return optuna.load_study(study_name=settings.study,
+                                 storage=S.open_storage(settings, create=False))
+    except KeyError:
+        return None
 
 
 def _check_out(out: Path) -> None:
@@ -81,4 +127,4 @@ STOPPED = "the profile run was killed: run the same command again to profile fro
 
 
 def run(composed: DictConfig, overrides: list[str], console: Console) -> int:
-    return run_profile(composed, console)
+    return run_profile(composed, console, overrides)

@@ -25,6 +25,7 @@ from autotune.settings import TuneSettings
 from autotune.stages.correctness import run_correctness
 from autotune.stages.data import run_data
 from autotune.stages.memory import run_memory
+from autotune.stages.verdicts import soak_issues, verdict
 from autotune.study import budget
 from autotune.study import stage_results as store
 
@@ -40,11 +41,13 @@ def run_tune(composed: DictConfig, overrides: list[str], console: Console) -> in
     sweep = Sweep(composed, overrides, console)  # validates everything before anything runs
     study = sweep.open_study()
     stored = store.results(study)
+    verdicts = []
     for i, stage in enumerate(options.stages, 1):
         head = f"stage {i}/{len(options.stages)}: {stage}"
         if stage != "throughput" and (stored.get(stage) or {}).get("done"):
             console.print(f"{head}: done earlier", markup=False)
             _lines(console, stored[stage])
+            verdicts.append(verdict(stage, stored[stage]))
             continue
         console.print(f"{head} ...", markup=False)
         if stage == "correctness":
@@ -58,14 +61,17 @@ def run_tune(composed: DictConfig, overrides: list[str], console: Console) -> in
         else:
             result = _stability(composed, study, console)
         store.save(study, stage, result)
+        verdicts.append(verdict(stage, result))
         if stage != "stability":  # the soak has printed its own verdicts
             _lines(console, result)
         if result.get("failed"):
             console.print(f"tune stopped at the {stage} stage; fix what it says, then run the "
                           "same command again", markup=False)
             return 1
-    console.print(f"all stages done; see python -m autotune report sweep.study="
-                  f"{sweep.settings.study}", markup=False)
+    console.print("all stages done; the verdicts:", markup=False)
+    _lines(console, {"lines": verdicts})
+    console.print(f"details: python -m autotune report sweep.study={sweep.settings.study}",
+                  markup=False)
     return 0
 
 
@@ -97,12 +103,13 @@ def _stability(composed: DictConfig, study, console: Console) -> dict:
         console.print(f"  trial {chosen.number} was soaked already: its result is taken "
                       "(python -m autotune soak runs it again)", markup=False)
         _lines(console, {"lines": soak.get("verdicts") or []})
-        return {"done": True, "trial": chosen.number, "lines": list(soak.get("verdicts") or [])}
+        return {"done": True, "trial": chosen.number, "lines": list(soak.get("verdicts") or []),
+                "issues": soak_issues(soak)}
     code = run_soak(composed, console)
     soak = study.user_attrs.get(SOAK_KEY) or {}
     lines = soak.get("verdicts") or soak.get("lines") or [f"soak ended with exit code {code}"]
     return {"done": code == 0, "failed": code != 0, "trial": soak.get("trial"),
-            "lines": list(lines)}
+            "lines": list(lines), "issues": soak_issues(soak)}
 
 
 def run(composed: DictConfig, overrides: list[str], console: Console) -> int:

@@ -72,17 +72,23 @@ def recover(out: Path) -> list[str]:
     return done
 
 
-def write_atomically(out: Path, files: dict[str, str], *, overwrite: bool,
+def write_atomically(out: Path, files: dict[str, str | bytes], *, overwrite: bool,
                      executable: tuple[str, ...] = ("launch.sh", "job.sbatch")) -> None:
-    """Write ``files`` into a staging directory beside ``out``, then swap it into place; an
-    existing export (``overwrite``) is deleted only once the new one is in place."""
+    """Write ``files`` (relative paths: text or bytes) into a staging directory beside
+    ``out``, then swap it into place; an existing export (``overwrite``) is deleted only
+    once the new one is in place."""
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}{STAGING}", dir=out.parent))
     staging.chmod(0o755)  # mkdtemp makes it private; the export is meant to be shared
     aside: Path | None = None
     try:
-        for name, text in files.items():
-            (staging / name).write_text(text)
+        for name, content in files.items():
+            path = staging / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if isinstance(content, bytes):
+                path.write_bytes(content)
+            else:
+                path.write_text(content)
             if name in executable:
                 (staging / name).chmod(0o755)
             _pause_if_asked("written")

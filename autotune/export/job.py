@@ -1,18 +1,27 @@
-"""``python -m autotune export``: the chosen trial as a production job that runs as it is.
+"""``python -m autotune export``: the chosen trial as a production job that runs as it is,
+in its own directory, away from this checkout.
 
 Writes, into a directory put in place whole (autotune/export/atomic.py: an error or a
 kill leaves the previous export, never half of one):
 
-* ``job.yaml``: the trial's fully resolved config, switched to production mode;
+* ``job.yaml``: the trial's fully resolved config, switched to production mode (a user's
+  workload: without the built-in GPT's dimensions and text-source keys);
 * ``launch.sh``: the exact command for one node (msrun with the right worker count when
   the job has more than one device); a job larger than one node of its hardware profile
   (``hardware.devices`` are per node) runs it on every node, each taking its node rank
   and the first node's address from the environment or from SLURM;
+* ``env.sh``, ``requirements.txt``: which Python runs the job and what it needs
+  (autotune/export/environment.py);
+* ``src/``: the job's own trial program and workload module, ``SHA256SUMS`` of them
+  (autotune/export/carry.py);
 * ``job.sbatch``: the same job for SLURM (``sbatch job.sbatch``), one msrun per node;
 * ``mindformers.yaml``: the knobs under MindFormers' keys, or the user's own MindFormers
-  config with them merged in (``export.mindformers_base``);
-* ``provenance.json``: study, trial, measured metrics with spread, versions, fingerprint;
-* ``CHANGES.md``: what changed against the baseline, the measured gain, the caveats.
+  config with them merged in (``export.mindformers_base``); only for a MindFormers-shaped
+  model (the built-in GPT, the MindFormers workload);
+* ``provenance.json``: study, trial, measured metrics with spread, versions, fingerprint,
+  the source commit and the digests of the carried code;
+* ``CHANGES.md``: what changed against the baseline, the measured gain, the caveats;
+* ``soak.png``: the soak's figure, when this trial was soaked.
 """
 
 from __future__ import annotations
@@ -22,18 +31,24 @@ import math
 import platform
 import re
 from importlib import metadata
+from pathlib import Path
 
 import optuna
+from omegaconf import OmegaConf
 
+from autotune.export.carry import SRC
+from autotune.export.environment import launch_environment
 from autotune.plan.costmodel import CostModel
 from autotune.settings import ExportSettings, SweepSettings
 from autotune.study import selection
 from autotune.study import storage as S
 from autotune.study.records import TrialRecord
 from trials.contract.launch import shell_script, trial_argv
+from trials.contract.mindformers import ADAPTER_ENTRY
 from trials.contract.performance import Performance
 from trials.contract.schema import (
     ConfigError,
+    DataConfig,
     RunMode,
     TrialConfig,
     memory_budget_gib,
@@ -55,16 +70,24 @@ def predicted_headroom(job: TrialConfig, model: CostModel) -> dict | None:
             "constants": prediction.constants.source, "breakdown_gib": prediction.memory.gib()}
 
 
-def stability_note(study: optuna.Study, trial: int) -> str:
-    """The soak of this trial (``python -m autotune soak``), or how to run one."""
-    from autotune.soak.report import soak_section
+#: The soak's figure, copied into the job (the study's copy is the next soak's to overwrite).
+SOAK_FIGURE = "soak.png"
 
-    section = soak_section(study, trial)
+
+def stability_note(study: optuna.Study, trial: int) -> tuple[str, bytes | None]:
+    """The soak of this trial (``python -m autotune soak``), or how to run one; and the
+    soak's figure, to be written beside it as :data:`SOAK_FIGURE`."""
+    from autotune.soak.report import SOAK_KEY, soak_section
+
+    figure = Path(str((study.user_attrs.get(SOAK_KEY) or {}).get("plot", "")))
+    data = figure.read_bytes() if figure.name and figure.is_file() else None
+    section = soak_section(study, trial, plot=SOAK_FIGURE if data else None)
     if section:
-        return "\n" + section
+        return "\n" + section, data
     return ("\n## Soak\n\nNot soaked yet: `python -m autotune soak soak.trial="
             f"{trial}` runs it 10x a trial's steps, kills it with SIGKILL part-way, resumes it "
-            "and reports leaks, drift, spikes and whether the resume continued the loss.\n")
+            "and reports leaks, drift, spikes and whether the resume continued the loss.\n",
+            None)
 
 
 def headroom_note(headroom: dict | None, simulated: bool) -> str:
@@ -94,6 +117,42 @@ def production_config(record: TrialRecord, options: ExportSettings) -> TrialConf
     return cfg
 
 
+#: The built-in GPT's keys, which a user's workload does not read (its own model and data).
+GPT_WORKLOAD_KEYS = ("arch", "n_layers", "d_model", "n_heads", "kv_heads", "ffn_dim",
+                     "seq_len", "vocab_size")
+GPT_DATA_KEYS = ("source", "text_dir", "max_bytes")
+
+
+def own_model(job: TrialConfig) -> bool:
+    """A user's workload that is neither the built-in GPT nor the MindFormers workload (both
+    transformer LMs on the GPT's data sources, with MindFormers keys)."""
+    return bool(job.workload.entry) and job.workload.entry != ADAPTER_ENTRY
+
+
+def job_yaml(job: TrialConfig) -> str:
+    """job.yaml: the resolved config; for a user's own model, only the keys it reads (the
+    trial program fills what is left out with the schema's defaults, which it ignores)."""
+    node = OmegaConf.to_container(OmegaConf.structured(job), enum_to_str=True)
+    if own_model(job):
+        for key in GPT_WORKLOAD_KEYS:
+            node["workload"].pop(key)
+        default = DataConfig()
+        if (job.data.source, job.data.text_dir) == (default.source, default.text_dir):
+            for key in GPT_DATA_KEYS:  # the text source was never chosen: not this model's
+                node["data"].pop(key)
+    return OmegaConf.to_yaml(OmegaConf.create(node))
+
+
+def mindformers_skipped(job: TrialConfig) -> str | None:
+    """Why the job gets no mindformers.yaml (CHANGES.md says it), or None."""
+    if not own_model(job):
+        return None
+    return (f"No mindformers.yaml: workload {job.workload.name} ({job.workload.entry}) is "
+            "not a MindFormers model. MindFormers' YAML describes a MindFormers transformer "
+            "(model_config, run_mindformer.py); this job runs on the trial program "
+            "(launch.sh) with its own model and data.")
+
+
 def job_nodes(job: TrialConfig) -> int:
     """Nodes the job spans: its devices over the profile's devices per node, rounded up."""
     return math.ceil(job.parallel.devices / job.hardware.devices)
@@ -110,16 +169,18 @@ def ranks_per_node(job: TrialConfig) -> int:
     return devices // nodes
 
 
-def launch_script(job: TrialConfig) -> str:
+def launch_script(job: TrialConfig, modules: list[str] = ()) -> str:
     """launch.sh: the trial program on job.yaml, through the same recipe as every trial;
-    on several nodes, this node's share of the ranks (run on every node)."""
+    on several nodes, this node's share of the ranks (run on every node). ``modules``:
+    the workload's, which the job's Python must find besides the trial program's."""
     nodes, per_node = job_nodes(job), ranks_per_node(job)
     argv = trial_argv("job.yaml", world_size=job.parallel.devices, python="$PY",
                       master_port="$MASTER_PORT", log_dir="msrun_log", nodes=nodes,
                       node_rank="$NODE_RANK", master_addr="$MASTER_ADDR" if nodes > 1
-                      else "127.0.0.1")
+                      else "127.0.0.1", trial_script=f"{SRC}/trials/train.py")
     comment = ("Production job exported by autotune. Extra arguments are overrides,\n"
-               "e.g. run.steps=5000. Re-running resumes from the latest checkpoint.")
+               "e.g. run.steps=5000. Re-running resumes from the latest checkpoint.\n"
+               "It ends with one line: steps, throughput, peak memory, last checkpoint.")
     if nodes > 1:
         comment += (f"\nA job on {nodes} nodes ({per_node} devices each): run this on every "
                     "node, or `sbatch job.sbatch`.\n"
@@ -129,7 +190,12 @@ def launch_script(job: TrialConfig) -> str:
                     "127.0.0.1).")
     if job.parallel.devices > 1:
         comment += "\nmsrun's master port: MASTER_PORT=... (default 8118)."
-    return shell_script(argv, comment=comment)
+    return shell_script(argv, comment=comment,
+                        environment=launch_environment(job, list(modules)))
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def sbatch_script(job: TrialConfig, *, study: str, trial: int) -> str:
@@ -139,9 +205,9 @@ def sbatch_script(job: TrialConfig, *, study: str, trial: int) -> str:
     lines = [
         "#!/usr/bin/env bash",
         f"# Production job exported by autotune: trial {trial} of study {study}, "
-        f"{job.parallel.devices} devices",
-        f"# on {nodes} node{'s' if nodes > 1 else ''} of {job.hardware.name}, {per_node} of "
-        f"each node's {job.hardware.devices}. Submit it from this directory:",
+        f"{_count(job.parallel.devices, 'device')}",
+        f"# on {_count(nodes, 'node')} of {job.hardware.name}, {_count(per_node, 'device')} "
+        f"per node (of its {job.hardware.devices}). Submit it from this directory:",
         "#     sbatch job.sbatch [overrides of job.yaml, e.g. run.steps=5000]",
         "# Every node must see this directory (job.yaml, checkpoints/) at one path.",
         f"#SBATCH --job-name=autotune-{re.sub(r'[^A-Za-z0-9_.-]', '-', study)}-trial{trial}",
@@ -187,7 +253,9 @@ def sbatch_script(job: TrialConfig, *, study: str, trial: int) -> str:
 
 
 def provenance(study: optuna.Study, settings: SweepSettings, record: TrialRecord,
-               why: str) -> dict:
+               why: str, *, source: dict | None = None) -> dict:
+    """What the job came from. ``source``: the commit and digests of the carried code
+    (autotune/export/carry.py)."""
     perf = record.perf
     versions = {}
     for package in ("mindspore", "optuna", "hydra-core", "omegaconf", "numpy"):
@@ -219,6 +287,7 @@ def provenance(study: optuna.Study, settings: SweepSettings, record: TrialRecord
             "confirmed": record.attrs.get("confirm"),
         },
         "versions": versions,
+        "source": source,
         "hardware_profile": (study.user_attrs.get(S.FINGERPRINT_PARTS) or {}).get("hardware"),
         "fingerprint": study.user_attrs.get(S.FINGERPRINT),
         "host": platform.node(),
@@ -227,25 +296,48 @@ def provenance(study: optuna.Study, settings: SweepSettings, record: TrialRecord
 
 
 EXPORT_README = """# Production job: trial {trial} of study {study}
-
-Measured in the sweep: {throughput}.
-
+{measured}
     bash launch.sh                      # run (resumes from checkpoints/ when re-run)
     bash launch.sh run.steps=5000       # any override of job.yaml
     sbatch job.sbatch                   # the same on SLURM (submit from this directory)
 
+The directory is the whole job: copy it anywhere and run it there. It needs a Python with
+the packages of `requirements.txt` (`env.sh` says how to make one, e.g.
+`python3 -m venv .venv && .venv/bin/pip install -r requirements.txt`), or an existing one:
+`AUTOTUNE_PYTHON=/path/to/python bash launch.sh`. The job ends with one line: steps,
+throughput (tokens/s or samples/s), peak memory and the last checkpoint.
+
 - `launch.sh`: the command for one node. A job with more devices than one node of its
   hardware profile runs it on every node (see its header): each takes its node rank and
-  the first node's address from NODE_RANK / MASTER_ADDR, else from SLURM.
+  the first node's address from NODE_RANK / MASTER_ADDR, else from SLURM. It names, in
+  one line, a module the chosen Python cannot find.
+- `env.sh`, `requirements.txt`: which Python runs the job (AUTOTUNE_PYTHON, else `.venv/`
+  here, else `python3`) and the package versions the study measured with.
+- `src/`: the job's own copy of the trial program (`src/trials/`) and of your workload's
+  module, first on PYTHONPATH; `sha256sum -c SHA256SUMS` checks them against the export.
 - `job.sbatch`: the SLURM job: its nodes, one msrun per node (`srun bash launch.sh`);
   requeued, it resumes from checkpoints/.
-- `job.yaml`: the resolved configuration (schema: trials/contract/schema.py), production mode.
+- `job.yaml`: the resolved configuration (schema: src/trials/contract/schema.py),
+  production mode.
+{mindformers}\
+- `provenance.json`: where it came from (the source commit, whether the tree was dirty, the
+  sha256 of the trial program and the workload) and what was measured.
+- `CHANGES.md`: what changed against the baseline, and what to watch out for.
+"""
+
+MINDFORMERS_README = """\
 - `mindformers.yaml`: the same job for MindFormers (`run_mindformer.py --config
   mindformers.yaml`): your config with the tuned values merged in when the export was
   given one (`export.mindformers_base=YOUR.yaml`), else a fragment of the tuned keys.
   CHANGES.md lists each change and the knobs MindFormers cannot carry as measured. On the
   CPU, `python -m trials.mindformers_run mindformers.yaml` (autotune's MindFormers
   environment) trains it with MindFormers' Trainer and a CPU overflow check.
-- `provenance.json`: where it came from and what was measured.
-- `CHANGES.md`: what changed against the baseline, and what to watch out for.
 """
+
+
+def export_readme(job: TrialConfig, *, trial: int, study: str, throughput: str = "") -> str:
+    """README.md of the job (the soak section goes after it); ``throughput``: the trial's
+    figure in its unit ("1,234 samples/s")."""
+    measured = f"\nMeasured in the sweep: {throughput}.\n" if throughput else ""
+    return EXPORT_README.format(trial=trial, study=study, measured=measured, mindformers=""
+                                if mindformers_skipped(job) else MINDFORMERS_README)

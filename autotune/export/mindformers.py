@@ -22,6 +22,7 @@ from pathlib import Path
 
 import yaml
 
+from autotune.export.mindformers_transfer import check_names, check_transfer
 from trials.contract import mindformers as mf
 from trials.contract.schema import (
     Backend,
@@ -47,16 +48,18 @@ class MindFormersExport:
     changes: list[tuple[str, object, object]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
-    def yaml(self) -> str:
+    def head(self) -> str:
         if self.base is None:
-            head = (f"# MindFormers {mf.MINDFORMERS_VERSION} keys of the tuned job ({self.style} "
+            return (f"# MindFormers {mf.MINDFORMERS_VERSION} keys of the tuned job ({self.style} "
                     "model config). Merge it into your full config:\n"
                     "#   python -m autotune export export.mindformers_base=YOUR.yaml\n"
                     "# writes the merged, complete config instead (see README.md).\n")
-        else:
-            head = (f"# {self.base.name} with the tuned values of autotune merged in "
-                    f"(MindFormers {mf.MINDFORMERS_VERSION}); CHANGES.md lists each change.\n")
-        return head + yaml.safe_dump(self.config, sort_keys=False, default_flow_style=None)
+        return (f"# {self.base.name} with the tuned values of autotune merged in "
+                f"(MindFormers {mf.MINDFORMERS_VERSION}); CHANGES.md lists each change.\n")
+
+    def yaml(self) -> str:
+        return self.head() + yaml.safe_dump(self.config, sort_keys=False,
+                                            default_flow_style=None)
 
 
 def fragment(job: TrialConfig, style: str = "legacy") -> dict:
@@ -146,20 +149,31 @@ def unfaithful(job: TrialConfig, *, merged: bool) -> list[str]:
 
 
 def export_mindformers(job: TrialConfig, *, base: str = "", style: str = "auto",
-                       overrides: dict | None = None) -> MindFormersExport:
+                       overrides: dict | None = None,
+                       transfer: list | None = None) -> MindFormersExport:
     """``mindformers.yaml`` of the job: the fragment, or ``base`` with it merged in, with
-    ``overrides`` (dotted MindFormers keys) last; checked against MindFormers' rules."""
+    ``overrides`` (dotted MindFormers keys) last; checked against MindFormers' rules.
+
+    A base of another model or hardware takes only what ``transfer`` names
+    (autotune/export/mindformers_transfer.py); a PyNative TrainConfig base leaves this
+    file a fragment (mindformers_train.yaml is then the merged one)."""
     overrides = dict(overrides or {})
-    what, base_cfg, built = "export.mindformers_base", None, None
+    check_names(list(transfer or []))
+    what, base_cfg, built, notes = "export.mindformers_base", None, None, []
     workload_config = (job.workload.options.get(mf.OPTION_CONFIG, "")
                        if job.workload.entry == mf.ADAPTER_ENTRY else "")
     if workload_config and base in ("", workload_config):
         # A MindFormers workload: its own config is the natural base, with the model as
-        # the trials built it (the workload's keys over the config's).
+        # the trials built it (the workload's keys over the config's), on their hardware.
         base, what = workload_config, "workload.options.config"
         base_cfg, built = mf.workload_model_config(job.workload)
+        notes.append(_trial_hardware_note(job, base_cfg))
     elif base:
-        base_cfg = mf.load_config(base, what=what)
+        kind, base_cfg = mf.load_any(base, what=what)
+        if kind == mf.PYNATIVE:
+            notes.append(f"{base} is a PyNative TrainConfig: mindformers_train.yaml is it with "
+                         "the tuned values merged in; this file is the static-graph fragment.")
+            base, base_cfg = "", None
     if style == "auto":
         style = mf.model_style(base_cfg) if base_cfg is not None else "legacy"
     tuned = fragment(job, style)
@@ -171,6 +185,11 @@ def export_mindformers(job: TrialConfig, *, base: str = "", style: str = "auto",
         if built is not None:
             tuned["model"]["model_config"] = {**built, **tuned["model"]["model_config"]}
         tuned = _fit_to_base(tuned, base_cfg, checkpoint_every=job.run.checkpoint_every)
+        if built is None:
+            gate = check_transfer(job, base_cfg, mf.STATIC, transfer=list(transfer or []),
+                                  what=f"{what}={base}")
+            tuned = gate.select(tuned, base_cfg)
+            notes += gate.notes
         config = mf.merge(mf.merge(base_cfg, tuned), _nest(overrides))
         result = MindFormersExport(config, Path(base), style,
                                    changes=_diff(base_cfg, config))
@@ -180,8 +199,16 @@ def export_mindformers(job: TrialConfig, *, base: str = "", style: str = "auto",
         source = "export.mindformers_overrides" if overrides else what if base else "export"
         raise ConfigError(f"{source}: MindFormers would reject the exported config: "
                           f"{problems[0]}")
-    result.notes = unfaithful(job, merged=base_cfg is not None)
+    result.notes = [n for n in notes if n] + unfaithful(job, merged=base_cfg is not None)
     return result
+
+
+def _trial_hardware_note(job: TrialConfig, base_cfg: dict) -> str:
+    device = (base_cfg.get("context") or {}).get("device_target") or mf.DEFAULT_DEVICE_TARGET
+    if str(device).lower() == job.hardware.backend.value.lower():
+        return ""
+    return (f"context.device_target: {job.hardware.backend.value}, where the trials ran "
+            f"(the workload's config says {device}); the hardware keys are the trials'.")
 
 
 def _fit_to_base(tuned: dict, base: dict, *, checkpoint_every: int) -> dict:
@@ -256,7 +283,7 @@ def changes_section(export: MindFormersExport) -> str:
         lines.append(f"`{export.base}` with the tuned values merged in "
                      f"({len(export.changes)} keys changed):")
         lines += ["", "| key | your config | exported |", "|---|---|---|"]
-        lines += [f"| `{key}` | {_cell(old)} | {_cell(new)} |"
+        lines += [f"| `{key}` | {table_cell(old)} | {table_cell(new)} |"
                   for key, old, new in export.changes]
     if export.notes:
         lines += ["", "Not carried over as measured:", ""]
@@ -264,7 +291,7 @@ def changes_section(export: MindFormersExport) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _cell(value: object) -> str:
+def table_cell(value: object) -> str:
     if value is None:
         return "(absent)"
     text = yaml.safe_dump(value, default_flow_style=True, width=1000).strip()

@@ -30,10 +30,11 @@ from pathlib import Path
 import numpy as np
 
 from autotune.plan import memory, steptime
-from autotune.plan.layout import Cluster, Job, Recompute
+from autotune.plan.layout import Cluster, Job, Recompute, host_contention
 from autotune.plan.model_dims import ModelDims
 from autotune.plan.predict import Constants
 from trials.contract.machine import default_cache_dir
+from trials.contract.schema import Mode
 
 GIB = memory.GIB
 #: Fewer measured trials than this keep the priors (and their uncertainty).
@@ -77,10 +78,12 @@ def _time_columns(m: Measurement) -> tuple[dict[str, float], float]:
     full, latency_only = seconds(1.0), seconds(1e30)
     tensor = full.mp_collectives + full.cp_collectives
     tensor_latency = latency_only.mp_collectives + latency_only.cp_collectives
-    columns = {"overhead": 1.0, f"compute:{m.job.dtype.value}": full.compute * bubble,
+    mode = m.job.mode.value
+    columns = {f"overhead:{mode}": host_contention(m.job, m.cluster),
+               f"compute:{m.job.dtype.value}": full.compute * bubble,
                "mp": (tensor - tensor_latency) * bubble,
                "dp": full.dp_allreduce - latency_only.dp_allreduce,
-               "layer": full.layer_latency * bubble,
+               f"layer:{mode}": full.layer_latency * bubble,
                "scores": full.attention_scores * bubble}
     fixed = tensor_latency * bubble + latency_only.dp_allreduce + full.pp_p2p
     return columns, fixed
@@ -90,10 +93,14 @@ def _time_prior(name: str, prior: Constants) -> tuple[float, float]:
     """(the prior's coefficient of a column, the lower bound of the fit): compute cannot
     beat the peak (efficiency <= 1); a collective may be mostly hidden by the framework's
     overlap (efficiency up to 1 / MIN_COLLECTIVE_FACTOR); the seconds are non-negative."""
-    if name.startswith("compute:"):
-        return 1.0 / prior.compute_efficiency[name.split(":", 1)[1]], 1.0
-    return {"overhead": (prior.step_overhead_s, 0.0), "layer": (prior.layer_latency_s, 0.0),
-            "scores": (prior.score_element_s, 0.0),
+    kind, _, which = name.partition(":")
+    if kind == "compute":
+        return 1.0 / prior.compute_efficiency[which], 1.0
+    if kind == "overhead":
+        return prior.step_overhead(Mode(which)), 0.0
+    if kind == "layer":
+        return prior.layer_latency(Mode(which)), 0.0
+    return {"scores": (prior.score_element_s, 0.0),
             "mp": (1.0 / prior.mp_collective_efficiency, MIN_COLLECTIVE_FACTOR),
             "dp": (1.0 / prior.dp_collective_efficiency, MIN_COLLECTIVE_FACTOR)}[name]
 
@@ -125,7 +132,9 @@ def fit_time(points: list[Measurement], prior: Constants) -> tuple[dict, float |
         return _fit_efficiency_only(usable, prior), None
     rows = [_time_columns(m) for m in usable]
     dtypes = sorted({k for columns, _ in rows for k in columns if k.startswith("compute:")})
-    names = ["overhead", *dtypes, "mp", "dp", "layer", "scores"]
+    modes = sorted({m.job.mode.value for m in usable})
+    names = [*(f"overhead:{x}" for x in modes), *dtypes, "mp", "dp",
+             *(f"layer:{x}" for x in modes), "scores"]
     a = np.array([[columns.get(k, 0.0) for k in names] for columns, _ in rows])
     y = np.array([m.step_s - m.data_wait_s - fixed for m, (_, fixed) in zip(usable, rows)])
     priors = np.array([_time_prior(k, prior)[0] for k in names])
@@ -141,10 +150,12 @@ def fit_time(points: list[Measurement], prior: Constants) -> tuple[dict, float |
                             bounds=(lower[free], np.inf)).x
     fitted = {names[j]: float(coef[j]) for j in free}
     out: dict = {"data_wait_s": float(np.median([m.data_wait_s for m in usable]))}
-    if "overhead" in fitted:
-        out["step_overhead_s"] = fitted["overhead"]
-    if "layer" in fitted:
-        out["layer_latency_s"] = fitted["layer"]
+    for mode in modes:
+        prefix = "pynative_" if mode == Mode.pynative.value else ""
+        if f"overhead:{mode}" in fitted:
+            out[f"{prefix}step_overhead_s"] = fitted[f"overhead:{mode}"]
+        if f"layer:{mode}" in fitted:
+            out[f"{prefix}layer_latency_s"] = fitted[f"layer:{mode}"]
     if "scores" in fitted:
         out["score_element_s"] = fitted["scores"]
     for k in ("mp", "dp"):

@@ -9,12 +9,13 @@ Which fit a study's model holds, and where a study keeps its refits: autotune/pl
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from autotune.plan import calibration
 from autotune.plan.calibration import Measurement
-from autotune.plan.layout import Cluster, Job
+from autotune.plan.layout import Cluster, Job, cpu_compute_share
 from autotune.plan.model_dims import ModelDims
 from autotune.plan.predict import Constants, Prediction, predict
 from trials.contract.machine import cached_cpu_peak_flops
@@ -46,23 +47,28 @@ class CostModel:
 
     @property
     def cluster(self) -> Cluster:
-        return Cluster(self.hardware, self.nodes)
+        """The profile's nodes; on the CPU backend, this host's cores, which every rank
+        shares (the trials run here)."""
+        cores = (os.cpu_count() or 1) if self.hardware.backend is Backend.CPU else None
+        return Cluster(self.hardware, self.nodes, host_cores=cores)
 
-    def peak_flops_per_device(self, dtype: DType, devices: int) -> float | None:
-        """The profile's peak, or on the CPU the verified GEMM calibration shared by the
-        ranks (they are processes on the same cores)."""
-        tflops = self.hardware.peak_tflops.get(dtype.value)
+    def peak_flops_per_device(self, job: Job) -> float | None:
+        """The profile's peak, or on the CPU the verified GEMM calibration (all the host's
+        cores) times the share of the cores one rank's operator threads get (the ranks are
+        processes on the same cores: layout.cpu_compute_share)."""
+        tflops = self.hardware.peak_tflops.get(job.dtype.value)
         if tflops is not None:
             return float(tflops) * 1e12
         if self.hardware.backend is Backend.CPU:
-            peak = cached_cpu_peak_flops(dtype.value, self.cache_dir)
-            return peak / devices if peak else None
+            peak = cached_cpu_peak_flops(job.dtype.value, self.cache_dir)
+            return peak * cpu_compute_share(job, self.cluster.host_cores) if peak else None
         return None
 
     def peak_problem(self, dtype: DType) -> str | None:
         """Why step time cannot be predicted in ``dtype`` (no peak FLOP/s for it), with the
         fix for this profile's backend; None when there is a peak."""
-        if self.peak_flops_per_device(dtype, 1) is not None:
+        one = Job(dp=1, mp=1, pp=1, global_batch=1, micro_batches=1, dtype=dtype)
+        if self.peak_flops_per_device(one) is not None:
             return None
         hw = self.hardware
         if hw.backend is Backend.CPU:
@@ -76,7 +82,7 @@ class CostModel:
 
     def predict_job(self, dims: ModelDims, job: Job) -> Prediction:
         return predict(dims, job, self.cluster, self.constants,
-                       peak_flops_per_device=self.peak_flops_per_device(job.dtype, job.devices))
+                       peak_flops_per_device=self.peak_flops_per_device(job))
 
     def predict_config(self, cfg: TrialConfig) -> Prediction | None:
         """None for a user workload: its dimensions are not the cost model's to know."""
@@ -91,8 +97,7 @@ class CostModel:
             return None
         job = Job.of(cfg)
         return Measurement(dims=ModelDims.of(cfg.workload), job=job, cluster=self.cluster,
-                           peak_flops_per_device=self.peak_flops_per_device(job.dtype,
-                                                                            job.devices),
+                           peak_flops_per_device=self.peak_flops_per_device(job),
                            peak_gib=peak_gib, step_s=step_s, data_wait_s=data_wait_s,
                            oom_budget_gib=oom_budget_gib)
 

@@ -13,6 +13,7 @@ from autotune.plan import fits
 from autotune.plan.calibration import Measurement
 from autotune.plan.costmodel import CostModel
 from autotune.plan.plausible import implausible
+from autotune.plan.predict import predict
 from autotune.study.records import PREDICTION, TrialRecord
 from autotune.study.selection import distinct
 from trials.contract.outcomes import Outcome
@@ -60,6 +61,30 @@ def measurements(records: list[TrialRecord], model: CostModel,
     return out
 
 
+#: The fewest measured trials whose leave-one-out ranking can say the model ranks well.
+MIN_RANKED_TRIALS = 5
+
+
+def held_out_rank(points: list[Measurement], model: CostModel) -> float | None:
+    """Spearman's rho between the measured step times of the study's trials and each one's
+    prediction by a fit of the others (leave-one-out, from the model's start); None with
+    fewer than MIN_RANKED_TRIALS timed trials. What seeding needs is the model's ranking
+    of configurations it was not fitted on, not its fit of those it was."""
+    timed = [m for m in points if m.step_s and m.peak_flops_per_device]
+    if len(timed) < MIN_RANKED_TRIALS:
+        return None
+    from scipy.stats import spearmanr  # only when ranking: keeps start-up short
+
+    predicted = []
+    for i, m in enumerate(timed):
+        constants = model.fitted(timed[:i] + timed[i + 1:])
+        prediction = predict(m.dims, m.job, m.cluster, constants,
+                             peak_flops_per_device=m.peak_flops_per_device)
+        predicted.append(prediction.step_s)
+    rho = spearmanr(predicted, [m.step_s for m in timed]).statistic
+    return float(rho) if rho == rho else None  # nan when either side is constant
+
+
 def needs_refit(record: TrialRecord, margin: float) -> bool:
     """A measured OOM, or a prediction off by more than the margin."""
     if record.reason is Outcome.OOM:
@@ -81,6 +106,16 @@ class Refitter:
         self.margin = margin
         self._configs: dict[int, TrialConfig | None] = {}  # read once per trial
         self._lock = threading.Lock()
+        self._rank: tuple[tuple[int, ...], float | None] = ((), None)  # per trial set
+
+    def held_out_rank(self, records: list[TrialRecord]) -> float | None:
+        """:func:`held_out_rank` of the study's measured trials, computed once per set."""
+        with self._lock:
+            points = measurements(records, self.model, self._configs)
+            numbers = tuple(sorted(r.number for r in records if r.launched))
+            if self._rank[0] != numbers:
+                self._rank = (numbers, held_out_rank(points, self.model))
+            return self._rank[1]
 
     def after_trial(self, study, records: list[TrialRecord], number: int) -> str | None:
         """Refit when due; returns the line to print when a refit was refused."""

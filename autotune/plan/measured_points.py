@@ -45,7 +45,7 @@ BOOLEANS = {"true": True, "false": False, "1": True, "0": False, "": False}
 
 
 def read_points(path: Path, hardware: HardwareConfig, peak_flops) -> list[Measurement]:
-    """Every row of ``path`` as a :class:`Measurement`; ``peak_flops(dtype, devices)`` is
+    """Every row of ``path`` as a :class:`Measurement`; ``peak_flops(job)`` is
     the profile's peak FLOP/s per device (the cost model's)."""
     try:
         with path.open(encoding="utf-8-sig", newline="") as handle:  # a BOM is no column
@@ -134,5 +134,5 @@ def point(row: dict, n: int, path: Path, hardware: HardwareConfig, peak_flops) -
         raise bad("nodes", f"gives {cluster.devices} devices of {hardware.name}, fewer than "
                            f"dp x mp x pp x context_parallel = {job.devices}")
     return Measurement(dims=ModelDims.of(workload), job=job, cluster=cluster,
-                       peak_flops_per_device=peak_flops(dtype, job.devices),
+                       peak_flops_per_device=peak_flops(job),
                        peak_gib=floats["peak_gib"], step_s=floats["step_s"])

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from autotune.plan.calibration import Measurement
 from autotune.plan.predict import Constants
+from trials.contract.schema import Mode
 
 #: A compute efficiency under this fraction of the peak means the peak or the dimensions
 #: do not match the runs.
@@ -33,17 +34,18 @@ def implausible(constants: Constants, points: list[Measurement]) -> str | None:
             return (f"the fitted {dtype} compute efficiency is {100 * eff:.2f} % of the peak "
                     f"(under {100 * MIN_COMPUTE_EFFICIENCY:.0f} %): the profile's peak or the "
                     "runs' model dimensions do not match the runs")
-    steps = [p for p in points if p.step_s]
-    if steps:
+    for mode in sorted({p.job.mode for p in points if p.step_s}, key=lambda m: m.value):
+        steps = [p for p in points if p.step_s and p.job.mode is mode]
         shortest = min(p.step_s for p in steps)
-        if constants.step_overhead_s > shortest:
-            return (f"the fitted fixed step overhead {constants.step_overhead_s:.3g} s exceeds "
+        overhead, latency = constants.step_overhead(mode), constants.layer_latency(mode)
+        what = f" ({mode.value})" if mode is Mode.pynative else ""
+        if overhead > shortest:
+            return (f"the fitted fixed step overhead{what} {overhead:.3g} s exceeds "
                     f"the shortest measured step ({shortest:.3g} s)")
         fixed = min(p.dims.layers // p.job.pp * p.job.micro_batches for p in steps)
-        if constants.layer_latency_s * fixed > shortest:
-            return (f"the fitted latency per layer and micro-batch "
-                    f"{constants.layer_latency_s:.3g} s makes a run's fixed cost longer than "
-                    "the shortest measured step")
+        if latency * fixed > shortest:
+            return (f"the fitted latency per layer and micro-batch{what} {latency:.3g} s "
+                    "makes a run's fixed cost longer than the shortest measured step")
     if constants.allocator_factor > MAX_ALLOCATOR_FACTOR:
         return (f"the fitted allocator factor {constants.allocator_factor:.2f} is over "
                 f"{MAX_ALLOCATOR_FACTOR:g}: the peaks given are not the model's terms")

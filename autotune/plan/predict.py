@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 from autotune.plan import memory, steptime
 from autotune.plan.layout import Cluster, Job, Recompute
 from autotune.plan.model_dims import ModelDims, model_flops_per_token
-from trials.contract.schema import ConfigError, CostPriors, DType, HardwareConfig
+from trials.contract.schema import ConfigError, CostPriors, DType, HardwareConfig, Mode
 
 
 @dataclass(frozen=True)
@@ -26,6 +26,9 @@ class Constants:
     step_overhead_s: float
     #: Seconds per attention-score element and pass (steptime.score_elements).
     score_element_s: float
+    #: PyNative's own layer latency and step overhead (every op dispatched from Python).
+    pynative_layer_latency_s: float
+    pynative_step_overhead_s: float
     runtime_overhead_gib: float
     allocator_factor: float
     activation_factor: dict[str, float]  # per dtype value: a backend may keep extra copies
@@ -37,6 +40,12 @@ class Constants:
     #: Where the numbers came from ("priors of profile cpu", "fit of 12 trials").
     source: str = "priors"
 
+    def layer_latency(self, mode: Mode) -> float:
+        return self.pynative_layer_latency_s if mode is Mode.pynative else self.layer_latency_s
+
+    def step_overhead(self, mode: Mode) -> float:
+        return self.pynative_step_overhead_s if mode is Mode.pynative else self.step_overhead_s
+
     @classmethod
     def priors(cls, hw: HardwareConfig) -> Constants:
         c: CostPriors = hw.cost
@@ -46,6 +55,8 @@ class Constants:
                    layer_latency_s=c.layer_latency_s,
                    step_overhead_s=c.step_overhead_s,
                    score_element_s=c.score_element_s,
+                   pynative_layer_latency_s=c.pynative_layer_latency_s,
+                   pynative_step_overhead_s=c.pynative_step_overhead_s,
                    runtime_overhead_gib=c.runtime_overhead_gib,
                    allocator_factor=c.allocator_factor,
                    activation_factor={d.value: c.activation_factor for d in DType},
@@ -157,8 +168,8 @@ def predict(d: ModelDims, job: Job, cluster: Cluster, constants: Constants, *,
             compute_efficiency=constants.compute_efficiency[job.dtype.value],
             mp_collective_efficiency=constants.mp_collective_efficiency,
             dp_collective_efficiency=constants.dp_collective_efficiency,
-            layer_latency_s=constants.layer_latency_s,
-            step_overhead_s=constants.step_overhead_s,
+            layer_latency_s=constants.layer_latency(job.mode),
+            step_overhead_s=constants.step_overhead(job.mode),
             score_element_s=constants.score_element_s, data_wait_s=constants.data_wait_s)
     total = peak_flops_per_device * job.devices if peak_flops_per_device else None
     return Prediction(job=job, memory=mem, time=time, tokens_per_step=job.global_batch * d.seq,

@@ -10,7 +10,9 @@
 - compute: hardware FLOPs of the slowest stage's share / (peak FLOP/s x efficiency);
   recompute adds one forward of the blocks (model_dims.hardware_flops_per_token);
 - layer latency: a fixed time per layer and micro-batch that does not scale with FLOPs
-  (kernel launches, memory-bound element-wise work), a calibrated constant;
+  (kernel launches, memory-bound element-wise work), a calibrated constant per execution
+  mode (PyNative dispatches every op from Python); on the CPU backend host work (it and
+  the step overhead) stretches when the ranks' threads outnumber the cores;
 - attention scores: the s x s scores of every head are written and read by the masking,
   softmax and dropout kernels, memory-bound work that grows with s^2 and not with h:
   seconds per score element, a calibrated constant; none under FlashAttention;
@@ -40,7 +42,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
-from autotune.plan.layout import Cluster, Job, Recompute
+from autotune.plan.layout import Cluster, Job, Recompute, host_contention
 from autotune.plan.memory import local_seq, shard_ranks, stage_layer_counts, stage_params
 from autotune.plan.model_dims import ModelDims, hardware_flops_per_token, layer_flops_per_token
 from trials.contract.schema import LinkConfig
@@ -148,7 +150,8 @@ def stage_layers_max(d: ModelDims, job: Job) -> int:
     return max(stage_layer_counts(d, job))
 
 
-def layer_latency_term_s(d: ModelDims, job: Job, per_layer_s: float) -> float:
+def layer_latency_term_s(d: ModelDims, job: Job, per_layer_s: float,
+                         contention: float = 1.0) -> float:
     """Fixed seconds per layer and micro-batch (forward, backward and any recompute
     forward together), times the slowest stage's layers and m micro-batches.
 
@@ -159,9 +162,11 @@ def layer_latency_term_s(d: ModelDims, job: Job, per_layer_s: float) -> float:
     time. Every vTrain row is full recompute, so how the constant splits between the
     passes is not identified: it is fitted per hardware profile (calibration.py). The
     profiles' prior is 0: 2.7 ms as the A100 prior made the uncalibrated Megatron-LM points
-    (N21, K22: large models, fused kernels) 15-20 points worse.
+    (N21, K22: large models, fused kernels) 15-20 points worse. PyNative has its own
+    constant (every op dispatched from Python); on the CPU backend host work stretches
+    by ``layout.host_contention``.
     """
-    return stage_layers_max(d, job) * job.micro_batches * per_layer_s
+    return stage_layers_max(d, job) * job.micro_batches * per_layer_s * contention
 
 
 def score_elements(d: ModelDims, job: Job) -> float:
@@ -282,7 +287,8 @@ def breakdown(d: ModelDims, job: Job, cluster: Cluster, *, peak_flops: float,
     total_flops, recompute_flops = compute_flops(d, job)
     rate = peak_flops * compute_efficiency
     compute = total_flops / rate
-    latency = layer_latency_term_s(d, job, layer_latency_s)
+    contention = host_contention(job, cluster)
+    latency = layer_latency_term_s(d, job, layer_latency_s, contention)
     scores = attention_scores_s(d, job, score_element_s)
     mp = mp_collectives_s(d, job, cluster, mp_collective_efficiency)
     cp = cp_collectives_s(d, job, cluster, mp_collective_efficiency)
@@ -298,4 +304,4 @@ def breakdown(d: ModelDims, job: Job, cluster: Cluster, *, peak_flops: float,
         pp_bubble=busy * bubble_fraction(job) / (1 - bubble_fraction(job)),
         pp_p2p=pp_p2p_s(d, job, cluster),
         dp_allreduce=dp_allreduce_s(d, job, cluster, dp_collective_efficiency, backward),
-        data_wait=data_wait_s, overhead=step_overhead_s)
+        data_wait=data_wait_s, overhead=step_overhead_s * contention)

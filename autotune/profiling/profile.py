@@ -38,10 +38,11 @@ PROFILE_STUDY_KEY = "autotune.profile"
 
 
 def profile_config(runner: Runner, cfg: TrialConfig, out: Path, settings: SweepSettings,
-                   steps: int, *, console: Console | None = None, trial: int | None = None
-                   ) -> dict | None:
+                   steps: int, *, console: Console | None = None, trial: int | None = None,
+                   label: str | None = None) -> dict | None:
     """Run ``cfg`` with ``steps`` profiled steps in ``out`` through ``runner``; the stored
-    result, or None (with the reason printed) when the run failed."""
+    result, or None (with the reason printed) when the run failed. ``label`` names what
+    was profiled in the figure's title (default: ``trial N``)."""
     run_dir = TrialDir(out)
     run_dir.write_config(cfg)
     if console is not None:
@@ -59,14 +60,14 @@ def profile_config(runner: Runner, cfg: TrialConfig, out: Path, settings: SweepS
     perf = run.summary.performance if run.summary else {}
     evidence = rules.from_profile(profile, perf, trial=trial, dp=cfg.parallel.dp)
     findings = rules.diagnose(evidence)
-    label = "this configuration" if trial is None else f"trial {trial}"
+    label = label or (f"trial {trial}" if trial is not None else "the composed configuration")
     where_the_time_goes(profile, out / "profile.png",
                         title=f"Where the time goes: {label}, {profile['steps']} profiled steps")
     result = {"trial": trial, "dir": str(out), "wall_s": run.wall_s, "profile": profile,
               "performance": {k: v for k, v in perf.items() if k != "step_times_s"},
               "interconnect": interconnect(perf, cfg, Path(settings.runs_dir)),
               "findings": [asdict(f) for f in findings],
-              "figure": str(out / "profile.png")}
+              "figure": str(out / "profile.png"), "label": label}
     return result
 
 
@@ -111,13 +112,23 @@ def findings_of(result: dict) -> list[Finding]:
             for f in result.get("findings", [])]
 
 
+def overhead_text(profile: dict) -> str:
+    """The profiler's overhead against the unprofiled steps. A profiled step cannot be
+    faster for being profiled: a negative figure is the run's own step-time noise."""
+    pct = 100 * (profile["overhead"] - 1)
+    against = f"against the unprofiled {1e3 * profile['unprofiled_step_s']:.2f} ms"
+    if pct < 0:
+        return (f"profiler overhead {pct:+.1f} % {against}: below zero, so within the "
+                "step-time noise; the profiler's cost did not show")
+    return f"profiler overhead {pct:+.1f} % {against}"
+
+
 def show(result: dict, console: Console) -> None:
     """The step split and the top operators as tables, then the findings and the files."""
     p = result["profile"]
-    console.print(f"Where the time goes: {p['steps']} profiled steps, {1e3 * p['step_s']:.2f} "
-                  f"ms a step (profiler overhead {100 * (p['overhead'] - 1):+.1f} % against "
-                  f"the unprofiled {1e3 * p['unprofiled_step_s']:.2f} ms)", markup=False,
-                  soft_wrap=True)
+    console.print(f"Where the time goes ({result.get('label') or 'profile'}): {p['steps']} "
+                  f"profiled steps, {1e3 * p['step_s']:.2f} ms a step ({overhead_text(p)})",
+                  markup=False, soft_wrap=True)
     split = Table()
     split.add_column("part")
     split.add_column("ms/step", justify="right")

@@ -11,6 +11,8 @@ all-reduce's share of the step and each rank's step time.
 | dominant_op | one op type > 40 % of the step | named |
 | memory_peaks | memory-curve peak > 3 x its mean | memory level, recompute |
 | slow_rank | (max - min) / mean of per-rank step time > 5 %, dp > 1 | a slow rank |
+| host_bound | idle (host time between ops) > 20 % of the step | graph mode, fusion, bigger ops |
+| cast_overhead | Cast operators > 10 % of the step | fp32, or fewer casts |
 
 Thresholds: communication from the method's four-layer evaluation ("over 20-30 % of
 step time means the parallel strategy is wrong"); data wait (10 ms a step) and slow
@@ -21,6 +23,15 @@ allocator curve rises through the forward and falls through the backward, so pea
 well above the time-weighted mean are the normal sawtooth (measured on the CPU: 2.5x
 for gpt_tiny, whose weights are small, 1.14x for gpt_small); 3x and more says transient
 buffers, not the resident state, set the peak.
+
+The host-bound and cast thresholds are ours, set between what this CPU measured healthy
+and what a new user's run showed: the default sweep's profiled winner (graph mode, fp32)
+idled 5 % of its step with no Cast among its top operators (BENCHMARKS.md, "The share of
+a sweep spent profiling its winner"), while ``profile workload=gpt_tiny precision=fp16``
+idled 38.7 % with Cast at 19 % of the step (issue 24). 20 % idle is 4x the healthy figure:
+the host, launching ops one at a time, is slower than the ops it launches. 10 % in Cast:
+fp16 on this CPU is 1.5-1.75x slower than fp32 (docs/mindspore-cpu.md), so casts that cost
+a tenth of the step are a precision that does not pay here.
 """
 
 from __future__ import annotations
@@ -36,6 +47,10 @@ DATA_WAIT_S_HIGH = 0.010
 DOMINANT_OP_SHARE = 0.40
 MEMORY_PEAK_FACTOR = 3.0
 RANK_SPREAD_HIGH = 0.05
+IDLE_SHARE_HIGH = 0.20
+CAST_SHARE_HIGH = 0.10
+#: The operator type a precision change inserts (MindSpore's ``Cast``).
+CAST_OP = "Cast"
 
 
 @dataclass
@@ -161,8 +176,34 @@ def slow_rank(e: Evidence) -> Finding | None:
         {"rank_spread": spread})
 
 
+def host_bound(e: Evidence) -> Finding | None:
+    idle = e.shares.get("idle")
+    if idle is None or idle <= IDLE_SHARE_HIGH:
+        return None
+    ms = "" if e.step_s is None else f", {1e3 * idle * e.step_s:.1f} ms a step"
+    return Finding("host_bound", e.who, (
+        f"{e.subject} is host-bound: {_pct(idle)} of its step is idle between operators{ms} "
+        f"(above {_pct(IDLE_SHARE_HIGH)}), time the host spends launching ops rather than "
+        "the ops running. Run fewer, larger ops: runtime.mode=graph with runtime.jit_level=O1 "
+        "(fusion), a larger micro-batch (train.micro_batches lower), fewer runtime.threads "
+        "if other work shares the cores."), {"idle_share": idle})
+
+
+def cast_overhead(e: Evidence) -> Finding | None:
+    casts = [r for r in e.top_ops if r["type"] == CAST_OP]
+    share = sum(r["share"] for r in casts)
+    if share <= CAST_SHARE_HIGH:
+        return None
+    ms = sum(r["ms_per_step"] for r in casts)
+    return Finding("cast_overhead", e.who, (
+        f"{e.subject} spends {_pct(share)} of its step in {CAST_OP} operators ({ms:.2f} ms a "
+        f"step; above {_pct(CAST_SHARE_HIGH)}): converting between precisions costs more than "
+        "the lower precision saves. Try precision=fp32 (on the CPU fp16 is the slower one), "
+        "or keep more of the model in one dtype."), {"cast_share": share})
+
+
 RULES: tuple[Callable[[Evidence], Finding | None], ...] = (
-    communication, data_wait, dominant_op, memory_peaks, slow_rank)
+    communication, data_wait, dominant_op, memory_peaks, slow_rank, host_bound, cast_overhead)
 
 
 def diagnose(evidence: Evidence) -> list[Finding]:

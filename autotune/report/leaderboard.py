@@ -8,6 +8,7 @@ from collections import Counter
 import pandas as pd
 
 from autotune.presentation.labels import short
+from autotune.presentation.tables import text_table
 from autotune.study.noise import Gain
 from autotune.study.records import TrialRecord, unit_of
 from autotune.study.selection import BASELINE_ROLE, CONFIRMED_LABEL, throughput_label
@@ -60,7 +61,7 @@ def frame(records: list[TrialRecord], *, knobs: list[str] | None = None) -> pd.D
             GAIN_COLUMN: ("baseline" if r.role == BASELINE_ROLE and r.reused_from is None
                           else r.vs_baseline.short() if r.vs_baseline is not None
                           else math.nan),
-            "MFU %": None if r.mfu is None else 100 * r.mfu,
+            "MFU %": math.nan if r.mfu is None else 100 * r.mfu,
             "peak GiB": r.peak_memory_gib, "step s": r.step_time_s, "compile s": r.compile_s,
             "state": r.state, "reason": reason,
             **({FLAGS_COLUMN: ", ".join(r.flags) or None} if any_flagged else {}),
@@ -98,7 +99,7 @@ def render(records: list[TrialRecord], *, limit: int = 20, noise_note: str = "")
     if df.empty:
         return "(no trials)"
     shown = df.head(limit)
-    text = shown.to_string(index=False, na_rep="-", float_format=lambda v: f"{v:,.2f}")
+    text = text_table(shown)
     if len(df) > limit:
         text += f"\n... {len(df) - limit} more (python -m autotune report)"
     unit = unit_of(records)

@@ -124,7 +124,26 @@ def render(result: dict, hw: HardwareConfig) -> str:
     lines.append(f"peak bus bandwidth {top['busbw_gbs']:.4g} GB/s at "
                  f"{size_label(top['size_kib'])}; the hardware={hw.name} profile assumes "
                  + (f"{nominal:g} GB/s" if nominal else "no figure") + " (intra_node)")
+    if override := bandwidth_override(top["busbw_gbs"], nominal):
+        lines.append(f"to plan and predict with the measured figure, add {override} (or set it "
+                     f"in conf/hardware/{hw.name}.yaml)")
     return "\n".join(lines)
+
+
+#: How far the measured bus bandwidth may sit from the profile's before commbench offers
+#: its own figure: beyond the few per cent its repeats move by.
+OVERRIDE_MISMATCH = 0.10
+
+
+def bandwidth_override(measured_gbs: float, nominal_gbs: float | None) -> str | None:
+    """The override that puts the measured peak bus bandwidth into the hardware profile (the
+    cost model's ring all-reduce divides by bus bandwidth), when the profile's figure is
+    missing or off by more than OVERRIDE_MISMATCH; None when they agree."""
+    if measured_gbs <= 0:
+        return None
+    if nominal_gbs and abs(measured_gbs / nominal_gbs - 1) <= OVERRIDE_MISMATCH:
+        return None
+    return f"hardware.intra_node.bandwidth_gbs={measured_gbs:.3g}"
 
 
 # -- reading results back (profiler, report) ---------------------------------------------

@@ -16,7 +16,6 @@ proposals that never started are re-queued too.
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -25,8 +24,6 @@ from typing import Any
 
 from autotune.running.devices import UNPLACED, DevicePool, Placement
 from autotune.settings import Launcher
-
-log = logging.getLogger(__name__)
 
 #: How many times a waiting proposal may be passed over by smaller ones.
 MAX_PASSED = 4
@@ -191,9 +188,9 @@ def device_pool(settings, hardware, note: Callable[[str], None]) -> DevicePool |
         return None
     pool = DevicePool(hardware.backend, hardware.devices)
     if pool.backend == "CPU":
-        log.warning("%d CPU trials run side by side, each pinned to its own cores: they still "
-                    "share memory bandwidth and caches, so their tokens/s disturb each other; "
-                    "use parallel_trials=1 for the numbers you export", settings.parallel_trials)
-        note(f"note: {settings.parallel_trials} concurrent CPU trials disturb each other's "
-             "numbers (shared memory bandwidth and caches); each is pinned to its own cores")
+        # One line on the console (not a log warning as well: it would print twice).
+        note(f"note: {settings.parallel_trials} CPU trials run side by side, each pinned to "
+             "its own cores: they still share memory bandwidth and caches, so their tokens/s "
+             "disturb each other; use sweep.parallel_trials=1 (or confirm) for the numbers "
+             "you export")
     return pool

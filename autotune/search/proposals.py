@@ -81,21 +81,31 @@ class _Grid(optuna.samplers.GridSampler):
 
 
 #: Knobs the cost model reads; points that differ only elsewhere predict the same.
-MODELLED_PREFIXES = ("workload.", "parallel.", "train.", "precision", "hardware")
+MODELLED_PREFIXES = ("workload.", "parallel.", "train.", "precision", "hardware", "runtime.mode",
+                     "runtime.threads")
 
 
 def queue_best_predicted(study: optuna.Study, space: SearchSpace, model, budget_gib: float,
-                         k: int, *, max_time_error: float) -> list[dict]:
+                         k: int, *, max_time_error: float, min_rank: float = 1.0,
+                         ranking=None) -> list[dict]:
     """Queue the k points with the best predicted tokens/s that fit the budget, once per
     study, as soon as the model is trusted: its step-time error (``time_uncertainty``: the
     imported fit's held-out error, or the study's own fit's residual) is at most
-    ``max_time_error``. One point per combination of the modelled knobs; the knobs the
-    model cannot tell apart (execution mode, threads, data workers) take the values of the
-    fastest trial measured so far, else the baseline's. Points the study has are skipped."""
+    ``max_time_error``, or ``ranking()`` (the leave-one-out Spearman's rho on the study's
+    own trials, None when too few) is at least ``min_rank``. One point per combination of
+    the modelled knobs; the knobs the model cannot tell apart (data workers, memory
+    levels, ...) take the values of the fastest trial measured so far, else the
+    baseline's. Points the study has are skipped."""
     from autotune.search.feasibility import structural_problem
     from autotune.study.view import StudyView
 
-    if study.user_attrs.get(SEEDED) or model.constants.time_uncertainty > max_time_error:
+    if study.user_attrs.get(SEEDED):
+        return []
+    trusted = model.constants.time_uncertainty <= max_time_error
+    if not trusted and ranking is not None:
+        rho = ranking()
+        trusted = rho is not None and rho >= min_rank
+    if not trusted:
         return []
     view = StudyView(study)
     fastest = view.best(budget_gib)

@@ -8,6 +8,7 @@
     <study>/profile/trial-0003/              profile of trial 3 (or profile/composed/)
     <study>/stages/correctness/baseline/     a tuning stage's run
     <study>/soak/  <study>/report/  <study>/export/
+    <study>/artifacts/                       the Optuna artifact store (optuna-dashboard's)
 """
 
 from __future__ import annotations
@@ -59,3 +60,8 @@ class StudyLayout:
     @property
     def export(self) -> Path:
         return self.root / "export"
+
+    @property
+    def artifacts(self) -> Path:
+        """The study's Optuna artifact store (autotune/study/artifacts.py)."""
+        return self.root / "artifacts"

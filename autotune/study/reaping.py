@@ -31,6 +31,7 @@ from optuna.exceptions import UpdateFinishedTrialError
 from optuna.trial import FrozenTrial, TrialState
 
 from autotune.settings import SweepSettings
+from autotune.study import notes
 from autotune.study.records import DETAIL, HEARTBEAT, REASON, ROLE, WORKER
 from trials.contract.outcomes import Outcome
 
@@ -115,6 +116,7 @@ def requeue(study: optuna.Study, trial: optuna.Trial | FrozenTrial, outcome: Out
         # Another worker finished it after the reason was written: tell refuses a trial it
         # reads as finished (ValueError), the storage one finished since tell read it.
         return False
+    notes.save(writable, notes.outcome_note(outcome, detail))
     if trial.params:
         study.enqueue_trial(trial.params, user_attrs={ROLE: RETRY_ROLE,
                                                       "retry_of": trial.number,

@@ -16,7 +16,9 @@ from __future__ import annotations
 import optuna
 from optuna.trial import TrialState
 
+from autotune.study import notes
 from autotune.study import records as R
+from autotune.study.artifacts import RunFiles, attach_run
 from autotune.study.conditions import missed_precision
 from autotune.study.result import TrialResult
 from trials.contract.jsonsafe import to_json
@@ -53,13 +55,14 @@ def peak_of(result: TrialResult) -> float | None:
 def tell(study: optuna.Study, trial: optuna.Trial, result: TrialResult, *, budget_gib: float,
          multi_objective: bool, pooled_tokens_per_s: float | None = None,
          contention_cores: float | None = None,
-         target_interval: float | None = None) -> TrialState:
+         target_interval: float | None = None, files: RunFiles | None = None) -> TrialState:
     """Record the result on the trial and tell Optuna. Failures are data, never raised.
 
     ``pooled_tokens_per_s``: the estimate over this run and its repeats (racing), told
     instead of this run's own. The run's conditions are stored judged against
     ``contention_cores``; ``target_interval`` (given for the baseline) flags a run whose
-    interval missed it."""
+    interval missed it. ``files`` are uploaded as the trial's artifacts (before it is
+    finished: Optuna refuses them after), and why it ended becomes its dashboard note."""
     peak = peak_of(result)
     attrs = {R.REASON: result.reason.value, R.DETAIL: result.detail[:500],
              R.WALL_S: result.wall_s}
@@ -81,6 +84,8 @@ def tell(study: optuna.Study, trial: optuna.Trial, result: TrialResult, *, budge
         attrs[R.LOG_TAIL] = result.log_tail
     for key, value in attrs.items():  # non-finite numbers as the metrics file writes them
         trial.set_user_attr(key, to_json(value))
+    if files is not None:
+        attach_run(trial, files)
     state = state_for(result.reason)
     if state is not TrialState.FAIL:
         for key, value in constraints_for(result.reason, peak, budget_gib).items():
@@ -91,6 +96,8 @@ def tell(study: optuna.Study, trial: optuna.Trial, result: TrialResult, *, budge
         study.tell(trial, values)
     else:
         study.tell(trial, state=state)
+    notes.save(trial, notes.outcome_note(result.reason, result.detail,
+                                         scorecard=attrs.get(R.SCORECARD)))
     return state
 
 
@@ -101,7 +108,8 @@ def tell_reused(study: optuna.Study, trial: optuna.Trial, original: optuna.trial
         if key not in (R.LAUNCHED, R.WORKER, R.PROCESS, R.HEARTBEAT, R.ROLE, R.TRIAL_DIR):
             trial.set_user_attr(key, value)
     root = original.user_attrs.get(R.REUSED_FROM)
-    trial.set_user_attr(R.REUSED_FROM, original.number if root is None else root)
+    source = original.number if root is None else root
+    trial.set_user_attr(R.REUSED_FROM, source)
     trial.set_user_attr(R.LAUNCHED, False)
     for key, value in original.constraints.items():
         trial.set_constraint(key, value)
@@ -109,6 +117,11 @@ def tell_reused(study: optuna.Study, trial: optuna.Trial, original: optuna.trial
         study.tell(trial, original.values if multi_objective else original.value)
     else:
         study.tell(trial, state=original.state)
+    outcome = R.outcome_of(original)
+    if outcome is not None:
+        detail = f"Reused trial {source}'s result (the same parameters); nothing was launched."
+        notes.save(trial, notes.outcome_note(outcome, detail, launched=False,
+                                             scorecard=original.user_attrs.get(R.SCORECARD)))
 
 
 def tell_rejected(study: optuna.Study, trial: optuna.Trial, detail: str, *, budget_gib: float,
@@ -123,3 +136,4 @@ def tell_rejected(study: optuna.Study, trial: optuna.Trial, detail: str, *, budg
         for key, value in constraints_for(outcome, None, budget_gib).items():
             trial.set_constraint(key, value)
     study.tell(trial, state=state)
+    notes.save(trial, notes.outcome_note(outcome, detail, launched=False))

@@ -23,6 +23,7 @@ from mindformers.modules.transformer import TransformerOpParallelConfig
 from mindformers.tools.register import template
 
 from autotune.export.mindformers import export_mindformers
+from autotune.settings import MINDFORMERS_TRANSFER_GROUPS
 from tests.conftest import ROOT, project_env
 from trials.contract import mindformers as mf
 from trials.contract.compose import compose
@@ -43,6 +44,10 @@ JOBS = {
     "ascend-mp2-pp2": ("hardware=ascend_910b", "parallel.mp=2", "parallel.pp=2",
                        "train.micro_batches=4", "train.global_batch=16", "workload=llama2_7b"),
 }
+
+
+#: Everything may transfer: these tests put every job into every base on purpose.
+EVERYTHING = list(MINDFORMERS_TRANSFER_GROUPS)
 
 
 def job(*overrides: str) -> TrialConfig:
@@ -68,7 +73,7 @@ def test_the_strict_sections_are_mindformers_own():
                          ids=["fragment", "llama2_7b", "dense_template", "qwen3"])
 def test_every_export_loads_and_builds_its_parallel_config(tmp_path, name, base):
     tuned = job(*JOBS[name])
-    export = export_mindformers(tuned, base=str(base) if base else "")
+    export = export_mindformers(tuned, base=str(base) if base else "", transfer=EVERYTHING)
     cfg = load(tmp_path, "mindformers.yaml", export.yaml())
     wrapper = cfg.runner_wrapper
     assert wrapper.use_clip_grad is True and wrapper.max_grad_norm == tuned.train.clip_norm
@@ -110,7 +115,7 @@ def test_mindformers_merge_cannot_put_the_loss_scale_cell_over_a_number(tmp_path
         load(tmp_path, "mine.yaml", yaml.safe_dump({"base_config": str(DENSE_TEMPLATE),
                                                     **fragment}))
     merged = export_mindformers(job("precision=fp16", "hardware=ascend_910b"),
-                                base=str(DENSE_TEMPLATE))
+                                base=str(DENSE_TEMPLATE), transfer=EVERYTHING)
     cfg = load(tmp_path, "merged.yaml", merged.yaml())
     assert cfg.runner_wrapper.scale_sense.type == "DynamicLossScaleUpdateCell"
 
@@ -163,8 +168,7 @@ def test_the_adapter_refuses_what_it_cannot_build(tmp_path, config, message):
 
 
 def test_the_runner_refuses_what_mindformers_would_reject(tmp_path):
-    export = export_mindformers(job(), base=str(LLAMA),
-                                overrides={})
+    export = export_mindformers(job(), base=str(LLAMA), transfer=EVERYTHING)
     config = export.config
     config["parallel_config"].update(pipeline_stage=2, micro_batch_num=1)
     config["use_parallel"] = True

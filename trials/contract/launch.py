@@ -52,20 +52,22 @@ def trial_argv(config: str | Path | None, *, world_size: int, python: str = sys.
                trial_command: Sequence[str] = (), log_dir: str | Path | None = None,
                master_port: int | str | None = None, master_addr: str = "127.0.0.1",
                nodes: int = 1, node_rank: int | str = 0,
-               overrides: Sequence[str] = ()) -> list[str]:
+               overrides: Sequence[str] = (),
+               trial_script: str | Path = TRIAL_SCRIPT) -> list[str]:
     """argv of one trial on one node (of ``nodes``: this one is ``node_rank``).
 
     ``config`` is a resolved config file (None: compose ``conf/`` with ``overrides``
     alone); ``overrides`` go after it. ``trial_command`` replaces the trial program
     (a user's own, or the tests' scripted fake). One rank on one node runs the trial
-    program itself; anything else goes through msrun (see :func:`msrun_argv`).
+    program itself; anything else goes through msrun (see :func:`msrun_argv`) on
+    ``trial_script`` (an exported job's own copy: ``src/trials/train.py``).
     """
     program = ["--config", str(config)] if config is not None else []
     if trial_command:
         return [*trial_command, *program, *overrides]
     if world_size == 1 and nodes == 1:
         return [python, "-m", "trials.train", *program, *overrides]
-    return [*msrun_argv(TRIAL_SCRIPT, world_size, nodes=nodes, node_rank=node_rank,
+    return [*msrun_argv(trial_script, world_size, nodes=nodes, node_rank=node_rank,
                         log_dir=log_dir, master_port=master_port, master_addr=master_addr),
             *program, *overrides]
 
@@ -164,22 +166,27 @@ def _shell_word(word: str) -> str:
 
 
 def shell_script(argv: Sequence[str], *, python: str = sys.executable,
-                 comment: str = "") -> str:
+                 comment: str = "", environment: str | None = None) -> str:
     """A bash script that runs ``argv`` in the trial environment; extra arguments are
     appended as overrides. ``$PY`` (default: this interpreter) may be overridden by
     ``PYTHON=...``; ``$MASTER_PORT``, ``$NODE_RANK`` and ``$MASTER_ADDR`` by the caller's
-    environment, the last two else by SLURM's (:data:`NODE_PREAMBLE`)."""
+    environment, the last two else by SLURM's (:data:`NODE_PREAMBLE`).
+
+    ``environment``: bash lines that set ``PY`` and ``PYTHONPATH`` instead of this
+    checkout's (an exported job finds its own: autotune/export/environment.py)."""
     words = [_shell_word(word) for word in argv]
     head = "".join(f"# {line}\n" for line in comment.splitlines())
     nodes = (NODE_PREAMBLE if any("$NODE_RANK" in w or "$MASTER_ADDR" in w for w in argv)
              else "")
+    if environment is None:
+        environment = (f'PY="${{PYTHON:-{python}}}"\n'
+                       f'export PYTHONPATH="{PROJECT_ROOT}${{PYTHONPATH:+:$PYTHONPATH}}"\n')
     return (
         "#!/usr/bin/env bash\n"
         f"{head}"
         "set -euo pipefail\n"
         'cd "$(dirname "$0")"\n'
-        f'PY="${{PYTHON:-{python}}}"\n'
-        f'export PYTHONPATH="{PROJECT_ROOT}${{PYTHONPATH:+:$PYTHONPATH}}"\n'
+        f"{environment}"
         'export PATH="$(dirname "$PY"):$PATH"  # msrun starts workers with the first python\n'
         'export GLOG_v="${GLOG_v:-3}" PYTHONWARNINGS=ignore\n'
         f"{nodes}"

@@ -72,6 +72,57 @@ CPU_MODEL_KEYS = {"use_rope_slice": True, "fused_rms_norm": False, "use_flash_at
 DATA_PARALLEL, SEMI_AUTO_PARALLEL, AUTO_PARALLEL = 0, 1, 2
 
 
+#: The MindFormers device when a config names none: MindFormers' context falls back to
+#: it (``core/context/build_context.py``), and so does the PyNative ``ContextConfig``.
+DEFAULT_DEVICE_TARGET = "Ascend"
+
+#: Model dimensions under the names legacy model configs and new (mcore, PyNative) ones use.
+MODEL_DIM_KEYS = {"layers": ("num_layers", "num_hidden_layers"), "hidden": ("hidden_size",),
+                  "heads": ("num_heads", "num_attention_heads"), "sequence": ("seq_length",)}
+
+#: The two kinds of MindFormers config: the static-graph YAML (``run_mindformer.py
+#: --config``, read by ``MindFormerConfig``) and the PyNative trainer's ``TrainConfig``
+#: (``mindformers/pynative/config/config.py``: dataclasses, model keys directly under model).
+STATIC, PYNATIVE = "static", "pynative"
+#: Top-level sections a PyNative TrainConfig is recognised by (besides ``model``).
+_TRAIN_CONFIG_SECTIONS = ("training", "parallelism", "lr_scheduler", "recompute", "checkpoint")
+
+
+def model_dims(model_config: dict) -> dict[str, int]:
+    """The layers, hidden size, heads and sequence length a model config states."""
+    dims = {}
+    for dim, names in MODEL_DIM_KEYS.items():
+        value = next((model_config[n] for n in names if isinstance(model_config.get(n), int)
+                      and not isinstance(model_config.get(n), bool)), None)
+        if value is not None:
+            dims[dim] = value
+    return dims
+
+
+def is_train_config(cfg: object) -> bool:
+    """A PyNative TrainConfig YAML: model keys directly under ``model``."""
+    return (isinstance(cfg, dict) and isinstance(cfg.get("model"), dict)
+            and "model_config" not in cfg["model"]
+            and any(key in cfg for key in _TRAIN_CONFIG_SECTIONS))
+
+
+def load_any(path: str | Path, *, what: str) -> tuple[str, dict]:
+    """(STATIC or PYNATIVE, the config) of a MindFormers YAML of either kind."""
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise ConfigError(f"{what}={path}: no such file; give the path of a MindFormers YAML")
+    cfg = _read(path, what)
+    if is_mindformers_config(cfg):
+        return STATIC, cfg
+    if is_train_config(cfg):
+        return PYNATIVE, cfg
+    raise ConfigError(
+        f"{what}={path} is not a MindFormers config: a static-graph one needs a "
+        f"model.model_config section and one of {', '.join(_MINDFORMERS_SECTIONS)}; a "
+        f"PyNative TrainConfig one a model section and one of "
+        f"{', '.join(_TRAIN_CONFIG_SECTIONS)}")
+
+
 def load_config(path: str | Path, *, what: str) -> dict:
     """A MindFormers YAML with its ``base_config`` files merged in as MindFormers does.
 

@@ -287,6 +287,9 @@ class CostPriors:
     score_element_s: float = field(default=0.0, metadata=rule(ge=0))
     #: Fixed time per optimizer step (launch, Python, host sync).
     step_overhead_s: float = field(default=0.0, metadata=rule(ge=0))
+    #: The same two under PyNative (every op dispatched from Python); 0 until calibrated.
+    pynative_layer_latency_s: float = field(default=0.0, metadata=rule(ge=0))
+    pynative_step_overhead_s: float = field(default=0.0, metadata=rule(ge=0))
     #: Memory held before any model state: runtime, workspace, communication library.
     runtime_overhead_gib: float = field(default=1.0, metadata=rule(ge=0))
     #: Allocated / requested memory (fragmentation, pools).

@@ -1,0 +1,60 @@
+"""``plan.png``: every predicted configuration as predicted tokens/s against predicted
+peak memory per device, with the memory budget as a line, so the trade-off reads at a
+glance (the ranked table is ``plan.md``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from autotune.presentation.figures import Figure, placeholder, save, thousands
+
+#: How many of the best-ranked points carry their rank and split as a label, and where each
+#: label sits (points offsets: the best ones are often neighbours).
+LABELLED = 3
+LABEL_OFFSETS = ((6, 10), (6, -14), (-70, 16))
+
+
+def plan_figure(df: pd.DataFrame, path: Path, *, title: str, budget_gib: float) -> Path:
+    """``df`` is plan.csv's frame (``peak_gib``, ``tokens_per_s``, ``fits``, ``tight``,
+    ``rank``, ``split``, ``micro_batches``); points without a prediction are left out."""
+    fig = tradeoff(df, title=title, budget_gib=budget_gib)
+    if fig is None:
+        return placeholder(path, title, "No configuration has a predicted step time "
+                           "(see plan.md for why).")
+    return save(fig, path)
+
+
+def tradeoff(df: pd.DataFrame, *, title: str, budget_gib: float) -> Figure | None:
+    """The figure of :func:`plan_figure`; None when no point has a prediction."""
+    known = df.dropna(subset=["peak_gib", "tokens_per_s"]) if not df.empty else df
+    if known.empty:
+        return None
+    fig = Figure(figsize=(8, 5), layout="constrained")
+    ax = fig.subplots()
+    fits = known["fits"].astype(bool)
+    tight = fits & known["tight"].astype(bool)
+    groups = [(fits & ~tight, "fits the budget", "tab:blue", "o"),
+              (tight, "fits, within the model's error", "tab:orange", "o"),
+              (~fits, "ruled out", "tab:gray", "x")]
+    for mask, label, colour, marker in groups:
+        if mask.any():
+            ax.scatter(known.loc[mask, "peak_gib"], known.loc[mask, "tokens_per_s"], s=18,
+                       c=colour, marker=marker, label=f"{label} ({int(mask.sum())})", alpha=0.8)
+    ax.axvline(budget_gib, color="tab:red", ls="--", lw=1,
+               label=f"memory budget {budget_gib:g} GiB")
+    best = known[fits].sort_values("rank").head(LABELLED)
+    for offset, (_, r) in zip(LABEL_OFFSETS, best.iterrows()):
+        ax.annotate(f"#{int(r['rank'])} {r['split']} m={r['micro_batches']}",
+                    (r["peak_gib"], r["tokens_per_s"]), textcoords="offset points",
+                    xytext=offset, fontsize=7, arrowprops={"arrowstyle": "-", "lw": 0.5})
+    low, high = known["peak_gib"].min(), max(known["peak_gib"].max(), budget_gib)
+    if low > 0 and high / low > 50:  # a wide range: the budget's neighbourhood stays legible
+        ax.set_xscale("log")
+    ax.set_xlabel("predicted peak memory per device (GiB)")
+    ax.set_ylabel("predicted tokens/s")
+    thousands(ax)
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=7, loc="best")
+    return fig

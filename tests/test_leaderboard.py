@@ -1,0 +1,55 @@
+"""The leaderboard as a person reads it: blanks for what was not measured, fast steps in
+significant digits, columns that stay aligned whatever a reason is called."""
+
+from __future__ import annotations
+
+from autotune.presentation.tables import significant
+from autotune.report.leaderboard import render
+from autotune.study.records import TrialRecord
+from trials.contract.outcomes import Outcome
+
+
+def record(number: int, tokens_per_s: float | None, reason: Outcome, *, step_s: float = 0.0123,
+           mfu: float | None = None) -> TrialRecord:
+    ran = tokens_per_s is not None
+    return TrialRecord(
+        number=number, state="COMPLETE" if ran else "PRUNED",
+        params={"precision": "fp32", "train.micro_batches": 1}, reason=reason, detail="",
+        launched=True, role="baseline" if number == 0 else "", tokens_per_s=tokens_per_s,
+        mfu=mfu, peak_memory_gib=0.5 if ran else None, step_time_s=step_s if ran else None,
+        compile_s=3.2 if ran else None, data_wait_share=None, micro_batch_size=8,
+        started=None, wall_s=None, trial_dir=None, reused_from=None)
+
+
+def board(records: list[TrialRecord]) -> list[str]:
+    return render(records).splitlines()[:len(records) + 1]
+
+
+def test_a_workload_without_flops_shows_no_mfu_as_a_blank_not_none():
+    lines = board([record(0, 2841.0, Outcome.OK), record(1, 3000.0, Outcome.OK)])
+    # Rule: a missing MFU is "-", never Python's None.
+    assert not any("None" in line for line in lines), lines
+
+
+def test_fast_steps_keep_their_significant_digits():
+    lines = board([record(0, 2841.0, Outcome.OK, step_s=0.0042)])
+    # Rule: a 4.2 ms step reads 0.00420, not 0.00 (two decimals).
+    assert "0.00420" in lines[1], lines
+    assert significant(0.0042) == "0.00420" and significant(12.345) == "12.3"
+    assert significant(1234.5) == "1,234"
+
+
+def test_a_long_reason_keeps_every_column_aligned():
+    lines = board([record(0, 2841.0, Outcome.OK), record(1, None, Outcome.PREDICTED_OOM),
+                   record(2, None, Outcome.OOM)])
+    header, *rows = lines
+    # Rule: words start where their header starts, numbers end where theirs ends, on every
+    # line, so a long word such as predicted_oom widens only its own column.
+    for row, state, reason in zip(rows, ["COMPLETE", "PRUNED", "PRUNED"],
+                                  ["ok", "predicted_oom", "oom"]):
+        assert row.index(f"  {state} ") + 2 == header.index("state"), lines
+        assert row.endswith(f"  {reason}") and len(row) - len(reason) == header.index(
+            "reason"), lines
+    step_end = header.index("step s") + len("step s")
+    assert rows[0][step_end - len("0.0123"):step_end] == "0.0123", lines
+    assert rows[1][step_end - 1] == "-", lines
