@@ -1,6 +1,6 @@
-"""The sweep's progress: on a terminal a bar (launches done/total, best tokens/s, current
-trial and phase, ETA); piped or redirected, plain lines: one when a trial starts, one a
-minute while it runs, one when it ends."""
+"""The sweep's progress: on a terminal a bar (launches done/total, best throughput in
+the workload's unit, current trial and phase, ETA); piped or redirected, plain lines:
+one when a trial starts, one a minute while it runs, one when it ends."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from rich.progress import (
 )
 
 from trials.contract.outcomes import Outcome
+from trials.contract.units import rate
 
 #: Seconds between the plain "still running" lines of a long trial (no terminal).
 RUNNING_LINE_EVERY_S = 60.0
@@ -35,6 +36,8 @@ class SweepProgress:
         self._clock = clock
         self._running: dict[int, list[float]] = {}  # trial -> [started, last line]
         self.best: float | None = None
+        #: What the throughput counts (the workload's unit, from its first trial's record).
+        self.unit: str | None = None
         self.current = ""
         self._progress = None
         if self.live:
@@ -48,7 +51,7 @@ class SweepProgress:
             self._progress.start()
 
     def _best_text(self) -> str:
-        return f"{self.best:,.0f} tok/s" if self.best else "-"
+        return f"{self.best:,.0f} {rate(self.unit, short=True)}" if self.best else "-"
 
     def trial_phase(self, number: int, label: str, phase: str) -> None:
         self.current = escape(f"trial {number} {label} [{phase}]")  # [..] is rich markup
@@ -72,18 +75,19 @@ class SweepProgress:
                       f"[{phase}]  {label}")
 
     def trial_done(self, number: int, label: str, reason: Outcome | None, tps: float | None,
-                   launched: bool, note: str = "", flags: list[str] | tuple[str, ...] = ()
-                   ) -> None:
+                   launched: bool, note: str = "", flags: list[str] | tuple[str, ...] = (),
+                   unit: str | None = None) -> None:
         """One line per finished trial; ``flags`` ('load 1.3': measured under other
         processes' load; 'imprecise': the baseline missed its precision target) are shown
-        after its tokens/s with a '!'."""
+        after its throughput with a '!'; ``unit``: what that counts (tokens, samples)."""
+        self.unit = unit or self.unit
         self._running.pop(number, None)
         if tps is not None and reason is Outcome.OK and (self.best is None or tps > self.best):
             self.best = tps
         if self._progress is not None:
             self._progress.update(self._task, advance=1 if launched else 0,
                                   best=self._best_text(), current="")
-        speed = f"{tps:,.0f} tok/s" if tps is not None else "-"
+        speed = f"{tps:,.0f} {rate(self.unit, short=True)}" if tps is not None else "-"
         if flags:
             speed += f" !{','.join(flags)}"
         cost = "" if launched else " (not launched)"

@@ -367,6 +367,10 @@ class SoakSettings:
     out: str = ""
 
 
+#: The stages of ``tune``, in the order they run (autotune/commands/tune.py).
+STAGES = ("correctness", "memory", "data", "throughput", "stability")
+
+
 @dataclass
 class DashboardSettings:
     """``python -m autotune dashboard``: optuna-dashboard on the study, with its artifacts."""
@@ -382,8 +386,7 @@ class TuneSettings:
     """``python -m autotune tune``: the tuning order as stages, each stored on the study."""
 
     #: Stages to run, in this order; a finished stage is skipped on resume.
-    stages: list = field(default_factory=lambda: ["correctness", "memory", "throughput",
-                                                  "stability"])
+    stages: list = field(default_factory=lambda: list(STAGES))
     #: Correctness: steps of each precision's loss curve (same seed, same data).
     correctness_steps: int = field(default=30, metadata=rule(ge=6, le=1000))
     #: ...a reduced precision whose smoothed loss differs from fp32's by more than this
@@ -456,7 +459,6 @@ def validate_settings(composed: DictConfig) -> SweepConfig:
     return cfg
 
 
-STAGES = ("correctness", "memory", "throughput", "stability")
 _DOTTED_KEY = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 
 

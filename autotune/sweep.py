@@ -10,6 +10,7 @@ selection).
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import signal
 import threading
@@ -160,7 +161,23 @@ class Sweep:
             fits.adopt(study, self.model)
         return study
 
-    def run(self) -> SweepOutcome:
+    def run(self, *, limit: int | None = None) -> SweepOutcome:
+        """The sweep, until its launch budget is spent. ``limit``: a tuning stage's part
+        of it (``tune``'s data stage): it ends once the study has launched this many
+        trials, proposes the baseline's one-knob changes first (a data-bound baseline's
+        data knobs before the rest), and leaves the leaderboard, the winner and its
+        profile to the whole sweep."""
+        if limit is None:
+            return self._sweep(final=True)
+        whole = self.settings
+        self.settings = dataclasses.replace(whole, n_trials=min(limit, whole.n_trials),
+                                            neighbours=True)
+        try:
+            return self._sweep(final=False)
+        finally:
+            self.settings = whole
+
+    def _sweep(self, *, final: bool) -> SweepOutcome:
         study = self.open_study()
         self.ruled_out = stages.ruled_out(study)
         self.filters = self._filters()
@@ -179,6 +196,7 @@ class Sweep:
         progress = SweepProgress(total, min(done, total), enabled=self.settings.progress,
                                  console=self.console)
         self.storage.outage.note = progress.note  # "storage lost" / "back": one line each
+        progress.unit = R.unit_of(R.load_records(study))  # a resume's reused trials too
         try:
             message = self._loop(study, progress)
         finally:
@@ -187,6 +205,10 @@ class Sweep:
         records = R.load_records(study)
         if not message.startswith("stopped:"):
             message = futility.nothing_completed(records) or message
+        failed = message.startswith("stopped:")
+        if not final:
+            self.console.print(message, highlight=False, soft_wrap=True, markup=False)
+            return SweepOutcome(1 if failed else 0, message, study)
         level = selection.annotate(records, self.prior_cv)
         self.console.print(leaderboard.render(records, noise_note=leaderboard.noise_line(level)),
                            highlight=False, soft_wrap=True)
@@ -197,7 +219,6 @@ class Sweep:
         self.console.print(f"{message}\nstudy: {S.redact(S.storage_url(self.settings))} "
                            f"(name {self.settings.study}); runs: {self.dir}", highlight=False,
                            soft_wrap=True)
-        failed = message.startswith("stopped:")
         if not failed and self.real_trials:
             profile_winner(study, records, verdict.pick, self.settings, self.profile_options,
                            self.console, self.runner)
@@ -371,12 +392,13 @@ class Sweep:
             if refused:
                 progress.note(refused)
         complete = state is TrialState.COMPLETE
-        tps = pooled or (result.summary.perf.tokens_per_s if result.summary
-                         else None)
+        perf = result.summary.perf if result.summary else None
+        tps = pooled or (perf.tokens_per_s if perf else None)
         progress.trial_done(trial.number, ready.label, result.reason, tps if complete else None,
                             launched=True, note=selection.versus_baseline_text(
                                 after.records, trial.number, self.prior_cv) if complete else "",
-                            flags=after.record(trial.number).flags)
+                            flags=after.record(trial.number).flags,
+                            unit=perf.unit if perf else None)
         if is_baseline and after.record(trial.number).imprecise and self.checks is not None:
             self.checks.request()  # it missed its precision target: measured again next
         stop = ((budget.fatal_baseline(trial.number, result)

@@ -13,6 +13,10 @@ the same codes, but trains nothing. What it does is scripted by the
 in PATH) are slowed: the machine slows down part-way through a sweep. ``jitter`` (a
 fraction) makes step times alternate around their value (an imprecise measurement).
 
+``"data_wait": [{"when": {"data.num_workers": 1}, "share": 0.5}]`` makes that share of
+each matching trial's step a wait for input data, on top of its compute (a data-bound
+configuration: 0.5 halves its tokens/s).
+``"unit": "samples"`` records the throughput as samples (a non-token workload).
 ``"probe": true`` writes probe.json (start, end, CPU affinity, visible devices).
 ``do`` is one of ok, hang, hang_before_first_step, crash, oom, diverged, slow,
 unsupported, config_error, sigkill, sigkill_once, sigkill_at_budget (its peak at 95 % of
@@ -49,12 +53,19 @@ from trials.contract.scorecard import scorecard  # noqa: E402
 BUDGET_GIB = 8.0
 
 
+def matches(cfg, rule: dict) -> bool:
+    return all(str(OmegaConf.select(cfg, key)) == str(value)
+               for key, value in rule["when"].items())
+
+
 def behaviour(cfg, script: dict) -> str:
-    for rule in script.get("rules", []):
-        if all(str(OmegaConf.select(cfg, key)) == str(value)
-               for key, value in rule["when"].items()):
-            return rule["do"]
-    return "ok"
+    return next((rule["do"] for rule in script.get("rules", []) if matches(cfg, rule)), "ok")
+
+
+def data_wait_share(cfg, script: dict) -> float:
+    """The share of each step spent waiting for data: the first matching rule's."""
+    return next((float(rule["share"]) for rule in script.get("data_wait", [])
+                 if matches(cfg, rule)), 0.0)
 
 
 def finish(log: MetricsLog, outcome: Outcome, reason: str = "") -> None:
@@ -90,6 +101,7 @@ def main() -> None:
     if do == "sigkill_at_budget":
         peak = 0.95 * BUDGET_GIB
     tokens = 256
+    wait = data_wait_share(cfg, script)
     n_steps = int(script.get("steps", 6))
     steps = []
     for i in range(n_steps):
@@ -117,15 +129,17 @@ def main() -> None:
             finish(log, Outcome.CONFIG_ERROR, "scripted: the trial rejected its config")
         phase = Phase.COMPILE if i == 0 else (Phase.WARMUP if i == 1 else Phase.MEASURE)
         loss = float("nan") if do == "nan_from_start" else 5.0 - 0.1 * i
-        step = StepRecord(step=i, phase=phase, loss=loss, grad_norm=1.0,
-                          step_s=tokens / tps * slowdown
-                          * (1 + float(script.get("jitter", 0.0)) * (-1) ** i),
-                          data_wait_s=0.0, tokens=tokens, peak_rss_gib=peak)
+        step_s = (tokens / tps * slowdown / (1 - wait)  # the wait comes on top of compute
+                  * (1 + float(script.get("jitter", 0.0)) * (-1) ** i))
+        step = StepRecord(step=i, phase=phase, loss=loss, grad_norm=1.0, step_s=step_s,
+                          data_wait_s=wait * step_s, tokens=tokens, peak_rss_gib=peak)
         steps.append(step)
         log.emit(step)
         time.sleep(float(script.get("step_sleep", 0.02)) * (20 if do == "slow" else 1))
     card = scorecard(steps, flops_per_token=1e6, peak_flops=1e12, recompute=False,
                      peak_rss_gib=[peak], budget_gib=8.0, spike_factor=8.0)
+    if script.get("unit"):  # a workload that counts samples, not tokens
+        card["performance"]["unit"] = script["unit"]
     log.emit(SummaryRecord(**card))
     if script.get("probe"):  # where and when it ran (concurrent-trial tests)
         (Path.cwd() / "probe.json").write_text(json.dumps({

@@ -63,8 +63,11 @@ def test_workers_above_the_cores_are_refused_before_launch(harness):
 
 def test_a_data_bound_baseline_opens_the_report(harness):
     space = harness.space("workers", {"data.num_workers": [1, 2]})
+    # 20 ms a sample and a shallow prefetch: a few steps show the wait even under load (at
+    # the preset's 6 ms the prefetched batches can hide it from so short a trial).
     overrides = _image_overrides(harness, space, "workload=image_cnn_io", "sweep.n_trials=2",
-                                 "sweep.neighbours=true", *SHORT)
+                                 "sweep.neighbours=true", *SHORT,
+                                 "workload.options.io_wait_ms=20", "data.prefetch=2")
     assert main(["sweep", *overrides]) == 0
     harness.capsys.readouterr()
     assert main(["report", *overrides]) == 0

@@ -26,6 +26,7 @@ import numpy as np
 from mindspore import nn
 
 from trials.contract.schema import DataConfig, WorkloadConfig
+from trials.contract.units import SAMPLES
 from trials.workload import Workload
 
 
@@ -99,7 +100,7 @@ class ImageCNNWorkload(Workload):
     """Throughput is in samples: one "token" per image."""
 
     tokens_per_sample = 1
-    unit = "samples"
+    unit = SAMPLES
 
     def __init__(self, cfg: WorkloadConfig) -> None:
         o = cfg.options

@@ -370,6 +370,7 @@ class Trainer:
             card["performance"] = perf.replace(warmup_end=self.measurement.warmup_end,
                                                measure_stop=self.measurement.stop_reason,
                                                samples_per_s=samples_s, **self.pipeline,
+                                               unit=self.workload.unit,
                                                **self._per_rank(perf)).to_dict()
         return card
 

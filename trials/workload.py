@@ -19,6 +19,7 @@ from mindspore import nn
 
 from trials.contract.knob_reach import DATA_KNOBS, Reach
 from trials.contract.schema import ConfigError, DataConfig, WorkloadConfig
+from trials.contract.units import TOKENS
 
 
 class Workload(ABC):
@@ -27,7 +28,7 @@ class Workload(ABC):
     #: Tokens one sample contributes to throughput (sequence length for an LM).
     tokens_per_sample: int = 1
     #: What throughput counts: "tokens" (an LM) or "samples" (tokens_per_sample = 1).
-    unit: str = "tokens"
+    unit: str = TOKENS
     #: The ``data.*`` knobs ``build_dataset`` honours (of num_workers, multiprocessing,
     #: source); a knob set away from its default that is not listed is refused before
     #: launch. ``data.prefetch`` needs no listing: autotune applies it to every pipeline.

@@ -38,9 +38,11 @@ from autotune.study.records import (
     TrialRecord,
     load_records,
     measured_under_load,
+    unit_of,
 )
 from trials.contract.performance import Performance
 from trials.contract.schema import ConfigError
+from trials.contract.units import rate
 
 
 def spread(values: list[float]) -> dict:
@@ -193,8 +195,9 @@ def speed_change(base: TrialRecord | None, confirmed: dict | None) -> str | None
     ratio = confirmed["median"] / base.tokens_per_s
     if 1 / SPEED_CHANGE < ratio < SPEED_CHANGE:
         return None
-    return (f"note: the baseline (trial {base.number}) ran at {confirmed['median']:,.0f} tok/s "
-            f"here and {base.tokens_per_s:,.0f} tok/s in the sweep ({ratio:.2f}x): the "
+    unit = rate(base.perf.unit, short=True)
+    return (f"note: the baseline (trial {base.number}) ran at {confirmed['median']:,.0f} {unit} "
+            f"here and {base.tokens_per_s:,.0f} {unit} in the sweep ({ratio:.2f}x): the "
             "machine's speed changed between them. Compare only the gains above, measured "
             "side by side within rounds; the sweep's figures were measured under other "
             "conditions.")
@@ -203,7 +206,8 @@ def speed_change(base: TrialRecord | None, confirmed: dict | None) -> str | None
 def render(chosen: list[TrialRecord], summary: dict[int, dict],
            runs: dict[int, list[float | None]], base: TrialRecord | None,
            loaded: dict[int, list[bool]] | None = None) -> str:
-    lines = [f"{'trial':>5}  {'sweep tok/s':>12}  {'median':>10}  {'min..max':>19}  "
+    sweep_rate = f"sweep {rate(unit_of(chosen), short=True)}"
+    lines = [f"{'trial':>5}  {sweep_rate:>12}  {'median':>10}  {'min..max':>19}  "
              f"{'CV':>6}  {'vs baseline (paired t-test)':<44}  knobs"]
     ranked = sorted(chosen, key=lambda r: -(summary.get(r.number) or {}).get("median", 0))
     for r in ranked:

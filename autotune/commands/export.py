@@ -108,7 +108,9 @@ def run_export(composed: DictConfig, console: Console) -> int:
                                       default=str) + "\n",
         "CHANGES.md": describe_changes(chosen, baseline, job, records)
         + headroom_note(headroom, chosen.simulated) + mindformers_note,
-        "README.md": export_readme(job, trial=chosen.number, study=settings.study) + soak
+        "README.md": export_readme(job, trial=chosen.number, study=settings.study,
+                               throughput=f"{chosen.tokens_per_s:,.0f} {chosen.rate}")
+        + soak
         + mindformers_readme,
         "SHA256SUMS": carried.sha256sums(),
         **carried.files,

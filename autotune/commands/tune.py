@@ -1,13 +1,15 @@
 """``python -m autotune tune``: tune in the method's order, one stage at a time.
 
-    correctness -> memory -> throughput -> stability
+    correctness -> memory -> data -> throughput -> stability
 
 1. correctness (autotune/stages/correctness.py): the baseline learns; reduced
    precisions follow its loss curve, or are ruled out for the sweep;
 2. memory (autotune/stages/memory.py): which configurations fit, with headroom;
-3. throughput: the sweep (``python -m autotune sweep``), which skips what stage 1
-   ruled out;
-4. stability: ``python -m autotune soak`` of the configuration export would choose.
+3. data (autotune/stages/data.py): a data-bound baseline has the space's data knobs
+   tried first, one at a time;
+4. throughput: the sweep (``python -m autotune sweep``), which skips what stage 1
+   ruled out and goes on from the data stage's trials;
+5. stability: ``python -m autotune soak`` of the configuration export would choose.
 
 Each stage's result is stored on the study (``autotune.stages``) and shown by the
 report. Running the same command again resumes: finished stages are skipped, the
@@ -21,6 +23,7 @@ from rich.console import Console
 
 from autotune.settings import TuneSettings
 from autotune.stages.correctness import run_correctness
+from autotune.stages.data import run_data
 from autotune.stages.memory import run_memory
 from autotune.stages.verdicts import soak_issues, verdict
 from autotune.study import budget
@@ -51,6 +54,8 @@ def run_tune(composed: DictConfig, overrides: list[str], console: Console) -> in
             result = run_correctness(sweep, options, console)
         elif stage == "memory":
             result = run_memory(sweep, options)
+        elif stage == "data":
+            result = run_data(sweep)
         elif stage == "throughput":
             result = _throughput(sweep, study, console)
         else:

@@ -76,12 +76,14 @@ def describe_changes(chosen: TrialRecord, baseline: TrialRecord | None, job: Tri
             lines.append("The baseline itself is the best configuration found.")
         lines.append("")
         lines.append(f"Overall: {_num(baseline.tokens_per_s)} -> {_num(chosen.tokens_per_s)} "
-                     f"tok/s ({_pct(chosen.tokens_per_s, baseline.tokens_per_s)}); peak memory "
+                     f"{chosen.rate} ({_pct(chosen.tokens_per_s, baseline.tokens_per_s)}); "
+                     "peak memory "
                      f"{_gib(baseline.peak_memory_gib)} -> {_gib(chosen.peak_memory_gib)}.\n")
         confirmed = [(r.attrs.get("confirm") or {}).get("median") for r in (baseline, chosen)]
         if all(confirmed):
             lines.append(f"Confirmed medians of the re-runs: {_num(confirmed[0])} -> "
-                         f"{_num(confirmed[1])} tok/s ({_pct(confirmed[1], confirmed[0])}).\n")
+                         f"{_num(confirmed[1])} {chosen.rate} "
+                         f"({_pct(confirmed[1], confirmed[0])}).\n")
     lines.append("## Caveats\n")
     lines += [f"- {note}" for note in caveats(job, base_cfg)]
     return "\n".join(lines) + "\n"

@@ -53,6 +53,7 @@ from trials.contract.schema import (
     TrialConfig,
     memory_budget_gib,
 )
+from trials.contract.units import TOKENS
 
 
 def predicted_headroom(job: TrialConfig, model: CostModel) -> dict | None:
@@ -272,7 +273,8 @@ def provenance(study: optuna.Study, settings: SweepSettings, record: TrialRecord
         "metrics": {
             # THE tokens/s of the trial: the leaderboard's and the report's figure.
             Performance.TOKENS_PER_S: record.tokens_per_s,
-            "tokens_per_s_is": selection.TOKENS_PER_S_LABEL,
+            "tokens_per_s_is": selection.throughput_label(perf.unit),
+            "unit": perf.unit or TOKENS,
             # The trial's own run: step times behind it, and its MFU.
             "step_time_median_s": perf.step_time_median_s,
             "step_time_p10_s": perf.step_time_p10_s,
@@ -294,7 +296,7 @@ def provenance(study: optuna.Study, settings: SweepSettings, record: TrialRecord
 
 
 EXPORT_README = """# Production job: trial {trial} of study {study}
-
+{measured}
     bash launch.sh                      # run (resumes from checkpoints/ when re-run)
     bash launch.sh run.steps=5000       # any override of job.yaml
     sbatch job.sbatch                   # the same on SLURM (submit from this directory)
@@ -333,7 +335,9 @@ MINDFORMERS_README = """\
 """
 
 
-def export_readme(job: TrialConfig, *, trial: int, study: str) -> str:
-    """README.md of the job (the soak section goes after it)."""
-    return EXPORT_README.format(trial=trial, study=study, mindformers=""
+def export_readme(job: TrialConfig, *, trial: int, study: str, throughput: str = "") -> str:
+    """README.md of the job (the soak section goes after it); ``throughput``: the trial's
+    figure in its unit ("1,234 samples/s")."""
+    measured = f"\nMeasured in the sweep: {throughput}.\n" if throughput else ""
+    return EXPORT_README.format(trial=trial, study=study, measured=measured, mindformers=""
                                 if mindformers_skipped(job) else MINDFORMERS_README)

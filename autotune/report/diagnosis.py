@@ -18,6 +18,7 @@ from typing import Any
 
 from autotune.presentation.findings import Finding
 from autotune.report import importance
+from autotune.study.data_bound import DATA_KNOBS, data_bound_evidence
 from autotune.study.records import TrialRecord
 from autotune.study.selection import (
     Verdict,
@@ -30,14 +31,6 @@ from autotune.study.selection import (
 from trials.contract.outcomes import Outcome
 from trials.contract.schema import CostPriors
 
-#: A data-wait share above this (fraction of step time) means the input pipeline is short.
-DATA_WAIT_HIGH = 0.10
-#: Training at under this fraction of the step's compute-alone rate (the pipeline probe)
-#: means something else takes the cores: on a data-bound CPU job, the input pipeline's
-#: workers (the step 2-3x slower than alone, with little data wait: issue 23).
-COMPUTE_SHARE_LOW = 0.67
-#: The data knobs: what a fix of a data-bound trial changes.
-DATA_KNOBS = ("data.num_workers", "data.multiprocessing", "data.prefetch", "data")
 #: MFU below this, with a micro-batch of at most SMALL_MICRO_BATCH samples: steps are too small.
 MFU_LOW = 0.10
 SMALL_MICRO_BATCH = 2
@@ -100,7 +93,7 @@ def best_trial(ctx: _Context) -> list[Finding]:
                         f"({_n(ctx.records)}): the failure classes below say why.",
                         {"trials": len(ctx.records)})]
     nums: dict[str, float] = {"tokens_per_s": top.tokens_per_s}
-    parts = [f"{top.tokens_per_s:,.0f} tokens/s"]
+    parts = [f"{top.tokens_per_s:,.0f} {top.rate}"]
     if top.mfu is not None:
         nums["mfu"] = top.mfu
         parts.append(f"{_pct(top.mfu)} MFU")
@@ -115,7 +108,7 @@ def best_trial(ctx: _Context) -> list[Finding]:
             nums |= {"change_low": gain.low, "change_high": gain.high}
         interval = f"; {gain.text()}" if gain is not None else ""
         parts.append(f"{100 * nums['change']:+.1f} % over the baseline "
-                     f"(trial #{base.number}, {base.tokens_per_s:,.0f} tokens/s{interval})")
+                     f"(trial #{base.number}, {base.tokens_per_s:,.0f} {base.rate}{interval})")
     if top.confirmed_tokens_per_s is not None:
         nums["confirmed_median"] = top.confirmed_tokens_per_s
         parts.append(f"confirmed {confirmed_text(top)}")
@@ -129,37 +122,8 @@ def best_trial(ctx: _Context) -> list[Finding]:
         if fastest is not None and fastest.number != top.number:
             nums["fastest_tokens_per_s"] = fastest.tokens_per_s
             parts.append(f"the fastest measured is trial #{fastest.number} "
-                         f"({fastest.tokens_per_s:,.0f} tokens/s)")
+                         f"({fastest.tokens_per_s:,.0f} {fastest.rate})")
     return [Finding("best", (top.number,), f"{head}: {', '.join(parts)}.", nums)]
-
-
-def data_bound_evidence(record: TrialRecord) -> tuple[str, dict[str, float]] | None:
-    """Why a trial is input-bound, in words and numbers, or None: its data wait, or its
-    pipeline probe (the pipeline alone slower than the step alone, or the step in training
-    far slower than alone while the pipeline shares the cores)."""
-    perf = record.perf
-    wait = record.data_wait_share
-    pipe, compute, train = (perf.pipeline_samples_per_s, perf.compute_samples_per_s,
-                            perf.samples_per_s)
-    nums: dict[str, float] = {}
-    facts = []
-    if wait is not None and wait > DATA_WAIT_HIGH:
-        nums["data_wait_share"] = wait
-        facts.append(f"spent {_pct(wait)} of its step time waiting for input data (above "
-                     f"{_pct(DATA_WAIT_HIGH)})")
-    if pipe and compute and train:
-        probe = {"pipeline_samples_per_s": pipe, "compute_samples_per_s": compute,
-                 "samples_per_s": train}
-        if pipe < compute:
-            nums |= probe
-            facts.append(f"has an input pipeline that alone delivers {pipe:,.0f} samples/s while "
-                         f"the step alone consumes {compute:,.0f}")
-        elif train < COMPUTE_SHARE_LOW * compute:
-            nums |= probe
-            facts.append(f"it trained at {train:,.0f} samples/s, {train / compute:.2f} x the "
-                         f"{compute:,.0f} samples/s of its step alone: the input pipeline "
-                         f"({pipe:,.0f} samples/s alone) competes with the step for the cores")
-    return ("; ".join(facts), nums) if facts else None
 
 
 def _data_values(ctx: _Context, record: TrialRecord) -> dict[str, Any]:

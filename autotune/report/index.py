@@ -21,8 +21,9 @@ from autotune.report.diagnosis import Finding
 from autotune.report.leaderboard import flagged_lines, frame
 from autotune.report.tables import reason_counts
 from autotune.report.where_time_goes import TimeSection
-from autotune.study.records import TrialRecord
-from autotune.study.selection import CONFIRMED_LABEL, TOKENS_PER_S_LABEL, Verdict, pareto_front
+from autotune.study.records import TrialRecord, unit_of
+from autotune.study.selection import CONFIRMED_LABEL, Verdict, pareto_front, throughput_label
+from trials.contract.units import rate
 
 #: (file, title, what it holds), in page order.
 TABLES = (
@@ -31,7 +32,7 @@ TABLES = (
     ("ablation.md", "Ablation", "one knob at a time from the baseline"),
     ("failures.md", "Failures", "counts and examples per reason"),
     ("diagnosis.md", "Diagnosis", "what to try next, with the numbers behind it"),
-    ("prediction.md", "Cost model", "predicted against measured memory and tokens/s"),
+    ("prediction.md", "Cost model", "predicted against measured memory and throughput"),
 )
 FIGURES = (
     ("history.png", "Optimisation history"),
@@ -58,6 +59,8 @@ class Summary:
     front: list[TrialRecord]
     #: Runs measured under load, a baseline that missed its precision target.
     flagged: list[str] = field(default_factory=list)
+    #: What the throughput counts (the workload's unit; None: tokens).
+    unit: str | None = None
 
     @property
     def best(self) -> TrialRecord | None:
@@ -76,14 +79,14 @@ class Summary:
             sim = " [SIMULATED: the cost model's prediction, not a measurement]" \
                 if b.simulated else ""
             gain = f"; vs baseline {b.vs_baseline.text()}" if b.vs_baseline else ""
-            out.append(f"best: trial #{b.number}, {b.tokens_per_s:,.0f} tokens/s{mfu}{peak} "
+            out.append(f"best: trial #{b.number}, {b.tokens_per_s:,.0f} {b.rate}{mfu}{peak} "
                        f"({params_label(b.params) or 'no knobs'}){sim}{gain}")
             out += peak_used_lines(b)
         out += self.verdict.lines()
         out += self.flagged
-        out.append(f"({TOKENS_PER_S_LABEL}; confirmed = {CONFIRMED_LABEL})")
+        out.append(f"({throughput_label(self.unit)}; confirmed = {CONFIRMED_LABEL})")
         if len(self.front) > 1:
-            out.append("Pareto front (tokens/s vs peak memory): "
+            out.append(f"Pareto front ({rate(self.unit)} vs peak memory): "
                        + ", ".join(f"#{r.number}" for r in self.front))
         return out
 
@@ -103,13 +106,14 @@ def peak_used_lines(best: TrialRecord) -> list[str]:
 def summarise(records: list[TrialRecord], *, study: str, storage: str, n_objectives: int,
               budget_gib: float | None, verdict: Verdict) -> Summary:
     budget = "?" if budget_gib is None else f"{budget_gib:.2f}"
-    objective = (f"max tokens/s with peak memory <= {budget} GiB" if n_objectives == 1 else
-                 f"Pareto: max tokens/s, min peak memory (budget {budget} GiB)")
+    unit = unit_of(records)
+    objective = (f"max {rate(unit)} with peak memory <= {budget} GiB" if n_objectives == 1 else
+                 f"Pareto: max {rate(unit)}, min peak memory (budget {budget} GiB)")
     return Summary(study=study, storage=storage, objective=objective, n_trials=len(records),
                    n_launched=sum(r.launched for r in records),
                    counts=dict(reason_counts(records).most_common()),
                    verdict=verdict, front=pareto_front(records),
-                   flagged=flagged_lines(records))
+                   flagged=flagged_lines(records), unit=unit)
 
 
 def _top(records: list[TrialRecord], n: int = 5) -> pd.DataFrame:

@@ -10,8 +10,9 @@ import pandas as pd
 from autotune.presentation.labels import short
 from autotune.presentation.tables import text_table
 from autotune.study.noise import Gain
-from autotune.study.records import TrialRecord
-from autotune.study.selection import BASELINE_ROLE, CONFIRMED_LABEL, TOKENS_PER_S_LABEL
+from autotune.study.records import TrialRecord, unit_of
+from autotune.study.selection import BASELINE_ROLE, CONFIRMED_LABEL, throughput_label
+from trials.contract.units import rate
 
 #: The column of gains over the baseline with their 95 % interval, in percent.
 GAIN_COLUMN = "vs base % (95% CI)"
@@ -74,7 +75,14 @@ def frame(records: list[TrialRecord], *, knobs: list[str] | None = None) -> pd.D
                            dtype=object, index=df.index)
     df["_ok"] = df["tokens/s"].notna()
     df = df.sort_values(["_ok", "tokens/s", "trial"], ascending=[False, False, True])
-    return df.drop(columns="_ok").reset_index(drop=True)
+    df = df.drop(columns="_ok").reset_index(drop=True)
+    return df.rename(columns=throughput_columns(unit_of(records)))
+
+
+def throughput_columns(unit: str | None) -> dict[str, str]:
+    """The throughput columns' headers in the workload's unit (tokens/s; samples/s for a
+    workload that counts samples)."""
+    return {"tokens/s": rate(unit), CONFIRMED_COLUMN: f"confirmed {rate(unit, short=True)}"}
 
 
 def confirmed_gain(record: TrialRecord) -> str | float:
@@ -94,9 +102,11 @@ def render(records: list[TrialRecord], *, limit: int = 20, noise_note: str = "")
     text = text_table(shown)
     if len(df) > limit:
         text += f"\n... {len(df) - limit} more (python -m autotune report)"
-    text += f"\n{TOKENS_PER_S_LABEL}; runs = runs of the configuration the gains rest on"
-    if CONFIRMED_COLUMN in df.columns:
-        text += (f"; {CONFIRMED_COLUMN} = {CONFIRMED_LABEL}; {CONFIRMED_GAIN_COLUMN} = "
+    unit = unit_of(records)
+    text += f"\n{throughput_label(unit)}; runs = runs of the configuration the gains rest on"
+    confirmed = throughput_columns(unit)[CONFIRMED_COLUMN]
+    if confirmed in df.columns:
+        text += (f"; {confirmed} = {CONFIRMED_LABEL}; {CONFIRMED_GAIN_COLUMN} = "
                  f"{CONFIRMED_GAIN_LABEL}; {GAIN_COLUMN} = the sweep's own runs")
     if PROPOSALS_COLUMN in df.columns:
         text += (f"; {PROPOSALS_COLUMN} = times the sampler proposed the configuration "

@@ -13,7 +13,7 @@ from pathlib import Path
 # Figure comes through figures, which sets MPLCONFIGDIR before matplotlib is imported.
 from autotune.presentation.figures import Figure, placeholder, save, thousands
 from autotune.report import importance as importance_of
-from autotune.study.records import TrialRecord
+from autotune.study.records import TrialRecord, unit_of
 from autotune.study.selection import (
     baseline,
     budget_of,
@@ -23,6 +23,7 @@ from autotune.study.selection import (
     pareto_front,
 )
 from trials.contract.outcomes import Outcome
+from trials.contract.units import rate
 
 
 def colour(record: TrialRecord) -> str:
@@ -37,6 +38,7 @@ def _ended(records: list[TrialRecord]) -> list[TrialRecord]:
 def history(records: list[TrialRecord], path: Path, *, budget_gib: float | None) -> Path:
     """tokens/s per trial, best feasible so far, baseline; failures as crosses at zero."""
     ended = sorted(_ended(records), key=lambda r: r.number)
+    unit = rate(unit_of(records))
     title = "Optimisation history"
     if not ended:
         return placeholder(path, title, "No trial has ended yet.")
@@ -53,7 +55,7 @@ def history(records: list[TrialRecord], path: Path, *, budget_gib: float | None)
         if r.ok and tps is not None:
             add("completed" if feasible(r, budget_gib) else "over memory budget", r, tps)
         elif tps is not None:
-            add(f"{r.reason_text} (tokens/s when stopped)", r, tps)
+            add(f"{r.reason_text} ({unit} when stopped)", r, tps)
         else:
             add(r.reason_text, r, 0.0)
     for label, (xs, ys, hue) in groups.items():
@@ -64,7 +66,7 @@ def history(records: list[TrialRecord], path: Path, *, budget_gib: float | None)
         elif "stopped" in label:
             ax.scatter(xs, ys, facecolors="none", edgecolors=hue, zorder=3, label=label)
         else:
-            ax.scatter(xs, ys, marker="x", color=hue, zorder=3, label=f"{label} (no tokens/s)")
+            ax.scatter(xs, ys, marker="x", color=hue, zorder=3, label=f"{label} (no {unit})")
     running, xs, ys = -math.inf, [], []
     for r in ended:
         if feasible(r, budget_gib):
@@ -81,7 +83,7 @@ def history(records: list[TrialRecord], path: Path, *, budget_gib: float | None)
     if base is not None and base.tokens_per_s is not None:
         ax.axhline(base.tokens_per_s, color="tab:gray", linestyle=":",
                    label=f"baseline #{base.number}")
-    ax.set(title=title, xlabel="trial", ylabel="tokens/s (steady state)")
+    ax.set(title=title, xlabel="trial", ylabel=f"{rate(unit_of(records))} (steady state)")
     thousands(ax)
     ax.set_ylim(bottom=0)
     ax.xaxis.get_major_locator().set_params(integer=True)
@@ -108,7 +110,8 @@ def memory_vs_throughput(records: list[TrialRecord], path: Path, *,
     failed = [r for r in ended if not r.ok and measured_tokens_per_s(r) is None]
     for reason in sorted({r.reason_text for r in failed}):
         rs = [r for r in failed if r.reason_text == reason]
-        groups.append((f"{reason} (no tokens/s)", {"marker": "x", "color": colour(rs[0])}, rs))
+        groups.append((f"{reason} (no {rate(unit_of(records))})",
+                       {"marker": "x", "color": colour(rs[0])}, rs))
     for label, style, rs in groups:
         if rs:
             ax.scatter([r.peak_memory_gib for r in rs],
@@ -134,7 +137,7 @@ def memory_vs_throughput(records: list[TrialRecord], path: Path, *,
         ax.axvline(budget, color="tab:red", linestyle="--", label=f"budget {budget:.2f} GiB")
     elif budget is not None:  # far right of every point: say so instead of squashing them
         xlabel += f"; the memory budget, {budget:.2f} GiB, is far off the right edge"
-    ax.set(title=title, xlabel=xlabel, ylabel="tokens/s (steady state)")
+    ax.set(title=title, xlabel=xlabel, ylabel=f"{rate(unit_of(records))} (steady state)")
     thousands(ax)
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
@@ -181,6 +184,7 @@ def importance(records: list[TrialRecord], path: Path) -> bool:
     axes = fig.subplots(1, 2 if any_stopped else 1, sharey=True, squeeze=False).ravel()
     names = [e.knob for e in effects]
     spans = [e.span_tokens_per_s for e in effects]
+    unit = rate(unit_of(records))
     ax = axes[0]
     ax.barh(names, spans, color="tab:blue")
     measured = importance_of.modelled(records)
@@ -189,12 +193,13 @@ def importance(records: list[TrialRecord], path: Path) -> bool:
         unmeasured = [str(v.value) for v in e.values
                       if not any(r.params.get(e.knob) == v.value for r in measured)]
         if unmeasured:  # stopped before any tokens/s: the right-hand panel has its effect
-            share += f"; no tokens/s for {', '.join(unmeasured)}"
-        ax.annotate(f"{e.span_tokens_per_s:,.0f} tok/s{share}", (e.span_tokens_per_s, i),
-                    xytext=(4, 0), textcoords="offset points", va="center", fontsize=8)
-    partial = f", {n_partial} slow at their tokens/s when stopped" if n_partial else ""
-    ax.set(title="tokens/s range each knob spans",
-           xlabel=f"max - min of its values' effects, additive model of tokens/s\n"
+            share += f"; no {unit} for {', '.join(unmeasured)}"
+        ax.annotate(f"{e.span_tokens_per_s:,.0f} {rate(unit_of(records), short=True)}{share}",
+                    (e.span_tokens_per_s, i), xytext=(4, 0), textcoords="offset points",
+                    va="center", fontsize=8)
+    partial = f", {n_partial} slow at their {unit} when stopped" if n_partial else ""
+    ax.set(title=f"{unit} range each knob spans",
+           xlabel=f"max - min of its values' effects, additive model of {unit}\n"
                   f"({n_done} completed trials{partial})")
     ax.set_xlim(0, max(max(spans) * 1.6, 1.0))
     ax.grid(axis="x", alpha=0.3)
@@ -269,7 +274,7 @@ def knob_effects(records: list[TrialRecord], path: Path) -> Path:
     for ax in axes[len(knobs):]:
         ax.axis("off")
     for ax in axes[::ncols]:
-        ax.set_ylabel("tokens/s")
+        ax.set_ylabel(rate(unit_of(records)))
     fig.suptitle(f"{title}\ndots: completed trials, bars: their mean, crosses: trials that "
                  "failed (red oom, purple diverged, black crash, brown hang/timeout, grey slow)",
                  fontsize=10)

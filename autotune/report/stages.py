@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-STAGE_ORDER = ("correctness", "memory", "throughput", "stability")
+from autotune.settings import STAGES as STAGE_ORDER
 
 
 def markdown(results: dict[str, dict]) -> list[str]:
     if not results:
         return []
     out = ["## Tuning stages", "",
-           "Correctness, then memory, then throughput, then stability "
+           "Correctness, then memory, then the data pipeline, then throughput, then stability "
            "(`python -m autotune tune`).", ""]
     for stage in STAGE_ORDER:
         result = results.get(stage)

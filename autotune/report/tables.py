@@ -74,7 +74,7 @@ def ablation(records: list[TrialRecord]) -> pd.DataFrame:
         if r.peak_memory_gib is not None and base.peak_memory_gib is not None:
             peak_change = r.peak_memory_gib - base.peak_memory_gib
         rows.append({"knob": knob, "baseline": base.params.get(knob), "new": r.params.get(knob),
-                     "trial": r.number, "tokens/s": r.tokens_per_s, "change %": change,
+                     "trial": r.number, r.rate: r.tokens_per_s, "change %": change,
                      "peak change GiB": peak_change, "reason": r.reason_text})
     df = pd.DataFrame(rows)
     return df.sort_values(["knob", "trial"]).reset_index(drop=True) if rows else df
@@ -86,7 +86,7 @@ def ablation_markdown(records: list[TrialRecord]) -> str:
     if base is None:
         return head + "None: the study has no baseline trial (role=baseline).\n"
     df = ablation(records)
-    tps = "-" if base.tokens_per_s is None else f"{base.tokens_per_s:,.0f} tokens/s"
+    tps = "-" if base.tokens_per_s is None else f"{base.tokens_per_s:,.0f} {base.rate}"
     peak = "-" if base.peak_memory_gib is None else f"{base.peak_memory_gib:.3f} GiB"
     text = (head + f"Baseline: trial #{base.number} ({base.reason_text}; {tps}, peak {peak}).\n\n")
     if df.empty:

@@ -11,8 +11,9 @@ from optuna.trial import TrialState
 from autotune.search.space import SearchSpace
 from autotune.search.unrepeated import NoRepeats
 from autotune.settings import Sampler, SweepSettings
-from autotune.study.records import ROLE
-from autotune.study.selection import BASELINE_ROLE
+from autotune.study.data_bound import DATA_KNOBS, data_bound_evidence
+from autotune.study.records import ROLE, load_records
+from autotune.study.selection import BASELINE_ROLE, baseline
 
 NEIGHBOUR_ROLE = "neighbour"
 PREDICTED_ROLE = "predicted"
@@ -30,16 +31,25 @@ def queue_next_neighbour(study: optuna.Study, space: SearchSpace) -> None:
     """Queue the next one-knob change of the baseline (``sweep.neighbours=true``).
 
     Queued one at a time, only when nothing else waits, so that retries of lost
-    trials go first and a resume picks up where it stopped.
+    trials go first and a resume picks up where it stopped; a data-bound baseline has
+    its data knobs changed first (:func:`knobs_first`).
     """
     trials = study.get_trials(deepcopy=False)
     if any(t.state is TrialState.WAITING for t in trials):
         return
     seen = [t.params for t in trials] + [t.system_attrs.get("fixed_params") for t in trials]
-    for point in space.neighbours():
+    for point in space.neighbours(first=knobs_first(study)):
         if point not in seen:
             study.enqueue_trial(point, user_attrs={ROLE: NEIGHBOUR_ROLE})
             return
+
+
+def knobs_first(study: optuna.Study) -> tuple[str, ...]:
+    """The knobs whose one-knob changes go first: the data knobs once the baseline is
+    measured and data-bound (by its data wait or its pipeline probe), as the method
+    fixes the input pipeline before anything else; else none."""
+    base = baseline(load_records(study))
+    return DATA_KNOBS if base is not None and base.ok and data_bound_evidence(base) else ()
 
 
 def sampler(study: optuna.Study, settings: SweepSettings,

@@ -9,6 +9,7 @@ point turns into Hydra overrides, composed exactly like the user's own.
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -160,10 +161,11 @@ class SearchSpace:
         return [dict(zip(paths, values))
                 for values in itertools.product(*(k.choices for k in self.knobs))]
 
-    def neighbours(self) -> list[dict[str, Any]]:
-        """One-knob-at-a-time changes of the baseline, in knob order."""
+    def neighbours(self, *, first: Collection[str] = ()) -> list[dict[str, Any]]:
+        """One-knob-at-a-time changes of the baseline, in knob order, the knobs named in
+        ``first`` before the others (a data-bound baseline's data knobs)."""
         out = []
-        for knob in self.knobs:
+        for knob in sorted(self.knobs, key=lambda k: k.path not in first):
             for value in knob.choices:
                 if value != self.baseline[knob.path]:
                     out.append({**self.baseline, knob.path: value})

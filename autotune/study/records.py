@@ -18,6 +18,7 @@ from trials.contract.outcomes import Outcome
 from trials.contract.performance import Performance
 from trials.contract.schema import ConfigError, TrialConfig
 from trials.contract.trial_dir import TrialDir, of_record
+from trials.contract.units import rate
 
 #: User-attribute keys written by the orchestrator (one place, so readers agree).
 REASON = "reason"  # an Outcome value (trials/contract/outcomes.py)
@@ -123,6 +124,12 @@ class TrialRecord:
     def perf(self) -> Performance:
         """What the trial's own run measured (its scorecard's performance layer)."""
         return Performance.from_dict(self.scorecard.get("performance"))
+
+    @property
+    def rate(self) -> str:
+        """How its throughput is named: "tokens/s", or "samples/s" for a workload that
+        counts samples (trials/contract/units.py)."""
+        return rate(self.perf.unit)
 
     def timed_runs(self) -> list[tuple[float | None, Performance]]:
         """Its runs measured during the sweep (:meth:`sweep_runs`) with when each ended
@@ -302,3 +309,9 @@ def load_records(study, *, trials: list[FrozenTrial] | None = None) -> list[Tria
         record.repeats = list(repeats.get(str(trial.number), []))
         out.append(record)
     return out
+
+
+def unit_of(records: list[TrialRecord]) -> str | None:
+    """The unit the study's trials measured in (the workload's: tokens or samples); None
+    before any trial recorded one (then: tokens)."""
+    return next((u for r in records if (u := r.perf.unit)), None)

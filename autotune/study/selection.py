@@ -25,11 +25,18 @@ from autotune.settings import ExportSettings
 from autotune.study import noise
 from autotune.study.records import TrialRecord
 from trials.contract.performance import Performance
+from trials.contract.units import rate
 
 BASELINE_ROLE = "baseline"
-#: What the tokens/s of a trial is, wherever it is shown (leaderboard, report, export).
-TOKENS_PER_S_LABEL = ("tokens/s = the value told to Optuna: the trial's run, pooled "
-                      "(geometric mean) with its racing re-runs")
+def throughput_label(unit: str | None) -> str:
+    """What the throughput of a trial is, wherever it is shown (leaderboard, report,
+    export), named in the workload's unit (tokens/s, samples/s)."""
+    return (f"{rate(unit)} = the value told to Optuna: the trial's run, pooled "
+            "(geometric mean) with its racing re-runs")
+
+
+#: The label of a study that counts tokens.
+TOKENS_PER_S_LABEL = throughput_label(None)
 #: What a confirmed figure is.
 CONFIRMED_LABEL = "median of confirm's interleaved re-runs"
 
@@ -138,7 +145,7 @@ class Verdict:
             p = self.pick
             # THE tokens/s of the trial, as everywhere; a confirmed median is in the why.
             where = " in the sweep" if p.confirmed_tokens_per_s else ""
-            figure = f"{p.tokens_per_s:,.0f} tokens/s{where}"
+            figure = f"{p.tokens_per_s:,.0f} {p.rate}{where}"
             out.append(f"pick (what export and soak take): trial #{p.number}, {figure}: "
                        f"{self.why}")
         return out
@@ -149,7 +156,7 @@ def confirmed_text(record: TrialRecord) -> str:
     c = record.attrs.get("confirm") or {}
     runs = len(c.get(Performance.TOKENS_PER_S) or [])
     cv = f" (CV {100 * c['cv']:.1f} %)" if c.get("cv") is not None else ""
-    return f"median {record.confirmed_tokens_per_s:,.0f} tokens/s over {runs} re-runs{cv}"
+    return f"median {record.confirmed_tokens_per_s:,.0f} {record.rate} over {runs} re-runs{cv}"
 
 
 def verdict(records: list[TrialRecord], *, prior_cv: float, budget_gib: float | None = None,
@@ -201,8 +208,8 @@ def _fastest(candidates: list[TrialRecord], min_headroom_gib: float,
     top = max(candidates, key=lambda r: (r.tokens_per_s, -r.number))
     if min_headroom_gib > 0:
         return top, (f"fastest trial with >= {min_headroom_gib:g} GiB memory headroom "
-                     f"({top.tokens_per_s:,.0f} tok/s)")
-    return top, f"best feasible trial ({top.tokens_per_s:,.0f} tok/s)"
+                     f"({top.tokens_per_s:,.0f} {rate(top.perf.unit, short=True)})")
+    return top, f"best feasible trial ({top.tokens_per_s:,.0f} {rate(top.perf.unit, short=True)})"
 
 
 def changes_from(record: TrialRecord, base: TrialRecord | None) -> int:

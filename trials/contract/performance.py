@@ -144,6 +144,9 @@ class Performance:
     compute_samples_per_s: float | None = None
     samples_per_s: float | None = None
     probe_s: float | None = None
+    #: What ``tokens_per_s`` counts: ``tokens``, or ``samples`` for a workload whose samples
+    #: are not token sequences (``Workload.unit``; trials/contract/units.py); None: tokens.
+    unit: str | None = None
     flops_per_token: float | None = None
     peak_flops: float | None = None
     mfu: float | None = None

@@ -1,0 +1,56 @@
+"""Is a trial input-bound? Its data wait, or its pipeline probe, says so.
+
+One rule, read by the report's diagnosis (it opens with a data-bound baseline) and by
+the search (a data-bound baseline has its data knobs tried first: the sweep's
+neighbours, ``tune``'s data stage)::
+
+    evidence = data_bound_evidence(record)   # ("spent 55.0 % of ...", {...}) or None
+"""
+
+from __future__ import annotations
+
+from autotune.study.records import TrialRecord
+
+#: A data-wait share above this (fraction of step time) means the input pipeline is short.
+DATA_WAIT_HIGH = 0.10
+#: Training at under this fraction of the step's compute-alone rate (the pipeline probe)
+#: means something else takes the cores: on a data-bound CPU job, the input pipeline's
+#: workers (the step 2-3x slower than alone, with little data wait: issue 23).
+COMPUTE_SHARE_LOW = 0.67
+#: The data knobs (override paths; ``data`` is the source's config group): what a fix of
+#: a data-bound trial changes.
+DATA_KNOBS = ("data.num_workers", "data.multiprocessing", "data.prefetch", "data")
+
+
+def _pct(fraction: float) -> str:
+    return f"{100 * fraction:.1f} %"
+
+
+def data_bound_evidence(record: TrialRecord) -> tuple[str, dict[str, float]] | None:
+    """Why a trial is input-bound, in words and numbers, or None: its data wait, or its
+    pipeline probe (the pipeline alone slower than the step alone, or the step in training
+    far slower than alone while the pipeline shares the cores)."""
+    perf = record.perf
+    wait = record.data_wait_share
+    pipe, compute, train = (perf.pipeline_samples_per_s, perf.compute_samples_per_s,
+                            perf.samples_per_s)
+    nums: dict[str, float] = {}
+    facts = []
+    if wait is not None and wait > DATA_WAIT_HIGH:
+        nums["data_wait_share"] = wait
+        facts.append(f"spent {_pct(wait)} of its step time waiting for input data (above "
+                     f"{_pct(DATA_WAIT_HIGH)})")
+    if pipe and compute and train:
+        probe = {"pipeline_samples_per_s": pipe, "compute_samples_per_s": compute,
+                 "samples_per_s": train}
+        if pipe < compute:
+            nums |= probe
+            facts.append(f"has an input pipeline that alone delivers {pipe:,.0f} samples/s while "
+                         f"the step alone consumes {compute:,.0f}")
+        elif train < COMPUTE_SHARE_LOW * compute:
+            nums |= probe
+            facts.append(f"it trained at {train:,.0f} samples/s, {train / compute:.2f} x the "
+                         f"{compute:,.0f} samples/s of its step alone: the input pipeline "
+                         f"({pipe:,.0f} samples/s alone) competes with the step for the cores")
+    return ("; ".join(facts), nums) if facts else None
+
