@@ -92,4 +92,11 @@ def test_a_run_started_in_the_repository_root_writes_under_runs_manual(tmp_path,
     assert train.leave_the_sources(tmp_path) is None and Path.cwd() == tmp_path
     # ... and one started in the repository's root moves to runs/manual, so metrics.jsonl,
     # checkpoints and the profile never land among the sources.
+    monkeypatch.chdir(PROJECT_ROOT)
+    monkeypatch.setattr("sys.argv", ["trials/train.py"])  # as msrun starts it
     assert train.leave_the_sources(PROJECT_ROOT) == manual and Path.cwd() == manual
+    # ... with its entry script's path made absolute: MindSpore's compile cache reads the
+    # script again by that path (msrun's data-parallel line crashed without it).
+    import sys
+
+    assert sys.argv[0] == str(PROJECT_ROOT / "trials" / "train.py")

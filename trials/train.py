@@ -96,6 +96,14 @@ def leave_the_sources(cwd: Path) -> Path | None:
     if cwd.resolve() != PROJECT_ROOT:
         return None
     MANUAL_RUN_DIR.mkdir(parents=True, exist_ok=True)
+    # MindSpore's compile cache reads the entry script again by the path it was started
+    # with (``msrun ... trials/train.py``): made absolute, it still finds it from there.
+    script = Path(sys.argv[0])
+    if not script.is_absolute() and script.exists():
+        sys.argv[0] = str(script.resolve())
+        main = sys.modules.get("__main__")
+        if main is not None and getattr(main, "__file__", None):
+            main.__file__ = sys.argv[0]
     os.chdir(MANUAL_RUN_DIR)
     return MANUAL_RUN_DIR
 
