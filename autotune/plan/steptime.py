@@ -140,10 +140,9 @@ def compute_flops(d: ModelDims, job: Job) -> tuple[float, float]:
     """(hardware FLOPs per device per step of the slowest stage, of which the recompute
     forward). The pipeline runs at the pace of its slowest stage: an uneven split or the
     logits make one stage longer than L / p layers' worth."""
-    stages = range(job.pp)
-    total = max(stage_flops(d, job, i, job.recompute.value) for i in stages)
-    slowest = max(stages, key=lambda i: stage_flops(d, job, i, job.recompute.value))
-    return total, total - stage_flops(d, job, slowest, "none")
+    flops = [stage_flops(d, job, i, job.recompute.value) for i in range(job.pp)]
+    slowest = max(range(job.pp), key=flops.__getitem__)
+    return flops[slowest], flops[slowest] - stage_flops(d, job, slowest, "none")
 
 
 def stage_layers_max(d: ModelDims, job: Job) -> int:
