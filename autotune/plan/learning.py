@@ -106,15 +106,16 @@ class Refitter:
         self.margin = margin
         self._configs: dict[int, TrialConfig | None] = {}  # read once per trial
         self._lock = threading.Lock()
-        self._rank: tuple[tuple[int, ...], float | None] = ((), None)  # per trial set
+        self._rank: tuple[tuple, float | None] = ((), None)  # per set of measurements
 
     def held_out_rank(self, records: list[TrialRecord]) -> float | None:
-        """:func:`held_out_rank` of the study's measured trials, computed once per set."""
+        """:func:`held_out_rank` of the study's measured trials, computed once per set of
+        measurements (a trial still running when it was last asked counts once it ends)."""
         with self._lock:
             points = measurements(records, self.model, self._configs)
-            numbers = tuple(sorted(r.number for r in records if r.launched))
-            if self._rank[0] != numbers:
-                self._rank = (numbers, held_out_rank(points, self.model))
+            measured = tuple((m.step_s, m.peak_gib) for m in points)
+            if self._rank[0] != measured:
+                self._rank = (measured, held_out_rank(points, self.model))
             return self._rank[1]
 
     def after_trial(self, study, records: list[TrialRecord], number: int) -> str | None:
