@@ -168,6 +168,12 @@ def layer_latency_term_s(d: ModelDims, job: Job, per_layer_s: float,
     return stage_layers_max(d, job) * job.micro_batches * per_layer_s * contention
 
 
+def attention_passes(job: Job) -> int:
+    """Passes over the attention per layer and micro-batch: forward, backward (counted as
+    two), and the recompute forward of the modes that run the attention again."""
+    return 3 + (1 if job.recompute in RECOMPUTES_ATTENTION else 0)
+
+
 def score_elements(d: ModelDims, job: Job) -> float:
     """Attention-score elements one device writes per step, counted once per pass over them
     (forward, backward, and the recompute forward under full or selective recompute):
@@ -181,7 +187,7 @@ def score_elements(d: ModelDims, job: Job) -> float:
     ~1.5 TB/s takes (bench/cost_model_heldout.py)."""
     if job.flash_attention:
         return 0.0
-    passes = 3 + (1 if job.recompute in RECOMPUTES_ATTENTION else 0)
+    passes = attention_passes(job)
     per_layer = (job.micro_batch_size * d.heads / job.mp * local_seq(d, job) * d.seq)
     return stage_layers_max(d, job) * job.micro_batches * per_layer * passes
 
@@ -211,7 +217,7 @@ def cp_collectives_s(d: ModelDims, job: Job, cluster: Cluster,
     if cp == 1:
         return 0.0
     kv = 2 * local_seq(d, job) * job.micro_batch_size * d.kv_heads * d.head_dim / job.mp
-    passes = 3 + (1 if job.recompute in RECOMPUTES_ATTENTION else 0)
+    passes = attention_passes(job)
     hop = kv * job.element_bytes
     in_node, nodes = group_layout(cp, job.mp, cluster)
     link = cluster.hardware.intra_node if nodes == 1 else cluster.hardware.inter_node
