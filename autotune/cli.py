@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import re
 import signal
 import sys
 import warnings
@@ -33,6 +32,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from autotune.help import plain
 from autotune.signals import Stopped, stop_on_signals
 from trials.contract.schema import ConfigError
 
@@ -52,12 +52,12 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
-def plain(text: str) -> str:
-    """A docstring as a terminal shows it: reStructuredText's ``literal`` marks dropped."""
-    return re.sub(r"``(.+?)``", r"\1", text)
-
-
 def parse_args(argv: list[str]) -> argparse.Namespace:
+    if argv[:1] and argv[0] in COMMANDS and {"-h", "--help"} & set(argv[1:]):
+        from autotune.help import command_help
+
+        print(command_help(argv[0]), end="")  # the command's own page, not the list of verbs
+        raise SystemExit(0)
     parser = OneLineParser(prog="python -m autotune",
                            description=plain(__doc__.split("\n\n")[0]),
                            epilog=plain(__doc__.split("\n\n", 1)[1]),

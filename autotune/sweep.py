@@ -465,7 +465,8 @@ class Sweep:
         (no slow rule in a Pareto study: a slow trial may be the memory-light end)."""
         def slow(steps) -> str | None:
             return None if self.multi else self.pruner.verdict(trial, steps, best,
-                                                               cfg.run.warmup_steps)
+                                                               cfg.run.warmup_steps,
+                                                               unit=progress.unit)
 
         def tick(phase: str) -> None:
             self._check_stopping()

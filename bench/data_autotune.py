@@ -88,6 +88,8 @@ def bare(args: argparse.Namespace) -> dict:
         ds.config.set_enable_autotune(True, str(prefix))
         ds.config.set_autotune_interval(args.interval)
     preset = OmegaConf.load(REPO / "conf" / "workload" / f"{args.workload}.yaml")
+    if args.io_wait_ms is not None:
+        preset.options.io_wait_ms = args.io_wait_ms
     workload = make_workload(OmegaConf.to_object(OmegaConf.merge(
         OmegaConf.structured(WorkloadConfig), preset)))
     batch = TrainConfig().global_batch
@@ -267,6 +269,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--prefetch", type=int, default=16, help=argparse.SUPPRESS)
     parser.add_argument("--autotune", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--model-train", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--io-wait-ms", type=float, help=argparse.SUPPRESS)
     parser.add_argument("--workloads", nargs="+", default=list(PRESETS), choices=PRESETS)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--warmup", type=int, default=20, help="bare steps before measuring")

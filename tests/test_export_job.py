@@ -121,6 +121,27 @@ def test_a_preset_of_the_trial_program_is_carried_with_it_and_hashed():
     assert where["sha256"] == hashlib.sha256(line.encode()).hexdigest()
 
 
+def test_a_mindformers_workloads_yaml_travels_with_the_job(tmp_path, monkeypatch):
+    cfg = job("workload=mindformers_llama_tiny")
+    shipped = ROOT / "examples" / "mindformers" / "llama2_7b.yaml"
+    assert Path(cfg.workload.options["config"]) == shipped  # pinned into this checkout
+    carried = carry(cfg)
+    # Rule: the MindFormers YAML the model is built from is a file of the job, hashed, and
+    # job.yaml names it by the job-relative path, not by this checkout's.
+    assert carried.files["src/llama2_7b.yaml"] == shipped.read_bytes()
+    assert carried.provenance["workload_config"]["from"] == str(shipped)
+    text = job_yaml(carried.job_config(cfg))
+    assert yaml.safe_load(text)["workload"]["options"]["config"] == "src/llama2_7b.yaml"
+    assert str(ROOT) not in text
+    assert cfg.workload.options["config"] == str(shipped)  # the study's own config untouched
+    # Loaded back where the job runs (its own directory), it reads the carried copy.
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "llama2_7b.yaml").write_bytes(carried.files["src/llama2_7b.yaml"])
+    monkeypatch.chdir(tmp_path)
+    reloaded = to_trial_config(load_resolved(_write(text), []))
+    assert reloaded.workload.options["config"] == str(tmp_path / "src" / "llama2_7b.yaml")
+
+
 def test_requirements_pin_the_measured_versions():
     from importlib import metadata
 

@@ -39,6 +39,9 @@ def test_far_behind_in_warm_up_is_stopped_early():
 def test_measured_steps_are_judged_against_slow_ratio():
     verdict = slow_verdict(stream([1.0], [2.5, 2.5]), best=1000.0, rules=RULES)
     assert verdict is not None and "400 tok/s after 2 measured steps" in verdict
+    # Rule: the reason names the workload's unit (an image job counts samples).
+    images = slow_verdict(stream([1.0], [2.5, 2.5]), best=1000.0, rules=RULES, unit="samples")
+    assert "400 samples/s after 2 measured steps" in images
     # One measured step is not enough to judge.
     assert slow_verdict(stream([1.0], [2.5]), best=1000.0, rules=RULES) is None
     # No best yet: nothing to compare with.

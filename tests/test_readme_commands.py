@@ -113,6 +113,24 @@ def test_help_is_plain_text():
     assert "``" not in help_text()
 
 
+@pytest.mark.parametrize("command", sorted(DISPATCH))
+def test_each_command_has_its_own_help(command, capsys):
+    from autotune.cli import main
+
+    with pytest.raises(SystemExit) as ended:
+        main([command, "--help"])
+    text = capsys.readouterr().out
+    assert ended.value.code == 0
+    # Rule: COMMAND --help is that command's page, plain text: its usage and what it does,
+    # not the list of every verb.
+    assert text.startswith(f"usage: python -m autotune {command} ")
+    assert f"python -m autotune {command}:" in text and "{sweep,plan" not in text
+    assert "``" not in text
+    if command == "confirm":
+        # Rule: each setting with its default and the comment written above its field.
+        assert "confirm.top_k=3" in text and "How many of the fastest" in text
+
+
 def test_help_examples_compose(capsys):
     from autotune.cli import main
 

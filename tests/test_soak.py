@@ -17,6 +17,7 @@ from autotune.soak import attempts as soak_attempts
 from autotune.soak import plan as soak_plan
 from autotune.soak import stability
 from autotune.soak.stability import analyse, resume_check
+from autotune.stages.verdicts import soak_issues
 from tests.test_export_confirm import STUDY, autotune
 from trials.contract.events import Phase, StepRecord
 from trials.contract.schema import ConfigError
@@ -127,6 +128,12 @@ def test_tokens_per_s_drift_is_detected():
     assert t["drifting"] and r["flags"]["drift"]
     assert t["drift_high"] < 0 and t["decile_change_pct"] < -10
     assert any(v.startswith("tokens/s DRIFTS") for v in r["verdicts"])
+    # Rule: an image job's soak names its rate in samples, in the verdict and the tune line.
+    images = judge(steps(300, step_s=lambda i: 0.03 * (1 + 0.25 * i / 300) * noise[i]),
+                   unit="samples")
+    drift = next(v for v in images["verdicts"] if "DRIFTS" in v)
+    assert drift.startswith("samples/s DRIFTS") and "tok" not in drift
+    assert soak_issues({"drift": True, "unit": "samples"}) == ["samples/s DRIFTS"]
 
 
 def test_steady_tokens_per_s_is_no_drift():

@@ -1,9 +1,8 @@
 """``python -m autotune confirm``: re-measure the finalists against measurement noise.
 
 The baseline and the ``top_k`` fastest other distinct configurations run ``repeats``
-more times each,
-interleaved in rounds so that drift of a noisy machine hits all of them alike. The
-order inside each round is shuffled (seeded by ``sweep.seed``, printed and stored as
+more times each, interleaved in rounds so that drift of a noisy machine hits all of them
+alike. The order inside each round is shuffled (seeded by ``sweep.seed``, printed and stored as
 ``autotune.confirm_order``): a load that comes and goes on a period could line up with
 a fixed order (B A C, B A C, ...) and make a difference that is not there look
 separable. Each finalist is tested against the baseline by a paired t-test on log

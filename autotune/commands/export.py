@@ -93,7 +93,7 @@ def run_export(composed: DictConfig, console: Console) -> int:
     baseline = selection.baseline(records)
     headroom = predicted_headroom(job, fits.study_model(study, job.hardware))
     files: dict[str, str | bytes] = {
-        "job.yaml": job_yaml(job),
+        "job.yaml": job_yaml(carried.job_config(job)),
         "launch.sh": launch_script(job, carried.modules),
         "env.sh": env_script(),
         "requirements.txt": requirements(job),

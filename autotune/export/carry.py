@@ -10,10 +10,12 @@ copy); ``provenance.json`` holds the source commit, whether the tree was dirty, 
 digest per part (the sha256 of that part's lines of ``SHA256SUMS``).
 
     carried = carry(job)            # files, provenance, modules launch.sh checks
+    job_yaml(carried.job_config(job))  # a MindFormers workload's YAML: the carried copy
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import subprocess
@@ -23,6 +25,7 @@ from importlib.machinery import ModuleSpec, PathFinder
 from pathlib import Path
 
 from trials.contract.launch import PROJECT_ROOT
+from trials.contract.mindformers import ADAPTER_ENTRY, OPTION_CONFIG
 from trials.contract.schema import ConfigError, TrialConfig
 
 #: Where carried code lives inside the job directory (launch.sh puts it on PYTHONPATH).
@@ -41,6 +44,17 @@ class Carried:
     files: dict[str, bytes] = field(default_factory=dict)
     provenance: dict = field(default_factory=dict)
     modules: list[str] = field(default_factory=list)
+    #: Job-relative path of the carried MindFormers YAML the workload builds its model from
+    #: (job.yaml's ``workload.options.config``), or None.
+    workload_config: str | None = None
+
+    def job_config(self, job: TrialConfig) -> TrialConfig:
+        """``job`` as job.yaml holds it: the workload's YAML read from the carried copy."""
+        if self.workload_config is None:
+            return job
+        workload = dataclasses.replace(job.workload, options={**job.workload.options,
+                                                              OPTION_CONFIG: self.workload_config})
+        return dataclasses.replace(job, workload=workload)
 
     def sha256sums(self) -> str:
         return "".join(_sum_line(path, data) for path, data in sorted(self.files.items()))
@@ -128,6 +142,23 @@ def workload_files(entry: str) -> tuple[dict[str, bytes], dict]:
                    "files": len(files), "sha256": digest(files)}
 
 
+def workload_config_file(job: TrialConfig) -> tuple[dict[str, bytes], str | None]:
+    """A MindFormers workload's YAML (``workload.options.config``, pinned to an absolute
+    path when the config was composed) as a job file ``src/<name>``; ({}, None) for any
+    other workload. The job runs from its own directory, where that relative path
+    resolves (trials.contract.mindformers.pin_workload_config)."""
+    path = job.workload.options.get(OPTION_CONFIG) if job.workload.entry == ADAPTER_ENTRY \
+        else None
+    if not isinstance(path, str) or not path:
+        return {}, None
+    source = Path(path).expanduser()
+    if not source.is_file():
+        raise ConfigError(f"workload.options.{OPTION_CONFIG}={path} is not a file: the export "
+                          "cannot carry the MindFormers config the model is built from")
+    inside = f"{SRC}/{source.name}"
+    return {inside: source.read_bytes()}, inside
+
+
 def carry(job: TrialConfig) -> Carried:
     """The trial program and the job's workload module as job files, with provenance."""
     program = _tree(PROJECT_ROOT / PROGRAM, SRC)
@@ -141,5 +172,11 @@ def carry(job: TrialConfig) -> Carried:
         source["workload"] = where
         if where["module"] != PROGRAM:
             carried.modules.append(where["module"])
+    config, carried.workload_config = workload_config_file(job)
+    if config:
+        carried.files.update(config)
+        source["workload_config"] = {"carried": carried.workload_config,
+                                     "from": job.workload.options.get(OPTION_CONFIG),
+                                     "sha256": digest(config)}
     carried.provenance = source
     return carried

@@ -19,7 +19,7 @@ from typing import Any
 from autotune.presentation.findings import Finding
 from autotune.report import importance
 from autotune.study.data_bound import DATA_KNOBS, data_bound_evidence
-from autotune.study.records import TrialRecord
+from autotune.study.records import TrialRecord, unit_of
 from autotune.study.selection import (
     Verdict,
     baseline,
@@ -30,6 +30,7 @@ from autotune.study.selection import (
 )
 from trials.contract.outcomes import Outcome
 from trials.contract.schema import CostPriors
+from trials.contract.units import rate
 
 #: MFU below this, with a micro-batch of at most SMALL_MICRO_BATCH samples: steps are too small.
 MFU_LOW = 0.10
@@ -299,7 +300,8 @@ def slow(ctx: _Context) -> list[Finding]:
     partial = [v for r in hit if (v := measured_tokens_per_s(r)) is not None]
     if partial:
         nums["median_tokens_per_s"] = statistics.median(partial)
-        seen = f"; {nums['median_tokens_per_s']:,.0f} tokens/s median when stopped"
+        seen = (f"; {nums['median_tokens_per_s']:,.0f} {rate(unit_of(ctx.records))} median when "
+                "stopped")
         if top is not None:
             nums["ratio"] = nums["median_tokens_per_s"] / top.tokens_per_s
             seen += f", {nums['ratio']:.2f} x the best {top.tokens_per_s:,.0f}"

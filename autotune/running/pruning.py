@@ -32,6 +32,7 @@ from autotune.settings import Pruner, StopRules, SweepSettings
 from trials.contract.events import Phase, StepRecord
 from trials.contract.performance import Performance
 from trials.contract.scorecard import throughput
+from trials.contract.units import rate
 
 
 def judged(steps: list[StepRecord], warmup_floor: int = 0) -> tuple[Performance, int, bool]:
@@ -63,7 +64,7 @@ def estimate(steps: list[StepRecord], warmup_floor: int = 0) -> tuple[float | No
 
 
 def slow_verdict(steps: list[StepRecord], best: float | None, rules: StopRules,
-                 warmup_floor: int = 0) -> str | None:
+                 warmup_floor: int = 0, unit: str | None = None) -> str | None:
     """Why the trial should stop as slow, or None.
 
     It is slow only when the whole 95 % interval of its tokens/s so far (the bootstrap of
@@ -82,7 +83,8 @@ def slow_verdict(steps: list[StepRecord], best: float | None, rules: StopRules,
         return None
     where = ("measured" if steps[-1].phase is Phase.MEASURE else
              "steady-enough warm-up" if is_measured else "warm-up")
-    return (f"{tps:,.0f} tok/s after {n} {where} steps < {ratio:g} x best {best:,.0f}"
+    return (f"{tps:,.0f} {rate(unit, short=True)} after {n} {where} steps < {ratio:g} x best "
+            f"{best:,.0f}"
             + (f" (95 % CI up to {upper:,.0f})" if upper != tps else ""))
 
 
@@ -95,6 +97,8 @@ class Evidence:
     best: float | None
     #: The trial's ``run.warmup_steps``.
     warmup_floor: int
+    #: What the throughput counts (the workload's unit: tokens, samples).
+    unit: str | None = None
 
 
 class StepPruner(optuna.pruners.BasePruner):
@@ -130,7 +134,7 @@ class StepPruner(optuna.pruners.BasePruner):
         return why is not None
 
     def verdict(self, trial: optuna.Trial, steps: list[StepRecord], best: float | None,
-                warmup_floor: int) -> str | None:
+                warmup_floor: int, unit: str | None = None) -> str | None:
         """Report the trial's tokens/s so far to Optuna and ask the study's pruner; why the
         trial should stop, or None."""
         if len(trial.study.directions) > 1:
@@ -141,7 +145,7 @@ class StepPruner(optuna.pruners.BasePruner):
         if tps is None:
             return None
         trial.report(tps, steps[-1].step)
-        evidence = Evidence(steps, best, warmup_floor)
+        evidence = Evidence(steps, best, warmup_floor, unit)
         if not self.might_prune(evidence):
             return None
         self._evidence[trial.number] = evidence
@@ -163,7 +167,7 @@ class SlowPruner(StepPruner):
         seen = self.evidence(trial)
         if seen is None:
             return None  # only the steps say how far behind a trial is
-        return slow_verdict(seen.steps, seen.best, self.rules, seen.warmup_floor)
+        return slow_verdict(seen.steps, seen.best, self.rules, seen.warmup_floor, seen.unit)
 
     def might_prune(self, evidence: Evidence) -> bool:
         return slow_verdict(evidence.steps, evidence.best, self.rules,
@@ -181,7 +185,9 @@ class OptunaPruner(StepPruner):
         if not self.pruner.prune(study, trial):
             return None
         step = trial.last_step
-        return (f"{trial.intermediate_values[step]:,.0f} tok/s at step {step}: pruned by "
+        seen = self.evidence(trial)
+        unit = rate(seen.unit if seen else None, short=True)
+        return (f"{trial.intermediate_values[step]:,.0f} {unit} at step {step}: pruned by "
                 f"Optuna's {type(self.pruner).__name__}")
 
     def might_prune(self, evidence: Evidence) -> bool:

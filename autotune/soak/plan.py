@@ -92,6 +92,8 @@ class SoakPlan:
     overrides: list[str]
     step_s: float | None
     world_size: int
+    #: What the workload's throughput counts (tokens, samples): every rate names it.
+    unit: str | None = None
 
     def to_dict(self) -> dict:
         return {"trial": self.trial, "chosen_because": self.why, "config": str(self.config),
@@ -100,7 +102,8 @@ class SoakPlan:
                 "planned_kill_after_step": (self.planned_kill - 1 if self.planned_kill
                                             else None),
                 "overrides": self.overrides,
-                "trial_step_s": self.step_s, "world_size": self.world_size}
+                "trial_step_s": self.step_s, "world_size": self.world_size,
+                "unit": self.unit}
 
 
 def planned_kill(steps: int, every: int, kill_from: int, replay: int) -> int | None:
@@ -149,7 +152,8 @@ def plan_soak(record: TrialRecord, why: str, cfg: TrialConfig, options: SoakSett
                     steps=steps, steps_from=steps_from, checkpoint_every=every,
                     kill_at=options.kill_at, kill_from=kill_from if kill else None,
                     replay=replay, planned_kill=kill, overrides=overrides,
-                    step_s=record.step_time_s, world_size=cfg.parallel.devices)
+                    step_s=record.step_time_s, world_size=cfg.parallel.devices,
+                    unit=record.perf.unit)
 
 
 def output_dir(settings: SweepSettings, options: SoakSettings) -> Path:

@@ -12,6 +12,7 @@ from autotune.soak import stability
 from autotune.soak.attempts import Attempt, kill_and_resume, stitch
 from autotune.soak.plan import SoakPlan
 from trials.contract.jsonsafe import float_of, to_json
+from trials.contract.units import rate
 
 #: Study attribute with the latest soak's result (tune's stability stage reads it too).
 SOAK_KEY = "autotune.soak"
@@ -24,7 +25,7 @@ def summarise(plan: SoakPlan, attempts: list[Attempt], failed: str | None,
     tokens = next((s.tokens for s in steps if s.tokens), None)
     analysis = stability.analyse(steps, spike_factor=stability.SPIKE_FACTOR,
                                  leak_mib_per_100_steps=options.leak_mib_per_100_steps,
-                                 tokens_per_step=tokens, restarts=restarts)
+                                 tokens_per_step=tokens, restarts=restarts, unit=plan.unit)
     resume = kill_and_resume(attempts, options.resume_tolerance)
     finished = failed is None
     verdicts = []
@@ -62,6 +63,7 @@ def render(r: dict) -> str:
     a = r["analysis"]
     t, m, rates = a["throughput"], a["memory"], a["rates"]
     resume = r["resume"]
+    per_s = rate(r.get("unit"))
     rows = [
         ("trial", str(r["trial"])),
         ("steps", f"{r['steps_trained']} of {r['steps']} trained"
@@ -73,8 +75,8 @@ def render(r: dict) -> str:
                         f"median); non-finite {a['loss']['nonfinite']}"),
         ("overflow / skipped", f"{100 * rates['overflow']:.1f} % / "
                                f"{100 * rates['skipped_updates']:.1f} %"),
-        ("tokens/s median", _fmt(t.get("median_tokens_per_s"), ",.0f")),
-        ("tokens/s drift", (f"{t['drift_pct_per_100_steps']:+.2f} %/100 steps (95 % CI "
+        (f"{per_s} median", _fmt(t.get("median_tokens_per_s"), ",.0f")),
+        (f"{per_s} drift", (f"{t['drift_pct_per_100_steps']:+.2f} %/100 steps (95 % CI "
                             f"{t['drift_low']:+.2f}..{t['drift_high']:+.2f})")
          if t.get("judged") else "not judged"),
         ("RSS first -> last", f"{_fmt(m['rss_first_gib'], '.3f')} -> "
@@ -94,7 +96,7 @@ def render(r: dict) -> str:
 
 
 def plot(attempts: list[Attempt], r: dict, path: Path) -> Path:
-    """Loss, tokens/s and RSS against the step, one colour per launch, kill and resume
+    """Loss, throughput and RSS against the step, one colour per launch, kill and resume
     marked, the memory fit drawn."""
     from matplotlib.figure import Figure
 
@@ -139,7 +141,7 @@ def plot(attempts: list[Attempt], r: dict, path: Path) -> Path:
     leak = (f"{m['slope_mib_per_100_steps']:+.1f} MiB/100 steps"
             f"{' LEAK' if m['leak'] else ''}") if m.get("judged") else "not judged"
     ax_loss.set(title=title, ylabel="loss")
-    ax_tps.set(ylabel="tokens/s")
+    ax_tps.set(ylabel=rate(r.get("unit")))
     ax_rss.set(ylabel="host RSS (MiB)", xlabel="step", title=f"memory growth: {leak}")
     for ax in (ax_loss, ax_tps, ax_rss):
         ax.grid(alpha=0.3)
@@ -177,7 +179,7 @@ def soak_section(study: optuna.Study, trial_number: int, *, plot: str | None = N
                      + ("**leak**" if m["leak"] else "no leak")
                      + f" (threshold {m['threshold_mib_per_100_steps']:g}).")
     if t.get("judged"):
-        lines.append(f"- tokens/s: median {t['median_tokens_per_s']:,.0f}, drift "
+        lines.append(f"- {rate(r.get('unit'))}: median {t['median_tokens_per_s']:,.0f}, drift "
                      f"{t['drift_pct_per_100_steps']:+.2f} % per 100 steps (95 % CI "
                      f"{t['drift_low']:+.2f}..{t['drift_high']:+.2f}), first to last decile "
                      f"{t['decile_change_pct']:+.1f} %"

@@ -43,6 +43,7 @@ from scipy import stats
 from trials.contract import performance
 from trials.contract.events import Phase, StepRecord
 from trials.contract.performance import SPIKE_WINDOW
+from trials.contract.units import rate
 
 #: A soak counts a loss at or above this factor x the running median as a spike (the
 #: guard's ``guard.spike_factor`` is 8: a soak is looking for smaller trouble).
@@ -217,12 +218,13 @@ def memory_growth(segments: list[list[StepRecord]], leak_mib_per_100_steps: floa
 # -- the whole ------------------------------------------------------------------------------
 def analyse(steps: Sequence[StepRecord], *, spike_factor: float = SPIKE_FACTOR,
             leak_mib_per_100_steps: float = 20.0, tokens_per_step: float | None = None,
-            restarts: Sequence[int] = ()) -> dict:
+            restarts: Sequence[int] = (), unit: str | None = None) -> dict:
     """Stability of one run's steps, in step order (a resumed run: the stitched curve).
 
     ``restarts``: the steps at which a new process took over (a resume), so that memory
     is fitted within each process and each process's warm-up is skipped.
     ``tokens_per_step``: overrides the records' own ``tokens`` (None: use them).
+    ``unit``: what those count (tokens, samples), named in the verdicts.
     """
     steps = list(steps)
     n = len(steps)
@@ -246,7 +248,7 @@ def analyse(steps: Sequence[StepRecord], *, spike_factor: float = SPIKE_FACTOR,
                   "clipped": _rate(counts["clipped"], n),
                   "overflow_steps": counts["overflow"], "skipped_steps": counts["skipped"],
                   "clipped_steps": counts["clipped"]},
-        "throughput": throughput_drift(segments, tokens_per_step),
+        "throughput": {**throughput_drift(segments, tokens_per_step), "unit": unit},
         "memory": memory_growth(segments, leak_mib_per_100_steps),
     }
     result["flags"] = {"spikes": bool(spikes), "nonfinite": counts["nonfinite"] > 0,
@@ -275,16 +277,18 @@ def verdicts(r: dict) -> list[str]:
          f"({rates['skipped_steps']}/{n}), clipped {100 * rates['clipped']:.1f} %"),
     ]
     t = r["throughput"]
+    per_s = rate(t.get("unit"))
     if t["judged"]:
         lines.append(
-            f"tokens/s {'DRIFTS' if t['drifting'] else 'steady'}: "
+            f"{per_s} {'DRIFTS' if t['drifting'] else 'steady'}: "
             f"{_signed(t['drift_pct_per_100_steps'], 2)} %/100 steps (95 % CI "
             f"{_signed(t['drift_low'], 2)}..{_signed(t['drift_high'], 2)}), first decile "
             f"{t['first_decile_tokens_per_s']:,.0f} -> last {t['last_decile_tokens_per_s']:,.0f}"
-            f" tok/s ({_signed(t['decile_change_pct'])} %; drift = CI excludes 0 and "
+            f" {rate(t.get('unit'), short=True)} ({_signed(t['decile_change_pct'])} %; "
+            "drift = CI excludes 0 and "
             f"|change| >= {DRIFT_PCT:g} %)")
     else:
-        lines.append(f"tokens/s: too few steady steps ({t['points']}) to judge drift")
+        lines.append(f"{per_s}: too few steady steps ({t['points']}) to judge drift")
     m = r["memory"]
     if m["judged"]:
         word = "LEAK" if m["leak"] else "no leak"

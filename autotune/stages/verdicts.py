@@ -3,6 +3,8 @@ done" is never the last word on a run whose soak found a drift."""
 
 from __future__ import annotations
 
+from trials.contract.units import rate
+
 
 def soak_issues(soak: dict) -> list[str]:
     """What a soak (its stored result) found wrong, as words; empty when it found nothing."""
@@ -10,7 +12,7 @@ def soak_issues(soak: dict) -> list[str]:
     if not soak.get("finished", True):
         issues.append(f"FAILED: {soak.get('failure') or 'did not finish'}")
     if soak.get("drift"):
-        issues.append("tokens/s DRIFTS")
+        issues.append(f"{rate(soak.get('unit'))} DRIFTS")
     if soak.get("leak"):
         issues.append("host memory LEAKS")
     if soak.get("spikes"):

@@ -1,0 +1,97 @@
+"""``python -m autotune COMMAND --help``: the command's own page, in plain text.
+
+The page is the command module's docstring (what it does, its example lines) and the
+settings it reads, each with its default and the ``#:`` comment written above the field in
+:mod:`autotune.settings`: the one place a setting's meaning is written, read here rather
+than copied.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import importlib
+import inspect
+import re
+import textwrap
+
+from autotune import settings as S
+
+#: The settings group each command reads (the rest of the composed config: the trial's).
+GROUP = {"calibrate-host": None}
+
+
+def plain(text: str) -> str:
+    """A docstring as a terminal shows it: reStructuredText's ``literal`` marks (across a
+    line break too) and its roles (``:mod:`x```) dropped."""
+    text = re.sub(r":[a-z]+:`~?(.+?)`", r"\1", text)
+    return re.sub(r"``(.+?)``", r"\1", text, flags=re.S)
+
+
+def field_notes(cls: type) -> dict[str, str]:
+    """Each field's ``#:`` comment (the lines just above it), joined into one sentence."""
+    notes: dict[str, str] = {}
+    pending: list[str] = []
+    for line in inspect.getsource(cls).splitlines():
+        stripped = line.strip()
+        if stripped.startswith("#:"):
+            pending.append(stripped[2:].strip())
+            continue
+        name = re.match(r"(\w+)\s*:", stripped)
+        if name and pending:
+            notes[name.group(1)] = " ".join(pending)
+        pending = [] if not stripped.startswith("#") else pending
+    return notes
+
+
+def _default(f: dataclasses.Field):
+    if f.default is not dataclasses.MISSING:
+        value = f.default
+    elif f.default_factory is not dataclasses.MISSING:
+        value = f.default_factory()
+    else:
+        return None
+    return value.value if isinstance(value, enum.Enum) else value
+
+
+def _hydra(value) -> str:
+    """A default as it is written on the command line."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return str(value).lower()
+    return "''" if value == "" else str(value)
+
+
+def settings_lines(cls: type, prefix: str) -> list[str]:
+    """``prefix.name=default  what it means`` for every field, nested groups expanded."""
+    notes = field_notes(cls)
+    lines = []
+    for f in dataclasses.fields(cls):
+        value = _default(f)
+        if dataclasses.is_dataclass(value):
+            lines += settings_lines(type(value), f"{prefix}.{f.name}")
+            continue
+        lines.append(f"  {prefix}.{f.name}={_hydra(value)}")
+        if f.name in notes:
+            lines += textwrap.wrap(plain(notes[f.name]), 92, initial_indent=" " * 6,
+                                   subsequent_indent=" " * 6)
+    return lines
+
+
+def command_help(verb: str) -> str:
+    """The whole page of ``python -m autotune <verb> --help``."""
+    module = importlib.import_module(f"autotune.commands.{verb.replace('-', '_')}")
+    page = [f"usage: python -m autotune {verb} [--print-config] [-v] [overrides ...]", "",
+            plain(inspect.cleandoc(module.__doc__ or "")), ""]
+    group = GROUP.get(verb, verb)
+    if group is not None:
+        cls = type(getattr(S.SweepConfig(), group))
+        page += [f"Its settings ({group}.KEY=VALUE on the command line; defaults shown):",
+                 *settings_lines(cls, group), ""]
+    page += textwrap.wrap(
+        "Every command also takes the trial's overrides (workload=, hardware=, precision=, "
+        "parallel.*, train.*, data.*, run.*) and the study's (sweep.study=, sweep.storage=, "
+        f"sweep.runs_dir=), so that each finds the same study; python -m autotune {verb} "
+        "--print-config prints them all, composed.", 92)
+    return "\n".join(page) + "\n"
