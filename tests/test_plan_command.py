@@ -151,7 +151,9 @@ def test_predicted_oom_is_ruled_out_before_launch_with_real_trials(harness):
     # The measured trial refitted the CPU profile's constants, stored in its study.
     from autotune.plan.fits import STUDY_FIT
 
-    stored = harness.study().user_attrs[STUDY_FIT]
+    attrs = harness.study().user_attrs
+    assert STUDY_FIT in attrs, out + err
+    stored = attrs[STUDY_FIT]
     assert stored["constants"]["source"].startswith("fit of")
     assert stored["constants"]["source"].endswith("of study s")
 

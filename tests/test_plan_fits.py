@@ -155,3 +155,21 @@ def test_an_implausible_refit_is_refused_and_the_study_keeps_its_fit(cache, monk
         bent, activation_factor=model.start.activation_factor))
     assert learning.Refitter(model, 0.1).after_trial(study, [record], 0) is None
     assert stored[fits.STUDY_FIT]["constants"]["source"] == "fit of 3 measured trial(s) of study s"
+
+
+@pytest.mark.parametrize("loaded", [False, True])
+def test_a_step_measured_under_load_stays_out_of_the_time_fit(loaded, cache):
+    from trials.contract.outcomes import Outcome
+    from trials.contract.performance import Performance
+
+    cfg = to_trial_config(compose("sweep", ["workload=gpt_tiny"], schema=SweepConfig))
+    model = CostModel.for_profile(cfg.hardware)
+    record = SimpleNamespace(  # a TrialRecord's fields that measurement_of reads
+        simulated=False, launched=True, number=0, reason=Outcome.OK, contended=loaded,
+        peak_memory_gib=0.8, config=lambda: cfg,
+        perf=Performance(step_time_median_s=0.05, data_wait_share=0.0))
+    point = learning.measurement_of(record, model)
+    # Rule: a trial measured under other processes' load keeps its memory in the fit but
+    # not its step time (the load set it); a quiet one keeps both.
+    assert point.peak_gib == 0.8
+    assert point.step_s == (None if loaded else 0.05)

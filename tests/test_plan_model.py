@@ -208,7 +208,9 @@ def test_calibration_recovers_the_constants_that_made_the_measurements():
     # Tensor- and data-parallel efficiencies are fitted apart; an overlapped (hidden)
     # all-reduce may calibrate to an efficiency above 1.
     assert fitted.mp_collective_efficiency == pytest.approx(0.4, rel=1e-6)
-    assert fitted.dp_collective_efficiency == pytest.approx(3.0, rel=1e-6)
+    # Its column is the smallest of the fit (a hidden all-reduce is a sliver of the step):
+    # the solver's stopping rule leaves a few 1e-6 of it, by the BLAS build.
+    assert fitted.dp_collective_efficiency == pytest.approx(3.0, rel=1e-4)
     assert fitted.runtime_overhead_gib == pytest.approx(0.55, rel=1e-6)
     assert fitted.allocator_factor == pytest.approx(1.2, rel=1e-6)
     # One activation factor per dtype (a backend may keep extra low-precision copies).

@@ -41,7 +41,9 @@ def measurement_of(record: TrialRecord, model: CostModel,
         return None
     perf = record.perf
     if record.reason is Outcome.OK:
-        step = perf.step_time_median_s
+        # A step measured under other processes' load says how loaded the host was, not
+        # what the configuration costs: it stays out of the time fit (its memory counts).
+        step = None if record.contended else perf.step_time_median_s
         wait = (perf.data_wait_share or 0.0) * (step or 0.0)
         return model.measurement(cfg, peak_gib=record.peak_memory_gib, step_s=step,
                                  data_wait_s=wait)
