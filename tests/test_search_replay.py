@@ -30,10 +30,10 @@ def test_the_in_process_replay_decides_as_the_real_sweep(searcher, tmp_path, mon
     # A sweep refits only from trials it knows to be real measurements: the replay does,
     # a trial command does not; the comparison is of the loop, without refits.
     no_refit = ("sweep.predict.refit=false",)
-    replayed = search_once(searcher, 3, landscape=landscape, budget_gib=budget, n_trials=8,
+    replayed = search_once(searcher, 3, landscape=landscape, budget_gib=budget, n_trials=6,
                            cv=0.0, workdir=tmp_path / "replay", extra=no_refit)
 
-    overrides = sweep_overrides(searcher, 3, budget_gib=budget, n_trials=8,
+    overrides = sweep_overrides(searcher, 3, budget_gib=budget, n_trials=6,
                                 runs=tmp_path / "real", extra=no_refit)
     command = f"sweep.trial_command=[{sys.executable},-m,bench.replay_trial]"
     assert main(["sweep", *overrides, command]) == 0
@@ -42,4 +42,4 @@ def test_the_in_process_replay_decides_as_the_real_sweep(searcher, tmp_path, mon
     real = decisions_of(load_existing(settings))
     assert real == replayed["decisions"]
     outcomes = {outcome for _, outcome, _ in real}
-    assert "ok" in outcomes and len(real) >= 8
+    assert "ok" in outcomes and len(real) >= 6

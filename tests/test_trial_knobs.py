@@ -122,37 +122,6 @@ def test_unsupported_on_cpu(run_trial, overrides, needle):
     assert run.end["outcome"] == "unsupported" and needle in run.end["reason"]
 
 
-def test_data_parallel_two_ranks_through_msrun(run_trial, tmp_path):
-    import subprocess
-
-    from tests.conftest import TINY, TrialRun, project_env
-    from trials.contract.launch import trial_argv
-
-    # The one launch recipe, as the sweep uses it for dp > 1 (msrun, one process per rank).
-    argv = trial_argv(None, world_size=2, log_dir=tmp_path / "logs",
-                      overrides=[*TINY, "parallel.dp=2"])
-    assert argv[0] == "msrun"
-    proc = subprocess.run(argv, cwd=tmp_path, env=project_env(), capture_output=True,
-                          text=True, timeout=240)
-    run = TrialRun(proc, tmp_path)
-    assert proc.returncode == 0, proc.stdout[-3000:]
-    start = run.of("start")[0]
-    assert start["world_size"] == 2 and start["micro_batch_size"] == 4
-    # Rule: memory is reported for every rank, gathered by a real collective.
-    res = run.summary["resources"]
-    assert len(res["peak_rss_gib_per_rank"]) == 2
-    assert res["peak_rss_gib_total"] == pytest.approx(sum(res["peak_rss_gib_per_rank"]))
-    # Rule: gradients are averaged across ranks, so both ranks see the same (global) norm
-    # although each trains on its own shard of the data.
-    from tests.conftest import read_events
-
-    rank1 = [e for e in read_events(tmp_path / "metrics.rank1.jsonl") if e["event"] == "step"]
-    rank0 = run.of("step")
-    assert [e["grad_norm"] for e in rank1] == pytest.approx([e["grad_norm"] for e in rank0],
-                                                           rel=1e-5)
-    assert [e["loss"] for e in rank1] != [e["loss"] for e in rank0]
-
-
 def test_the_profile_decides_capability_and_the_probe_only_confirms(run_trial):
     # A profile that claims bf16 on this CPU is wrong: the MatMul probe says so, naming the fix.
     run = run_trial("precision=bf16", "hardware.supports.bf16=true")

@@ -30,6 +30,7 @@ def test_an_adaptive_trial_reports_its_interval_and_why_it_stopped(run_trial):
 
 
 def test_data_parallel_ranks_agree_and_report_their_communication(tmp_path):
+    """Two ranks through msrun (the one launch recipe, as the sweep uses it for dp > 1)."""
     import subprocess
 
     from tests.conftest import project_env
@@ -56,6 +57,18 @@ def test_data_parallel_ranks_agree_and_report_their_communication(tmp_path):
     profile = next(e for e in ranks[0] if e["event"] == "profile")
     assert profile["shares"]["communication"] > 0
     assert "AllReduce" in [r["type"] for r in profile["top_ops"]]
+    start = next(e for e in ranks[0] if e["event"] == "start")
+    assert start["world_size"] == 2 and start["micro_batch_size"] == 4
+    # Rule: memory is reported for every rank, gathered by a real collective.
+    res = next(e for e in ranks[0] if e["event"] == "summary")["resources"]
+    assert len(res["peak_rss_gib_per_rank"]) == 2
+    assert res["peak_rss_gib_total"] == pytest.approx(sum(res["peak_rss_gib_per_rank"]))
+    # Rule: gradients are averaged across ranks, so both ranks see the same (global) norm
+    # although each trains on its own shard of the data.
+    steps = [[e for e in events if e["event"] == "step"] for events in ranks]
+    assert [e["grad_norm"] for e in steps[1]] == pytest.approx(
+        [e["grad_norm"] for e in steps[0]], rel=1e-5)
+    assert [e["loss"] for e in steps[1]] != [e["loss"] for e in steps[0]]
 
 
 def test_the_compile_cache_is_reused_for_the_same_config_and_never_for_another(run_trial,
