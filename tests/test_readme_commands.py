@@ -59,6 +59,11 @@ def test_readme_command_line_composes_and_validates(line, tmp_path):
         env[name] = value
     # .venv-mindformers/bin/python: the same program; its composition is checked here.
     assert Path(words[0]).name == "python" and words[1:3] == ["-m", "autotune"], line
+    if "--help" in words:  # a help page: printed, nothing composed
+        proc = subprocess.run([sys.executable, *words[1:]], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0 and proc.stdout.startswith("usage: "), line
+        return
     argv = [sys.executable, *words[1:], "--print-config"]
     proc = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True,
                           timeout=120)
