@@ -1,8 +1,10 @@
 """Every `python -m autotune ...` command line the README shows runs as shown.
 
 Each runs with ``--print-config`` (composition and the whole validation, nothing
-launched); the commands that run trials for real are exercised end to end by
-test_export_confirm.py and test_sweep_e2e.py. Placeholders a reader replaces
+launched). Those that take seconds run for real as written: ``plan`` and ``calibrate``,
+and ``report`` and the ``export`` lines on a default study of scripted trials, each with
+the exit code the README gives it. The commands that run trials for minutes are exercised
+end to end by test_export_confirm.py, test_sweep_e2e.py and the tests of each command. Placeholders a reader replaces
 (``/path/to/conf``, ``/path/to/code``) are replaced with real directories.
 The help's examples compose the same way, and every command it lists dispatches to
 code that exists (each refuses a bad input from its own module).
@@ -214,3 +216,63 @@ def test_the_readme_says_what_ci_runs():
     for step in re.findall(r"^(?:bash \.ci/([\w-]+)|make ([\w-]+))", ci, flags=re.M):
         name = step[0] or step[1]
         assert name in said, (name, said)
+
+
+#: README commands that take seconds and need no study: run for real, as written.
+FAST = ("python -m autotune plan ", "python -m autotune calibrate ")
+
+
+@pytest.mark.parametrize("line", [c for c in COMMANDS if c.startswith(FAST)])
+def test_readme_fast_command_runs_as_written(line, tmp_path, monkeypatch, capsys):
+    from autotune.cli import main
+
+    # The README's paths are the checkout's (examples/...); what a command writes goes
+    # under this directory (runs/), the fit it stores into a cache of the test's own.
+    (tmp_path / "examples").symlink_to(ROOT / "examples")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("AUTOTUNE_CACHE", str(tmp_path / "cache"))
+    code = main(shlex.split(line)[3:])
+    out = capsys.readouterr()
+    assert code == 0, f"{line}\n{out.err}"
+    if " plan " in line:
+        # Rule: plan writes its table and its plot where it says, and prints the ranking.
+        (written,) = (tmp_path / "runs" / "plan").iterdir()
+        assert {"plan.csv", "plan.md", "plan.png"} <= {p.name for p in written.iterdir()}
+        assert "rank" in out.out
+
+
+#: README commands that read the default study and launch nothing, with the exit code the
+#: README's words give them (the MindFormers merge of the CPU study is "refused").
+ON_THE_STUDY = {
+    "python -m autotune report": 0,
+    "python -m autotune export export.out=best_job": 0,
+    "python -m autotune export export.mindformers_base=examples/mindformers/llama2_7b.yaml "
+    "export.out=job_llama2": 2,
+    "python -m autotune export export.mindformers_base=examples/mindformers/llama2_7b.yaml "
+    "'export.mindformers_transfer=[data,memory]' export.out=job_llama2_data": 0,
+}
+
+
+def test_readme_commands_on_the_default_study_run_as_written(tmp_path, monkeypatch, capsys):
+    from autotune.cli import main
+
+    assert set(ON_THE_STUDY) <= set(COMMANDS), set(ON_THE_STUDY) - set(COMMANDS)
+    (tmp_path / "examples").symlink_to(ROOT / "examples")
+    monkeypatch.chdir(tmp_path)
+    # The default study, its trials scripted (tests/fake_trial.py): two of the default
+    # space, so that what follows reads a study as `make sweep` leaves one.
+    monkeypatch.setenv("AUTOTUNE_FAKE", "{}")
+    fake = f"sweep.trial_command=[{sys.executable},{ROOT / 'tests' / 'fake_trial.py'}]"
+    assert main(["sweep", "sweep.n_trials=2", "sweep.progress=false", fake]) == 0
+    for line, expected in ON_THE_STUDY.items():
+        capsys.readouterr()
+        code = main(shlex.split(line)[3:])
+        err = capsys.readouterr().err
+        # Rule: each exits as the README says, and a refusal is one line.
+        assert code == expected, f"{line}\n{err}"
+        if expected == 2:
+            assert len(err.strip().splitlines()) == 1, err
+    assert (tmp_path / "runs" / "default" / "report" / "index.md").exists()
+    assert (tmp_path / "best_job" / "launch.sh").exists()
+    assert (tmp_path / "job_llama2_data" / "mindformers.yaml").exists()
+    assert not (tmp_path / "job_llama2").exists()
