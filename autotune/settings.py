@@ -83,7 +83,7 @@ class PredictSettings:
     enqueue_best: int = field(default=3, metadata=rule(ge=0))
     #: The model is trusted to seed the search when its step-time error (the imported fit's
     #: leave-one-out error, or the study's fit's residual) is at most this: 0.15, the
-    #: held-out step-time error on real CPU trials (13.5 %, BENCHMARKS.md "Cost model held
+    #: held-out step-time error on real CPU trials (12.1 %, BENCHMARKS.md "Cost model held
     #: out") rounded up. The profiles' priors carry 0.3, so an uncalibrated model never seeds.
     trust_time_error: float = field(default=0.15, metadata=rule(ge=0))
     #: ... or when, over the study's own measured trials (5 or more), each one predicted by

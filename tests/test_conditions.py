@@ -274,6 +274,12 @@ def test_a_trial_stopped_as_slow_under_load_is_re_queued_once_for_a_quiet_host(h
                and t.user_attrs.get("reason") != "contended"]
     assert len(counted) == 2
     assert "waiting up to 20 s for the host to be quiet" in out
+    # ...and the report counts as the sweep did: 3 launched, 2 of them against the budget.
+    from autotune.cli import main
+
+    assert main(["report", *harness.overrides(space)]) == 0
+    index = (harness.runs / "s" / "report" / "index.md").read_text()
+    assert "3 launched, 2 of them against sweep.n_trials, the others retried" in index
 
 
 def test_a_load_that_came_late_in_a_run_is_seen_in_its_last_seconds():

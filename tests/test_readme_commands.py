@@ -4,8 +4,9 @@ Each runs with ``--print-config`` (composition and the whole validation, nothing
 launched). Those that take seconds run for real as written: ``plan`` and ``calibrate``,
 and ``report`` and the ``export`` lines on a default study of scripted trials, each with
 the exit code the README gives it. The commands that run trials for minutes are exercised
-end to end by test_export_confirm.py, test_sweep_e2e.py and the tests of each command. Placeholders a reader replaces
-(``/path/to/conf``, ``/path/to/code``) are replaced with real directories.
+end to end by test_export_confirm.py, test_sweep_e2e.py and the tests of each command.
+Placeholders a reader replaces (``/path/to/conf``, ``/path/to/code``) are replaced with
+real directories.
 The help's examples compose the same way, and every command it lists dispatches to
 code that exists (each refuses a bad input from its own module).
 """
@@ -225,6 +226,7 @@ FAST = ("python -m autotune plan ", "python -m autotune calibrate ")
 @pytest.mark.parametrize("line", [c for c in COMMANDS if c.startswith(FAST)])
 def test_readme_fast_command_runs_as_written(line, tmp_path, monkeypatch, capsys):
     from autotune.cli import main
+    from autotune.settings import PlanSettings
 
     # The README's paths are the checkout's (examples/...); what a command writes goes
     # under this directory (runs/), the fit it stores into a cache of the test's own.
@@ -239,6 +241,13 @@ def test_readme_fast_command_runs_as_written(line, tmp_path, monkeypatch, capsys
         (written,) = (tmp_path / "runs" / "plan").iterdir()
         assert {"plan.csv", "plan.md", "plan.png"} <= {p.name for p in written.iterdir()}
         assert "rank" in out.out
+        import pandas as pd
+
+        df = pd.read_csv(written / "plan.csv")
+        ranked = df[df["fits"]].sort_values("rank").head(PlanSettings().show)
+        # Rule: a ranked point whose predicted peak is only "tight" says so in the table.
+        if ranked["tight"].any():
+            assert " tight " in out.out and "may run out of memory" in out.out, out.out
 
 
 #: README commands that read the default study and launch nothing, with the exit code the

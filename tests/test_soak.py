@@ -277,3 +277,17 @@ def test_the_soak_reaches_the_report_and_the_exported_jobs_readme(soaked):
     out = base / "soak"
     assert (job / "soak.png").read_bytes() == (out / "soak.png").read_bytes()
     assert "[![Soak](soak.png)](soak.png)" in readme and str(out) not in readme
+
+
+def test_soak_progress_names_the_workloads_unit():
+    said = []
+    progress = soak_attempts.Progress(said.append, 10, "samples")
+    for s in steps(10):
+        progress(s)
+    # Rule: a line every tenth of the run, its rate in the workload's unit.
+    assert len(said) == 10 and all("samples/s" in line and "tok" not in line for line in said)
+    tokens = []
+    control = soak_attempts.Progress(tokens.append, 10)  # no unit recorded: tokens
+    for s in steps(10):
+        control(s)
+    assert all("tok/s" in line for line in tokens)

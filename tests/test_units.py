@@ -16,10 +16,12 @@ def test_rate_names_the_unit():
 def test_a_samples_workload_says_samples_everywhere(harness, tmp_path):
     harness.script(unit="samples")
     space = harness.space("thr", {"runtime.threads": [2, 1]})
-    code, out, err = harness.run(space, "sweep.n_trials=2")
+    code, out, err = harness.run(space, "sweep.n_trials=2", "sweep.baseline_every=1")
     assert code == 0, err
-    # Rule: progress lines, the leaderboard's header and its label, the pick: samples/s.
+    # Rule: progress lines, the baseline's re-measurement, the leaderboard's header and its
+    # label, the pick: samples/s.
     assert "trial   0 ok" in out and "2,000 samples/s" in out
+    assert "re-measured: 2,000 samples/s" in out, out
     assert "samples/s = the value told to Optuna" in out
     assert "tok/s" not in out and "tokens/s" not in out, out
     assert main(["report", *harness.overrides(space)]) == 0

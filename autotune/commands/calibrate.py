@@ -128,8 +128,9 @@ def run_calibrate(composed: DictConfig, console: Console) -> int:
                   + ", ".join(f"{precision_name(DType(d))} {v:.3f}"
                               for d, v in c.compute_efficiency.items()
                               if d in {p.job.dtype.value for p in points})
-                  + f"; tensor/data-parallel collective efficiency "
-                    f"{c.mp_collective_efficiency:.3g}/{c.dp_collective_efficiency:.3g}; "
+                  + f"; collective efficiency: tensor-parallel "
+                    f"{collective(c.mp_collective_efficiency)}, data-parallel "
+                    f"{collective(c.dp_collective_efficiency)}; "
                     f"layer latency {1e3 * c.layer_latency_s:.3g} ms; step overhead "
                     f"{c.step_overhead_s:.3g} s", markup=False, soft_wrap=True)
     if options.store:
@@ -140,6 +141,15 @@ def run_calibrate(composed: DictConfig, console: Console) -> int:
     else:
         console.print("not stored (calibrate.store=false)", markup=False)
     return 0
+
+
+def collective(efficiency: float) -> str:
+    """A fitted collective efficiency; at the fit's bound, what that means."""
+    bound = 1.0 / calibration.MIN_COLLECTIVE_FACTOR
+    if efficiency >= 0.99 * bound:
+        return (f"{efficiency:.3g} (the fit's bound: these runs show no cost of it, as when "
+                "the framework hides it behind compute)")
+    return f"{efficiency:.3g}"
 
 
 def run(composed: DictConfig, overrides: list[str], console: Console) -> int:

@@ -99,7 +99,16 @@ def shown_table(df: pd.DataFrame, limit: int) -> pd.DataFrame:
         shown["states GiB"] = (top["mem_parameters_gib"] + top["mem_gradients_gib"]
                                + top["mem_optimizer_states_gib"]
                                + top["mem_accumulation_gib"]).values
+    if "tight" in top:  # a predicted peak over the budget ranks only as "tight" (TIGHT_NOTE)
+        shown.insert(shown.columns.get_loc("peak GiB") + 1, "fit",
+                     ["tight" if t else "yes" for t in top["tight"]])
     return shown
+
+
+#: What a "tight" row of the table means, said under it whenever one is shown.
+TIGHT_NOTE = ("fit 'tight': the budget lies inside the predicted peak's interval (the model's "
+              "memory uncertainty), so the point may run out of memory; it is kept, not "
+              "ruled out, because the model may be high")
 
 
 def ruled_out_summary(df: pd.DataFrame) -> pd.DataFrame:
@@ -145,6 +154,8 @@ def run_plan(composed: DictConfig, console: Console) -> int:
     console.print(batch_line(settings, cfg), markup=False)
     console.print(shown.to_string(index=False, na_rep="-", float_format=lambda v: f"{v:,.2f}")
                   if not shown.empty else "No configuration fits.", markup=False, soft_wrap=True)
+    if "fit" in shown and (shown["fit"] == "tight").any():
+        console.print(TIGHT_NOTE, markup=False, soft_wrap=True)
     c = model.constants
     console.print(f"{fitting} of {len(df)} configurations fit; constants: {c.source} (memory "
                   f"+-{100 * c.memory_uncertainty:.0f} %, time "
@@ -163,7 +174,10 @@ def markdown(title: str, model: CostModel, shown: pd.DataFrame, df: pd.DataFrame
             f"{c.source}; the model's uncertainty (1 sigma): memory "
             f"+-{100 * c.memory_uncertainty:.0f} %, step time "
             f"+-{100 * c.time_uncertainty:.0f} %.\n\n## Best predicted configurations\n\n"
-            + markdown_table(shown) + "\n## Ruled out\n\n")
+            + markdown_table(shown)
+            + (f"\n{TIGHT_NOTE}.\n" if "fit" in shown and (shown["fit"] == "tight").any()
+               else "")
+            + "\n## Ruled out\n\n")
     summary = ruled_out_summary(df)
     text += markdown_table(summary.reset_index(drop=True)) if not summary.empty else "None.\n"
     text += ("\nEvery point, with its memory and step-time breakdown: `plan.csv`. What the "

@@ -52,6 +52,9 @@ class Summary:
     objective: str
     n_trials: int
     n_launched: int
+    #: Launches that count against sweep.n_trials (a run stopped under load, interrupted or
+    #: orphaned is retried instead: the sweep's "launched (budget N)" counts these).
+    n_counted: int
     counts: dict[str, int]
     #: The study's answers to "which trial is best" (autotune/study/selection.py); its
     #: best measured trial is ``best``.
@@ -69,7 +72,9 @@ class Summary:
     def lines(self) -> list[str]:
         counts = ", ".join(f"{reason} {n}" for reason, n in self.counts.items()) or "none"
         out = [f"study {self.study} in {self.storage}; objective: {self.objective}",
-               f"trials: {self.n_trials} ({self.n_launched} launched): {counts}"]
+               f"trials: {self.n_trials} ({self.n_launched} launched"
+               + (f", {self.n_counted} of them against sweep.n_trials, the others retried"
+                  if self.n_counted != self.n_launched else "") + f"): {counts}"]
         if self.best is None:
             out.append("best: no completed trial within the memory budget")
         else:
@@ -111,6 +116,8 @@ def summarise(records: list[TrialRecord], *, study: str, storage: str, n_objecti
                  f"Pareto: max {rate(unit)}, min peak memory (budget {budget} GiB)")
     return Summary(study=study, storage=storage, objective=objective, n_trials=len(records),
                    n_launched=sum(r.launched for r in records),
+                   n_counted=sum(r.launched and (r.reason is None or r.reason.evaluated)
+                                 for r in records),
                    counts=dict(reason_counts(records).most_common()),
                    verdict=verdict, front=pareto_front(records),
                    flagged=flagged_lines(records), unit=unit)

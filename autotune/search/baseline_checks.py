@@ -20,6 +20,7 @@ from autotune.study import records as R
 from autotune.study import selection
 from autotune.study.layout import StudyLayout
 from trials.contract.performance import Performance
+from trials.contract.units import rate
 
 #: A re-measured baseline this far from its first run (a factor) is reported as the
 #: machine's speed having changed: beyond the 5-10 % run-to-run noise of a quiet
@@ -68,7 +69,8 @@ class BaselineChecks:
         now, first = Performance.from_dict(perf).tokens_per_s, base.perf.tokens_per_s
         ratio = now / first if now and first else None
         moved = ratio is not None and not 1 / SPEED_CHANGE < ratio < SPEED_CHANGE
-        self.note(f"baseline (trial {base.number}) re-measured: {now:,.0f} tok/s"
+        self.note(f"baseline (trial {base.number}) re-measured: {now:,.0f} "
+                  f"{rate(base.perf.unit, short=True)}"
                   + (f", {ratio:.2f}x its first run" if ratio else "")
                   + ("; the machine's speed changed: the next trials are measured against "
                      "this run" if moved else ""))

@@ -27,6 +27,7 @@ from trials.contract.events import (
 )
 from trials.contract.outcomes import Outcome
 from trials.contract.trial_dir import TrialDir
+from trials.contract.units import rate
 
 #: How often the run's metrics are read: a tiny model steps every ~30 ms, and the kill
 #: should land between two checkpoints.
@@ -172,10 +173,11 @@ def _classify(attempt: Attempt, plan: SoakPlan) -> None:
 
 # -- the soak -------------------------------------------------------------------------------
 class Progress:
-    """A line about every 10 % of the steps: step, loss, tokens/s, RSS."""
+    """A line about every 10 % of the steps: step, loss, throughput (in the workload's
+    unit), RSS."""
 
-    def __init__(self, say: Callable[[str], None], steps: int) -> None:
-        self.say, self.steps = say, steps
+    def __init__(self, say: Callable[[str], None], steps: int, unit: str | None = None) -> None:
+        self.say, self.steps, self.unit = say, steps, rate(unit, short=True)
         self.every = max(1, steps // 10)
         self.shown = 0
         self.recent: list[float] = []
@@ -187,7 +189,8 @@ class Progress:
         if done <= self.shown or (done % self.every and done != self.steps):
             return
         self.shown = done
-        tps = f"{np.median(self.recent):>9,.0f} tok/s" if self.recent else f"{'-':>9} tok/s"
+        speed = f"{np.median(self.recent):>9,.0f}" if self.recent else f"{'-':>9}"
+        tps = f"{speed} {self.unit}"
         self.recent = []
         self.say(f"  step {done:>{len(str(self.steps))}}/{self.steps} "
                  f"{100 * done / self.steps:>3.0f} %  loss {s.loss:.4f}  {tps}  "
@@ -201,7 +204,7 @@ def run_attempts(plan: SoakPlan, run_dir: TrialDir, runner: Runner, clocks: Cloc
     One unexpected failure (crash, divergence, hang) is resumed from the latest
     checkpoint like the kill; a second one ends the soak, as does a launch that made
     no step (a resume that cannot start)."""
-    progress = Progress(say, plan.steps)
+    progress = Progress(say, plan.steps, plan.unit)
 
     def on_step(attempt: Attempt, s: StepRecord) -> None:
         if attempt.index and len(attempt.steps) == 1:
