@@ -12,7 +12,7 @@
     python -m autotune commbench commbench.ranks=2    # all-reduce bandwidth over msrun
     python -m autotune soak                           # the winner run long, killed, resumed
     python -m autotune dashboard                      # optuna-dashboard, trials' files attached
-    python -m autotune tune                           # correctness, memory, data, throughput, stability
+    python -m autotune tune                           # the 5 stages, correctness to stability
     python -m autotune calibrate-host                 # this CPU's peak FLOP/s, measured when quiet
     python -m autotune calibrate calibrate.csv=runs.csv hardware=gpu_a100  # fit to your runs
 

@@ -36,7 +36,9 @@ def estimated_cost_s(winner: TrialRecord, cfg: TrialConfig, steps: int) -> float
 
 
 def sweep_time_s(records: list[TrialRecord]) -> float:
-    """Wall time of every launched trial of the study (its own runs, not reuses)."""
+    """Wall time of every launched trial of the study (its own runs, not reuses), added up:
+    trial-seconds, not the sweep's wall time (trials side by side overlap; the sweep's
+    waits and baseline re-measurements are not trials)."""
     return sum(r.wall_s or 0.0 for r in records if r.launched and r.reused_from is None)
 
 
@@ -55,11 +57,11 @@ def profile_winner(study: optuna.Study, records: list[TrialRecord], winner: Tria
     how = f"python -m autotune profile profile.trial={winner.number}"
     if spent <= 0 or cost > options.max_sweep_share * spent:
         console.print(f"not profiling the winner, trial {winner.number}: about {cost:.0f} s, "
-                      f"over {100 * options.max_sweep_share:.0f} % of the sweep's {spent:.0f} s; "
-                      f"run {how}", markup=False, soft_wrap=True)
+                      f"over {100 * options.max_sweep_share:.0f} % of the {spent:.0f} s its "
+                      f"trials ran; run {how}", markup=False, soft_wrap=True)
         return None
     console.print(f"profiling the winner, trial {winner.number} (about {cost:.0f} s, "
-                  f"{100 * cost / spent:.0f} % of the sweep's {spent:.0f} s)", markup=False,
+                  f"{100 * cost / spent:.0f} % of the {spent:.0f} s its trials ran)", markup=False,
                   soft_wrap=True)
     out = StudyLayout.of(settings).profile(winner.number)
     result = profile_config(runner, cfg, out, settings, options.steps, trial=winner.number)

@@ -101,7 +101,8 @@ def peak_used_lines(best: TrialRecord) -> list[str]:
     trial has no MFU (the column shows none rather than a number from a wrong peak)."""
     perf = best.perf
     if perf.mfu_unavailable:
-        return [f"MFU: not available ({perf.mfu_unavailable})"]
+        # Its own: a later trial, run once a verified peak was cached, has one in the table.
+        return [f"MFU of trial #{best.number}: not available ({perf.mfu_unavailable})"]
     if perf.mfu is None or not perf.peak_flops:
         return []
     how = perf.peak_source or "how it was measured is not recorded (a trial of an older version)"
