@@ -273,6 +273,8 @@ def test_the_soak_reaches_the_report_and_the_exported_jobs_readme(soaked):
     assert proc.returncode == 0, proc.stderr[-2000:]
     readme = (job / "README.md").read_text()
     assert "## Soak" in readme and "**leak**" in readme and "kill -9 after step" in readme
+    # Rule: the section follows the whole file list (its last bullet, mindformers_train.yaml).
+    assert readme.index("`mindformers_train.yaml`") < readme.index("## Soak")
     # Rule: the figure sits inside the job (the study's is the next soak's to overwrite).
     out = base / "soak"
     assert (job / "soak.png").read_bytes() == (out / "soak.png").read_bytes()

@@ -110,8 +110,8 @@ def run_export(composed: DictConfig, console: Console) -> int:
         + headroom_note(headroom, chosen.simulated) + mindformers_note,
         "README.md": export_readme(job, trial=chosen.number, study=settings.study,
                                throughput=f"{chosen.tokens_per_s:,.0f} {chosen.rate}")
-        + soak
-        + mindformers_readme,
+        + mindformers_readme  # a bullet of the file list, which the soak section follows
+        + soak,
         "SHA256SUMS": carried.sha256sums(),
         **carried.files,
     })
