@@ -336,10 +336,11 @@ class Trainer:
         log.info("checkpoint %s", path)
 
     def _log_progress(self, record: StepRecord) -> None:
-        every = max(1, self.cfg.run.steps // 20)
-        if record.step % every == 0 or record.step + 1 == self.cfg.run.steps:
-            log.info("step %d | loss %.4f | grad norm %.3f | %.0f %s/s | %.2f GiB",
-                     record.step, record.loss, record.grad_norm,
+        # Counted as steps done (1-based), as the checkpoints' names and the job's last line.
+        every, done = max(1, self.cfg.run.steps // 20), record.step + 1
+        if done == 1 or done % every == 0 or done == self.cfg.run.steps:
+            log.info("step %d/%d | loss %.4f | grad norm %.3f | %.0f %s/s | %.2f GiB",
+                     done, self.cfg.run.steps, record.loss, record.grad_norm,
                      self.tokens_per_step / record.step_s, self.workload.unit,
                      record.peak_rss_gib)
 
