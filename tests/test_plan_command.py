@@ -256,3 +256,21 @@ def test_after_its_seeds_the_model_proposes_every_other_launch():
     assert not _follow_due(study)  # the newest launch was the model's: the sampler's turn
     study.optimize(lambda t: t.suggest_float("x", 0, 2), n_trials=1)
     assert _follow_due(study)  # the sampler's: the model's turn
+
+
+def test_two_plans_of_one_workload_get_directories_of_their_own():
+    from autotune.commands.plan import default_name
+    from autotune.settings import PlanSettings, SweepConfig
+    from trials.contract.compose import compose
+    from trials.contract.schema import to_trial_config
+
+    cfg = to_trial_config(compose("sweep", ["workload=llama2_7b", "hardware=gpu_a100"],
+                                  schema=SweepConfig))
+    plain = default_name(cfg, PlanSettings())
+    bf16 = default_name(cfg, PlanSettings(precisions=["bf16"]))
+    split = default_name(cfg, PlanSettings(split=["8x1x1"], global_batch=64))
+    # Rule: the defaults keep the documented name; other plan settings add their digest,
+    # so the README's two llama2_7b plans do not overwrite each other.
+    assert plain == "llama2_7b-gpu_a100-1n"
+    assert len({plain, bf16, split}) == 3 and bf16.startswith(plain + "-")
+    assert default_name(cfg, PlanSettings(show=3, out="")) == plain  # not what is planned

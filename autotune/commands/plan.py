@@ -12,6 +12,9 @@ budget as a line) into ``plan.out``.
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -122,6 +125,25 @@ def ruled_out_summary(df: pd.DataFrame) -> pd.DataFrame:
                          + groups["reason"].first()}).sort_values("points", ascending=False)
 
 
+#: Plan settings that do not change what is planned (where it goes, how much is printed).
+NOT_PLANNED = ("out", "show", "nodes")
+
+
+def default_name(cfg: TrialConfig, settings: PlanSettings) -> str:
+    """``<workload>-<hardware>-<nodes>n``, and a digest of the plan settings that differ
+    from the defaults (two plans of one workload that pin other splits or precisions get
+    directories of their own)."""
+    name = f"{cfg.workload.name}-{cfg.hardware.name}-{settings.nodes}n"
+    default = PlanSettings()
+    pinned = {f.name: getattr(settings, f.name) for f in dataclasses.fields(settings)
+              if f.name not in NOT_PLANNED and getattr(settings, f.name) != getattr(default,
+                                                                                     f.name)}
+    if not pinned:
+        return name
+    digest = hashlib.sha256(json.dumps(pinned, sort_keys=True, default=str).encode())
+    return f"{name}-{digest.hexdigest()[:8]}"
+
+
 def run_plan(composed: DictConfig, console: Console) -> int:
     settings: PlanSettings = OmegaConf.to_object(composed.plan)
     sweep: SweepSettings = OmegaConf.to_object(composed.sweep)
@@ -131,8 +153,8 @@ def run_plan(composed: DictConfig, console: Console) -> int:
                           "(workload.entry) has none; use a preset (workload=llama2_7b ...) or "
                           "set workload.n_layers/d_model/n_heads/seq_len/vocab_size")
     hw = cfg.hardware
-    name = f"{cfg.workload.name}-{hw.name}-{settings.nodes}n"
-    out = Path(settings.out) if settings.out else Path(sweep.runs_dir) / "plan" / name
+    out = Path(settings.out) if settings.out else (
+        Path(sweep.runs_dir) / "plan" / default_name(cfg, settings))
     model = CostModel.for_profile(hw, nodes=settings.nodes)
     budget = memory_budget_gib(cfg)
     points = plan(cfg, settings, model, budget)
