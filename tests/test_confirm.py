@@ -210,7 +210,7 @@ def _confirm_runs(runs) -> dict[str, list[dict]]:
 
     study = optuna.load_study(study_name="real", storage=f"sqlite:///{runs / 'real/study.db'}")
     by_id: dict[str, list[dict]] = {}
-    for repeats in study.user_attrs["autotune.repeats"].values():
+    for repeats in study.user_attrs.get("autotune.repeats", {}).values():
         for r in repeats:
             if r["source"] == "confirm":
                 by_id.setdefault(r["run"].split("/")[1], []).append(r)
