@@ -114,6 +114,10 @@ TIGHT_NOTE = ("fit 'tight': the budget lies inside the predicted peak's interval
               "ruled out, because the model may be high")
 
 
+def any_tight(shown: pd.DataFrame) -> bool:
+    return "fit" in shown and bool((shown["fit"] == "tight").any())
+
+
 def ruled_out_summary(df: pd.DataFrame) -> pd.DataFrame:
     out = df[~df["fits"]].copy()
     if out.empty:
@@ -176,7 +180,7 @@ def run_plan(composed: DictConfig, console: Console) -> int:
     console.print(batch_line(settings, cfg), markup=False)
     console.print(shown.to_string(index=False, na_rep="-", float_format=lambda v: f"{v:,.2f}")
                   if not shown.empty else "No configuration fits.", markup=False, soft_wrap=True)
-    if "fit" in shown and (shown["fit"] == "tight").any():
+    if any_tight(shown):
         console.print(TIGHT_NOTE, markup=False, soft_wrap=True)
     c = model.constants
     console.print(f"{fitting} of {len(df)} configurations fit; constants: {c.source} (memory "
@@ -197,8 +201,7 @@ def markdown(title: str, model: CostModel, shown: pd.DataFrame, df: pd.DataFrame
             f"+-{100 * c.memory_uncertainty:.0f} %, step time "
             f"+-{100 * c.time_uncertainty:.0f} %.\n\n## Best predicted configurations\n\n"
             + markdown_table(shown)
-            + (f"\n{TIGHT_NOTE}.\n" if "fit" in shown and (shown["fit"] == "tight").any()
-               else "")
+            + (f"\n{TIGHT_NOTE}.\n" if any_tight(shown) else "")
             + "\n## Ruled out\n\n")
     summary = ruled_out_summary(df)
     text += markdown_table(summary.reset_index(drop=True)) if not summary.empty else "None.\n"
