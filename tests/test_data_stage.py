@@ -82,3 +82,17 @@ def test_tune_data_stage_on_the_image_preset(harness):
     # stage tries the second worker next.
     assert stage["data_bound"] and stage["baseline"] == 0, stage
     assert _changes(harness.study()) == ["data.num_workers=2"]
+
+
+def test_the_stage_line_gives_both_rates_in_samples_per_second():
+    from types import SimpleNamespace
+
+    from autotune.stages.data import _pipeline
+    from trials.contract.performance import Performance
+
+    record = SimpleNamespace(data_wait_share=0.002, perf=Performance(
+        pipeline_samples_per_s=4796.0, compute_samples_per_s=16.0))
+    # Rule: what the pipeline delivers and what the step consumes, each with its unit.
+    assert _pipeline(record) == ("data wait 0.2 % of its step time, its pipeline alone "
+                                 "delivers 4,796 samples/s, its step alone consumes 16 "
+                                 "samples/s")

@@ -67,7 +67,8 @@ def _pipeline(record: TrialRecord) -> str:
     parts = [f"data wait {100 * (record.data_wait_share or 0.0):.1f} % of its step time"]
     if perf.pipeline_samples_per_s and perf.compute_samples_per_s:
         parts.append(f"its pipeline alone delivers {perf.pipeline_samples_per_s:,.0f} "
-                     f"samples/s, its step alone takes {perf.compute_samples_per_s:,.0f}")
+                     f"samples/s, its step alone consumes {perf.compute_samples_per_s:,.0f} "
+                     "samples/s")
     return ", ".join(parts)
 
 
