@@ -117,8 +117,7 @@ def summarise(records: list[TrialRecord], *, study: str, storage: str, n_objecti
                  f"Pareto: max {rate(unit)}, min peak memory (budget {budget} GiB)")
     return Summary(study=study, storage=storage, objective=objective, n_trials=len(records),
                    n_launched=sum(r.launched for r in records),
-                   n_counted=sum(r.launched and (r.reason is None or r.reason.evaluated)
-                                 for r in records),
+                   n_counted=sum(r.counts_as_launch for r in records),
                    counts=dict(reason_counts(records).most_common()),
                    verdict=verdict, front=pareto_front(records),
                    flagged=flagged_lines(records), unit=unit)

@@ -52,10 +52,15 @@ def outcome_of(trial: FrozenTrial) -> Outcome | None:
     return Outcome.parse(value) if value is not None else None
 
 
+def launch_counts(launched: bool, outcome: Outcome | None) -> bool:
+    """A launch (or a live claim of one) against n_trials; lost ones (orphaned,
+    interrupted, stopped under load) are retried instead."""
+    return launched and (outcome is None or outcome.evaluated)
+
+
 def counts_as_launch(trial: FrozenTrial) -> bool:
-    """A launch (or a live claim of one) against n_trials; lost ones are retried instead."""
-    outcome = outcome_of(trial)
-    return bool(trial.user_attrs.get(LAUNCHED)) and (outcome is None or outcome.evaluated)
+    """:func:`launch_counts` of a trial in the storage."""
+    return launch_counts(bool(trial.user_attrs.get(LAUNCHED)), outcome_of(trial))
 
 
 def evaluated(trial: FrozenTrial) -> bool:
@@ -119,6 +124,11 @@ class TrialRecord:
     @property
     def ok(self) -> bool:
         return self.state == TrialState.COMPLETE.name
+
+    @property
+    def counts_as_launch(self) -> bool:
+        """It spent one of sweep.n_trials (:func:`launch_counts`)."""
+        return launch_counts(bool(self.launched), self.reason)
 
     @property
     def perf(self) -> Performance:
