@@ -264,3 +264,25 @@ def test_a_measured_oom_raises_the_prediction_over_its_budget():
     fixed = calibration.respect_ooms(prior, [oom])
     assert predict(d, j, Cluster(hw), fixed, peak_flops_per_device=None).peak_gib > \
         predicted + 0.5
+
+
+@pytest.mark.parametrize("below", [0.05, 0.55])
+def test_one_peak_under_the_priors_overhead_lowers_the_overhead(below):
+    # The CPU profile's overhead prior is 0.6 GiB; a tiny trial that peaked under it used to
+    # leave the priors as they were (a study of one such trial kept no fit at all).
+    hw = config().hardware
+    prior = Constants.priors(hw)
+    d, j = dims("gpt_small"), job(dtype=DType.float32)
+    model_gib = predict(d, j, Cluster(hw), prior, peak_flops_per_device=None).peak_gib \
+        - prior.runtime_overhead_gib
+    peak = max(0.01, prior.runtime_overhead_gib - below)
+    point = Measurement(dims=d, job=j, cluster=Cluster(hw), peak_flops_per_device=None,
+                        peak_gib=peak)
+    fitted = calibration.fit([point], prior)
+    # Rule: the fit explains the peak it was given, through the overhead when the model's
+    # own memory fits under it, else with no overhead and a smaller allocator factor.
+    assert predict(d, j, Cluster(hw), fitted, peak_flops_per_device=None).peak_gib == \
+        pytest.approx(peak, rel=1e-6)
+    assert fitted.runtime_overhead_gib < prior.runtime_overhead_gib
+    assert (fitted.allocator_factor < prior.allocator_factor) == (model_gib >= peak)
+    assert fitted.source == "fit of 1 measured trial(s)"

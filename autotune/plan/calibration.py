@@ -209,9 +209,19 @@ def fit_memory(points: list[Measurement], prior: Constants) -> tuple[dict, float
         # Too few trials for every constant: scale the allocator factor alone so that
         # the priors' runtime overhead plus the scaled model meets the measured peaks.
         variable = sum(r[1] + prior.activation_factor[d] * r[2] for r, d in zip(rows, dtypes))
-        measured = sum(m.peak_gib - prior.runtime_overhead_gib for m in usable)
-        if variable <= 0 or measured <= 0:
+        peaks = sum(m.peak_gib for m in usable)
+        measured = peaks - len(usable) * prior.runtime_overhead_gib
+        if variable <= 0:
             return {}, None
+        if measured <= 0:
+            # The priors' runtime overhead alone is over the measured peaks: the overhead is
+            # what is wrong. Keep the priors' allocator factor and lower the overhead to
+            # what the peaks leave (to zero, the factor scaled, if they leave nothing).
+            scaled = prior.allocator_factor * variable
+            if scaled < peaks:
+                return {"runtime_overhead_gib": (peaks - scaled) / len(usable)}, None
+            return {"runtime_overhead_gib": 0.0,
+                    "allocator_factor": max(1e-6, peaks / variable)}, None
         return {"allocator_factor": max(1e-6, measured / variable)}, None
     from scipy.optimize import nnls
 
