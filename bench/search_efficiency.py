@@ -280,7 +280,10 @@ def sweep_overrides(searcher: str, seed: int, *, budget_gib: float, n_trials: in
             "sweep.max_failure_rate=1", "profile.after_sweep=false",  # replayed: no process
             # The recorded landscape does not drift: re-measuring the baseline would only
             # add trial-seconds (bench/drift.py, issue 20, is where it is measured).
-            "sweep.baseline_every=0"]
+            "sweep.baseline_every=0",
+            # A replayed run's step times are recorded ones: this host's load while it is
+            # replayed says nothing about them (a real trial would be flagged contended).
+            "sweep.contention_cores=1000"]
 
 
 def search_once(searcher: str, seed: int, *, landscape: Landscape, budget_gib: float,
