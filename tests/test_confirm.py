@@ -3,17 +3,9 @@ whose speed changed since the sweep is said so."""
 
 from __future__ import annotations
 
-import json
 import re
-import signal
-import subprocess
-import sys
-
-import pytest
 
 from autotune.cli import main
-from tests.conftest import ROOT, project_env
-from tests.test_export_confirm import STUDY, autotune
 
 
 def _confirm(harness, capsys, space: str, *extra: str) -> tuple[int, str]:
@@ -187,95 +179,6 @@ def test_a_round_measured_under_load_is_left_out_of_the_paired_test():
     assert rounds_of(runs, 1, 0, loaded) == ([110.0, 111.0, 112.0], [100.0, 102.0, 60.0])
     # Rule: a failed run drops its round, as before.
     assert rounds_of({0: [100.0, None], 1: [110.0, 111.0]}, 1, 0) == ([110.0], [100.0])
-
-
-# -- real MindSpore: every run a fresh measurement, each counted once --------------------------
-@pytest.fixture(scope="module")
-def real_study(tmp_path_factory):
-    """A two-trial real study (the tiny GPT on the CPU, a few steps each)."""
-    runs = tmp_path_factory.mktemp("confirm") / "runs"
-    common = [*STUDY, f"sweep.runs_dir={runs}", "sweep.progress=false"]
-    proc = autotune("sweep", *common, "sweep.n_trials=2", "sweep.stop.slow_ratio=0",
-                    "sweep.stop.slow_warmup_ratio=0")
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    return runs, common
-
-
-CONFIRM = ("confirm.top_k=1", "confirm.repeats=2")  # the baseline and one more, 2 rounds
-
-
-def _confirm_runs(runs) -> dict[str, list[dict]]:
-    """The stored confirm runs by confirm id (``confirm/<id>/<trial>/<round>``)."""
-    import optuna
-
-    study = optuna.load_study(study_name="real", storage=f"sqlite:///{runs / 'real/study.db'}")
-    by_id: dict[str, list[dict]] = {}
-    for repeats in study.user_attrs.get("autotune.repeats", {}).values():
-        for r in repeats:
-            if r["source"] == "confirm":
-                by_id.setdefault(r["run"].split("/")[1], []).append(r)
-    return by_id
-
-
-def test_a_second_confirm_measures_anew_and_counts_each_run_once(real_study):
-    runs, common = real_study
-    before = set(_confirm_runs(runs))
-    for _ in range(2):  # one round each: what is asked is that the second is its own
-        proc = autotune("confirm", *common, "confirm.top_k=1", "confirm.repeats=1")
-        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    confirms = [c for key, c in _confirm_runs(runs).items() if key not in before]
-    # Rule: two confirms, each with its own 2 finalists x 1 round, each run stored once...
-    assert len(confirms) == 2 and all(len(c) == 2 for c in confirms)
-    assert len({r["run"] for c in confirms for r in c}) == 4
-    # ... and each a measurement of its own: no step times of one run read as another's.
-    assert len({tuple(r["step_times_s"]) for c in confirms for r in c}) == 4
-
-
-def test_a_second_profile_measures_anew(real_study):
-    runs, common = real_study
-    seen = []
-    for _ in range(2):
-        proc = autotune("profile", *common, "profile.trial=0", "profile.steps=3")
-        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-        out = runs / "real" / "profile" / "trial-0000"
-        result = json.loads((out / "profile.json").read_text())
-        lines = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
-        seen.append((result["profile"]["step_s"], {line["run"] for line in lines}))
-    # Rule: the second profile's metrics are its own run's (one run id, not the first's),
-    # and its step time is a new measurement, not the first one read again.
-    (first_s, first_ids), (second_s, second_ids) = seen
-    assert len(first_ids) == 1 and len(second_ids) == 1 and first_ids != second_ids
-    assert first_s != second_s
-
-
-def test_a_confirm_stopped_by_sigterm_keeps_its_runs_and_the_rerun_runs_the_rest(real_study):
-    runs, common = real_study
-    before = set(_confirm_runs(runs))
-    proc = subprocess.Popen([sys.executable, "-m", "autotune", "confirm", *common, *CONFIRM],
-                            cwd=ROOT, env={**project_env(), "PYTHONUNBUFFERED": "1"},
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    for line in proc.stdout:
-        if line.startswith("confirm 3/4"):  # two runs stored, the third about to start
-            break
-    proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=120)
-    assert proc.returncode == 143, err
-    assert err.strip().splitlines() == ["autotune: stopped by SIGTERM; the running "
-                                        "re-measurement was killed; the finished ones are "
-                                        "stored: run the same command again to run the rest"]
-    (stopped,) = set(_confirm_runs(runs)) - before
-    kept = _confirm_runs(runs)[stopped]
-    # Rule: what finished before the stop is stored: round 1 of both finalists...
-    assert len(kept) == 2 and {r["run"].rsplit("/", 1)[1] for r in kept} == {"0"}
-    rerun = autotune("confirm", *common, *CONFIRM)
-    assert rerun.returncode == 0, rerun.stdout[-2000:] + rerun.stderr[-2000:]
-    assert "resuming the stopped confirm: 2 of 4 runs" in rerun.stdout
-    assert "confirm 1/4" not in rerun.stdout and "confirm 3/4" in rerun.stdout
-    # ... and the rerun runs only the rest: the same confirm, each run counted once.
-    assert set(_confirm_runs(runs)) - before == {stopped}
-    resumed = _confirm_runs(runs)[stopped]
-    assert len(resumed) == 4 and len({r["run"] for r in resumed}) == 4
-    assert {r["run"].rsplit("/", 1)[1] for r in resumed} == {"0", "1"}
 
 
 def test_confirm_runs_the_baseline_plus_top_k_other_configurations():
