@@ -104,10 +104,12 @@ def test_text_source_with_worker_processes(run_trial, default_run):
     assert share == pytest.approx(expected) and 0 < share < 1
 
 
-def test_synthetic_source(run_trial):
-    run = run_trial("data=synthetic")
+def test_synthetic_source_without_the_compile_cache(run_trial):
+    run = run_trial("data=synthetic", "run.compile_cache=false")
     assert run.returncode == 0, run.stderr[-2000:]
     assert run.end["outcome"] == "ok"
+    # Rule: the compile cache turned off is reported off (its reuse: test_trial_measurement).
+    assert applied(run)["compile_cache"] == {"enabled": False}
 
 
 @pytest.mark.parametrize("overrides, needle", [
