@@ -85,6 +85,15 @@ def test_the_sweep_re_measures_the_baseline_and_pairs_gains_in_time(harness, cap
     first = noise.compare(noise.runs_of(last), noise.runs_from([records[0].perf]),
                           noise.Noise(0.05, "test"))
     assert first.ratio < -0.4 and first.real
+    # Rule: the table says its gains rest on the runs around each trial, which a trial's
+    # own progress line (printed when it ended) could not have had.
+    assert "the baseline ran 3 times" in out and "may have moved since" in out
+    import dataclasses
+
+    from autotune.report import leaderboard
+
+    once = [dataclasses.replace(r, repeats=[]) if r.number == 0 else r for r in records]
+    assert leaderboard.rebracketed_note(once) == ""  # a baseline that ran once: nothing moved
 
 
 def _slowed_sweep(harness, study: str, *extra: str):

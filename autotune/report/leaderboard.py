@@ -115,7 +115,25 @@ def render(records: list[TrialRecord], *, limit: int = 20, noise_note: str = "")
         text += f"\n{FLAGS_NOTE}"
     if noise_note:
         text += f"\n{noise_note}"
+    rebracketed = rebracketed_note(records)
+    if rebracketed:
+        text += f"\n{rebracketed}"
     return text
+
+
+def rebracketed_note(records: list[TrialRecord]) -> str:
+    """Why a trial's gain here can differ from the one its progress line printed: once the
+    baseline was re-measured, each gain rests on the baseline's runs just before and after
+    the trial, and a trial's line had only the one before (selection.nearest_baseline_runs).
+    Empty when the baseline ran once."""
+    base = next((r for r in records if r.role == BASELINE_ROLE and r.reused_from is None),
+                None)
+    runs = len(base.timed_runs()) if base is not None and base.ok else 0
+    if runs < 2:
+        return ""
+    return (f"{GAIN_COLUMN}: each trial against the baseline's runs just before and after it "
+            f"(the baseline ran {runs} times, sweep.baseline_every); the line printed when a "
+            "trial ended had only the run before it, so its figure may have moved since")
 
 
 #: What the flags column means, under the table.
