@@ -351,7 +351,7 @@ class Sweep:
         retry = bool(trial.user_attrs.get(R.CONTENDED_RETRY))
         try:
             if retry:
-                self._wait_for_quiet(trial, ready.label, progress)
+                self._wait_for_quiet(trial, trial.user_attrs.get(reaping.RETRY_OF), progress)
             before = StudyView(study)
             leader = before.best(self.budget_gib)
             # The best as fast as it would run now: the baseline's runs measure the drift.
@@ -418,11 +418,15 @@ class Sweep:
                 and self.settings.parallel_trials == 1
                 and result.conditions.loaded_at_the_end(self.settings.contention_cores))
 
-    def _wait_for_quiet(self, trial: optuna.Trial, label: str, progress: SweepProgress) -> None:
-        """Before the re-run of a configuration stopped as slow under load: wait (beating)
-        for the host to be quiet, up to ``sweep.quiet_wait_s``."""
-        progress.note(f"trial {trial.number}: {label} was stopped as slow under load; waiting "
-                      f"up to {self.settings.quiet_wait_s:g} s for the host to be quiet")
+    def _wait_for_quiet(self, trial: optuna.Trial, stopped: int | None,
+                        progress: SweepProgress) -> None:
+        """Before the re-run of a configuration stopped as slow under load (in trial
+        ``stopped``, the retry's ``retry_of``): wait (beating) for the host to be quiet, up
+        to ``sweep.quiet_wait_s``."""
+        which = f"trial {stopped}'s configuration" if stopped is not None else "a configuration"
+        progress.note(f"trial {trial.number}: re-runs {which}, stopped as slow under load; "
+                      f"waiting up to {self.settings.quiet_wait_s:g} s for the host to be "
+                      "quiet")
 
         def still_here() -> None:
             self._check_stopping()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 
 import pytest
@@ -202,6 +203,20 @@ def test_an_unimportable_workload_entry_launches_nothing(harness):
     assert not harness.runs.exists()
     code = main(["sweep", *overrides, "workload.entry=tests.user_workload:no_such_factory"])
     assert_one_line_error(code, harness.capsys.readouterr().err, "no_such_factory")
+
+
+def test_a_relative_pythonpath_is_the_directory_the_command_runs_from(monkeypatch):
+    """``PYTHONPATH=tests python -m autotune sweep workload.entry=user_workload:...`` (the
+    README's example) imports, though the check and the trials run in other directories."""
+    from autotune.running.preflight import check_workload_entry
+    from tests.conftest import ROOT
+    from trials.contract.launch import trial_env
+
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setenv("PYTHONPATH", "tests")
+    assert str(ROOT / "tests") in trial_env(dict(os.environ))["PYTHONPATH"].split(os.pathsep)
+    reach = check_workload_entry("user_workload:make_workload")
+    assert reach is not None and reach.recompute, reach  # its blocks() recompute
 
 
 # -- user files and data paths, validated at composition ---------------------------------------

@@ -273,7 +273,10 @@ def test_a_trial_stopped_as_slow_under_load_is_re_queued_once_for_a_quiet_host(h
     counted = [t for t in study.trials if t.user_attrs.get("launched")
                and t.user_attrs.get("reason") != "contended"]
     assert len(counted) == 2
-    assert "waiting up to 20 s for the host to be quiet" in out
+    first, retried = (t for t in study.trials if t.params == {"train.micro_batches": 2})
+    # The retry is announced under its own number, naming the trial that was stopped.
+    assert (f"trial {retried.number}: re-runs trial {first.number}'s configuration, stopped "
+            "as slow under load; waiting up to 20 s for the host to be quiet") in out
     # ...and the report counts as the sweep did: 3 launched, 2 of them against the budget.
     from autotune.cli import main
 

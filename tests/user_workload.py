@@ -13,6 +13,7 @@ import numpy as np
 from mindspore import nn
 
 from trials.contract.schema import DataConfig, WorkloadConfig
+from trials.contract.units import SAMPLES
 from trials.workload import Workload
 
 
@@ -52,6 +53,10 @@ class Samples:
 
 class RegressionWorkload(Workload):
     tokens_per_sample = 1
+    unit = SAMPLES  # throughput in samples/s: a regression has no tokens
+
+    def blocks(self, model: nn.Cell) -> list[nn.Cell]:
+        return [model.body]  # what train.recompute=full recomputes
 
     def __init__(self, cfg: WorkloadConfig) -> None:
         self.width = int(cfg.options.get("width", 32))

@@ -36,6 +36,8 @@ from autotune.study.records import DETAIL, HEARTBEAT, REASON, ROLE, WORKER
 from trials.contract.outcomes import Outcome
 
 RETRY_ROLE = "retry"
+#: On a retry: the number of the trial whose configuration it runs again.
+RETRY_OF = "retry_of"
 
 
 def worker_identity() -> dict[str, Any]:
@@ -119,7 +121,7 @@ def requeue(study: optuna.Study, trial: optuna.Trial | FrozenTrial, outcome: Out
     notes.save(writable, notes.outcome_note(outcome, detail))
     if trial.params:
         study.enqueue_trial(trial.params, user_attrs={ROLE: RETRY_ROLE,
-                                                      "retry_of": trial.number,
+                                                      RETRY_OF: trial.number,
                                                       **(attrs or {})},
                             skip_if_exists=False)
     return True

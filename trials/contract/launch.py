@@ -120,8 +120,12 @@ def trial_env(base: Mapping[str, str], *, marker: str | None = None,
     env["PATH"] = os.pathsep.join(p for p in (str(Path(python).parent), env.get("PATH", ""))
                                   if p)
     # The working directory too, so that a user's workload.entry next to them imports.
-    paths = [str(PROJECT_ROOT), os.getcwd(), env.get("PYTHONPATH", "")]
-    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(p for p in paths if p))
+    # Relative entries (PYTHONPATH=src) are the user's working directory's: made absolute
+    # here, because a trial (and the import check before it) runs in a directory of its own.
+    cwd = os.getcwd()
+    given = [os.path.join(cwd, p) for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    paths = [str(PROJECT_ROOT), cwd, *given]
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
     return env
 
 
