@@ -144,9 +144,15 @@ def test_leaderboard_optuna_report_and_export_name_the_same_trials(tmp_path, cap
     assert metrics["tokens_per_s"] == figure
     assert metrics["tokens_per_s_is"] == selection.TOKENS_PER_S_LABEL in out
     assert "the fastest measured is trial #1" in diagnosis.splitlines()[2]
+    if not confirmed:
+        assert "confirm, paired" not in out
     if confirmed:
         assert row[leaderboard.CONFIRMED_COLUMN] == metrics["confirmed_tokens_per_s"] == 2550.0
         assert "best confirmed: trial #2" in out
+        # Rule: the best line says what confirm's paired rounds made of the sweep's best
+        # (here +4.5 %, where the sweep said +30 %): a reader sees both beside each other.
+        best_line = next(line for line in out.splitlines() if line.startswith("best: "))
+        assert "confirm, paired with the baseline in 3 round(s): +4.5 %" in best_line
         # Rule: a finalist shows confirm's within-round gain beside the sweep's own; a
         # trial confirm did not test shows none, and the footer says which is which.
         stored = study.user_attrs["autotune.confirm"]["2"]["vs_baseline"]

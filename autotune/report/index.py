@@ -18,7 +18,7 @@ from autotune.presentation.labels import params_label
 from autotune.presentation.tables import markdown_table
 from autotune.report import where_time_goes
 from autotune.report.diagnosis import Finding
-from autotune.report.leaderboard import flagged_lines, frame
+from autotune.report.leaderboard import confirm_test, flagged_lines, frame
 from autotune.report.tables import reason_counts
 from autotune.report.where_time_goes import TimeSection
 from autotune.study.records import TrialRecord, unit_of
@@ -84,6 +84,7 @@ class Summary:
             sim = " [SIMULATED: the cost model's prediction, not a measurement]" \
                 if b.simulated else ""
             gain = f"; vs baseline {b.vs_baseline.text()}" if b.vs_baseline else ""
+            gain += confirmed_text(b)
             out.append(f"best: trial #{b.number}, {b.tokens_per_s:,.0f} {b.rate}{mfu}{peak} "
                        f"({params_label(b.params) or 'no knobs'}){sim}{gain}")
             out += peak_used_lines(b)
@@ -94,6 +95,16 @@ class Summary:
             out.append(f"Pareto front ({rate(self.unit)} vs peak memory): "
                        + ", ".join(f"#{r.number}" for r in self.front))
         return out
+
+
+def confirmed_text(record: TrialRecord) -> str:
+    """What ``confirm``'s paired re-measurement said of the trial (empty when it did not
+    test it): beside the sweep's figure, which it may contradict."""
+    test = confirm_test(record)
+    if not test:
+        return ""
+    paired, rounds = test
+    return f"; confirm, paired with the baseline in {rounds} round(s): {paired.text()}"
 
 
 def peak_used_lines(best: TrialRecord) -> list[str]:

@@ -85,13 +85,19 @@ def throughput_columns(unit: str | None) -> dict[str, str]:
     return {"tokens/s": rate(unit), CONFIRMED_COLUMN: f"confirmed {rate(unit, short=True)}"}
 
 
-def confirmed_gain(record: TrialRecord) -> str | float:
-    """confirm's within-round gain of a finalist against the baseline, as a table cell;
-    NaN (shown blank) for a trial confirm did not test."""
+def confirm_test(record: TrialRecord) -> tuple[Gain, int] | None:
+    """confirm's paired within-round gain of a finalist against the baseline and its
+    number of rounds; None for a trial confirm did not test."""
     test = (record.attrs.get("confirm") or {}).get("vs_baseline")
     if not test:
-        return math.nan
-    return Gain(test["ratio"], test["low"], test["high"], method="paired").short()
+        return None
+    return Gain(test["ratio"], test["low"], test["high"], method="paired"), test["rounds"]
+
+
+def confirmed_gain(record: TrialRecord) -> str | float:
+    """:func:`confirm_test` as a table cell; NaN (shown blank) for a trial it did not test."""
+    test = confirm_test(record)
+    return test[0].short() if test else math.nan
 
 
 def render(records: list[TrialRecord], *, limit: int = 20, noise_note: str = "") -> str:
