@@ -246,6 +246,15 @@ def test_flagged_runs_show_in_the_leaderboard_and_the_report_lines(harness):
     assert (f"measured under load (other processes above 0.5 cores): #{other.number} "
             f"(1.3 cores), #{confirmed.number} confirm run 1 (1.3 cores)") in lines
     assert f"baseline #{base.number} missed its precision target: interval +-17.1 %" in lines
+    # Rule: a repeat is numbered within its own source: the second confirm run after two
+    # baseline re-measurements is "confirm run 2", not "run 4".
+    quiet = Conditions(other_cores=0.0, window_s=5.0).judge(0.5).to_dict()
+    confirmed.repeats[:] = [{"source": "baseline-check", CONDITIONS: quiet},
+                            {"source": "baseline-check", CONDITIONS: quiet},
+                            {"source": "confirm", CONDITIONS: quiet},
+                            {"source": "confirm", CONDITIONS: loaded}]
+    assert f"#{confirmed.number} confirm run 2 (1.3 cores)" in "\n".join(
+        leaderboard.flagged_lines(records))
 
 
 def test_a_trial_stopped_as_slow_under_load_is_re_queued_once_for_a_quiet_host(harness):

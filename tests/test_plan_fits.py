@@ -144,9 +144,12 @@ def test_an_implausible_refit_is_refused_and_the_study_keeps_its_fit(cache, monk
                             set_user_attr=lambda k, v: pytest.fail("a refused fit was stored"))
     record = SimpleNamespace(number=0, reason=None, attrs={}, peak_memory_gib=0.9,
                              tokens_per_s=None)
-    line = learning.Refitter(model, 0.1).after_trial(study, [record], 0)
+    refitter = learning.Refitter(model, 0.1)
+    line = refitter.after_trial(study, [record], 0)
     assert line.startswith("cost model: the refit of 1 trial(s) was refused (the fitted "
                            "float32 activation factor 24.3")
+    # Said once a sweep: the next refusal prints nothing.
+    assert "later refusals" in line and refitter.after_trial(study, [record], 0) is None
     assert model.constants is model.start and fits.STUDY_FIT not in study.user_attrs
     # A plausible fit of the same point is kept, in the study, named after it.
     stored = {}

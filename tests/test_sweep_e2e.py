@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -48,6 +49,9 @@ def test_real_sweep_with_data_parallel_trial(harness):
     # The winner was profiled at the end, and the report shows where its time goes.
     profiles = study.user_attrs["autotune.profile"]
     assert len(profiles) == 1 and "profiling the winner" in proc.stdout
+    # Its cost is weighed against the trials' seconds, as the line says (not the sweep's).
+    assert re.search(r"the profile took \d+ s \([\d.]+ % of the \d+ s its trials ran\)",
+                     proc.stdout), proc.stdout[-1500:]
     (winner, stored), = profiles.items()
     assert stored["profile"]["steps"] == 3 and stored["share_of_sweep"] > 0
     report = subprocess.run([sys.executable, "-m", "autotune", "report",

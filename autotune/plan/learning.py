@@ -109,6 +109,7 @@ class Refitter:
         self._configs: dict[int, TrialConfig | None] = {}  # read once per trial
         self._lock = threading.Lock()
         self._rank: tuple[tuple, float | None] = ((), None)  # per set of measurements
+        self._refusal_told = False  # a sweep says once that its refits are refused
 
     def held_out_rank(self, records: list[TrialRecord]) -> float | None:
         """:func:`held_out_rank` of the study's measured trials, computed once per set of
@@ -132,7 +133,12 @@ class Refitter:
                 return None
             problem = implausible(fitted, points)
             if problem:
+                if self._refusal_told:
+                    return None
+                self._refusal_told = True
                 return (f"cost model: the refit of {len(points)} trial(s) was refused ("
-                        f"{problem}); predictions keep {self.model.constants.source}")
+                        f"{problem}); predictions keep {self.model.constants.source} (later "
+                        "refusals in this sweep are not printed; report's prediction.md "
+                        "lists every prediction against its measurement)")
             fits.keep(study, self.model, fitted)
             return None

@@ -77,5 +77,6 @@ def profile_winner(study: optuna.Study, records: list[TrialRecord], winner: Tria
     console.print(f"where trial {winner.number}'s step goes: {parts}; "
                   f"{len(result['findings'])} finding(s); the profile took "
                   f"{result['wall_s']:.0f} s ({100 * result['share_of_sweep']:.1f} % of the "
-                  f"sweep); {out / 'profile.png'}", markup=False, soft_wrap=True)
+                  f"{spent:.0f} s its trials ran); {out / 'profile.png'}", markup=False,
+                  soft_wrap=True)
     return result

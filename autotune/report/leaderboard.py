@@ -155,14 +155,23 @@ def noise_line(level) -> str:
             "(python -m autotune confirm re-measures the finalists against the baseline)")
 
 
+def _numbered_repeats(record: TrialRecord):
+    """(source, its run number within that source from 1, conditions) of each repeat: the
+    third confirm run is "confirm run 3", however many re-measurements came before it."""
+    seen: Counter = Counter()
+    for rep, conditions in zip(record.repeats, record.repeat_conditions):
+        source = rep.get("source", "repeat")
+        seen[source] += 1
+        yield source, seen[source], conditions
+
+
 def flagged_lines(records: list[TrialRecord]) -> list[str]:
     """Which trials (and repeats) were measured under load, and whether the baseline missed
     its precision target: a line each, none when nothing is flagged."""
     loaded = [f"#{r.number} ({r.conditions.other_cores:.1f} cores)"
               for r in records if r.contended and r.reused_from is None]
-    repeats = [f"#{r.number} {rep.get('source', 'repeat')} run {i + 1} "
-               f"({c.other_cores:.1f} cores)"
-               for r in records for i, (rep, c) in enumerate(zip(r.repeats, r.repeat_conditions))
+    repeats = [f"#{r.number} {source} run {i} ({c.other_cores:.1f} cores)"
+               for r in records for source, i, c in _numbered_repeats(r)
                if c is not None and c.contended]
     threshold = next((c.contention_cores for r in records
                       for c in [r.conditions, *r.repeat_conditions]
