@@ -106,6 +106,25 @@ def test_a_fast_falling_loss_has_no_spikes():
     assert r["verdicts"][0].startswith("loss spikes: 0 in 200 steps")
 
 
+def test_a_loss_that_rises_over_the_second_half_is_flagged():
+    # Learns for 100 steps, then climbs 2.7 -> 3.1 (the shape of a learning rate too high
+    # for a long run), with noise: RISING, and tune's stability stage names it.
+    rise = judge(steps(200, loss=lambda i: (5 * math.exp(-i / 20) + 2.7 if i < 100
+                                           else 2.7 + 0.004 * (i - 100))
+                       + 0.03 * math.sin(7 * i)))
+    trend = rise["loss_trend"]
+    assert rise["flags"]["loss_rising"] and trend["low"] > 0 and trend["change_pct"] > 10
+    line = next(v for v in rise["verdicts"] if v.startswith("loss over the second half"))
+    assert "(steps 100-199): RISING" in line
+    assert "the loss RISES over the run's second half" in soak_issues({"loss_rising": True})
+    # A loss still falling, or flat with noise, is not.
+    fall = judge(steps(200, loss=lambda i: 5 * math.exp(-i / 60) + 2.5 + 0.03 * math.sin(i)))
+    assert not fall["flags"]["loss_rising"]
+    assert "(steps 100-199): falling" in "\n".join(fall["verdicts"])
+    flat = judge(steps(200, seed=3))  # 3.0 + noise
+    assert not flat["flags"]["loss_rising"] and not flat["loss_trend"]["change_pct"] > 5
+
+
 def test_overflow_skip_and_nonfinite_rates():
     flags = {str(i): {"overflow": True, "updated": False} for i in (10, 11, 12, 13)}
     records = steps(100, **flags)

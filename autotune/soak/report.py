@@ -49,6 +49,7 @@ def summarise(plan: SoakPlan, attempts: list[Attempt], failed: str | None,
         "resume": resume, "analysis": {k: v for k, v in analysis.items() if k != "verdicts"},
         "attempts": [a.to_dict() for a in attempts],
         "leak": analysis["flags"]["leak"], "drift": analysis["flags"]["drift"],
+        "loss_rising": analysis["flags"]["loss_rising"],
         "spikes": analysis["loss"]["spikes"],
         "resume_ok": resume["continued"] if resume else None,
         "verdicts": verdicts})
@@ -71,6 +72,10 @@ def render(r: dict) -> str:
                   + f"; {len(r['attempts'])} launch(es), {r['wall_s']:.1f} s"),
         ("loss first -> last", f"{_fmt(a['loss']['first'], '.4f')} -> "
                                f"{_fmt(a['loss']['last'], '.4f')}"),
+        ("loss, second half", (f"{lt['pct_per_100_steps']:+.2f} %/100 steps (95 % CI "
+                               f"{lt['low']:+.2f}..{lt['high']:+.2f})"
+                               + (": RISING" if lt["rising"] else ""))
+         if (lt := a.get("loss_trend") or {}).get("judged") else "not judged"),
         ("loss spikes", f"{a['loss']['spikes']} (> {a['loss']['spike_factor']:g} x running "
                         f"median); non-finite {a['loss']['nonfinite']}"),
         ("overflow / skipped", f"{100 * rates['overflow']:.1f} % / "

@@ -14,6 +14,11 @@ Definitions (each verdict line quotes its numbers):
   explicitly: a soak looks for instability far below a divergence, so it judges at
   :data:`SPIKE_FACTOR` (1.5 x) where the guard stops a trial at ``guard.spike_factor``
   (8 x). A falling loss never trips it; a jump that the guard lets through does.
+* **loss trend**: the Theil-Sen slope of the loss against the step over the run's second
+  half (a run still learning falls or levels off there), as % of its median per 100
+  steps with its 95 % interval. Rising: the interval is above 0 *and* the half's last
+  decile is at least :data:`LOSS_RISE_PCT` % over its first (a learning rate too high
+  for a long run shows here before any spike does).
 * **rates**: overflow (the loss scaler saw inf/nan gradients), skipped updates
   (``updated`` false), clipped steps, non-finite losses, each over all steps.
 * **steady steps**: each process's steps after its first :data:`WARMUP_SKIP` (10 %, at
@@ -52,6 +57,9 @@ SPIKE_FACTOR = 1.5
 WARMUP_SKIP = 0.10
 #: tokens/s drifts when the first and last deciles differ by this much (%) too.
 DRIFT_PCT = 5.0
+#: The loss rises when the last decile of the run's second half is this much (%) over its
+#: first, with the slope's interval above 0 (a rise the eye would not call noise).
+LOSS_RISE_PCT = 5.0
 #: Fewer steady points than this: no slope is claimed.
 MIN_FIT_POINTS = 8
 #: Theil-Sen is O(n^2) in memory: longer series are thinned evenly to this many points
@@ -193,6 +201,31 @@ def throughput_drift(segments: list[list[StepRecord]], tokens_per_step: float | 
     }
 
 
+def loss_trend(steps: Sequence[StepRecord]) -> dict:
+    """The loss against the step over the run's second half, where a training that is
+    still learning falls or levels off: Theil-Sen slope (% of the half's median loss per
+    100 steps) with its interval, and the half's first and last decile. Rising = the whole
+    interval above 0 and the last decile at least LOSS_RISE_PCT over the first."""
+    finite = [(s.step, s.loss) for s in steps if math.isfinite(s.loss)]
+    half = finite[len(finite) // 2:]
+    if len(half) < MIN_FIT_POINTS:
+        return {"judged": False, "points": len(half), "rising": False}
+    x = np.array([p[0] for p in half], float)
+    y = np.array([p[1] for p in half], float)
+    median = float(np.median(y))
+    fit = theil_sen(x, y)
+    decile = max(1, len(y) // 10)
+    first, last = float(np.median(y[:decile])), float(np.median(y[-decile:]))
+    change = 100.0 * (last / first - 1.0) if first > 0 else 0.0
+    per100 = fit.scaled(100.0 * 100.0 / abs(median)) if fit and median else None
+    if per100 is None:
+        return {"judged": False, "points": len(half), "rising": False}
+    return {"judged": True, "points": len(half), "from_step": int(x[0]), "to_step": int(x[-1]),
+            "pct_per_100_steps": per100.slope, "low": per100.low, "high": per100.high,
+            "first_decile": first, "last_decile": last, "change_pct": change,
+            "rising": bool(per100.low > 0 and change >= LOSS_RISE_PCT)}
+
+
 def memory_growth(segments: list[list[StepRecord]], leak_mib_per_100_steps: float) -> dict:
     """Host RSS against the step, fitted within each process over its steady steps."""
     blocks = []
@@ -250,8 +283,10 @@ def analyse(steps: Sequence[StepRecord], *, spike_factor: float = SPIKE_FACTOR,
                   "clipped_steps": counts["clipped"]},
         "throughput": {**throughput_drift(segments, tokens_per_step), "unit": unit},
         "memory": memory_growth(segments, leak_mib_per_100_steps),
+        "loss_trend": loss_trend(steps),
     }
     result["flags"] = {"spikes": bool(spikes), "nonfinite": counts["nonfinite"] > 0,
+                       "loss_rising": result["loss_trend"]["rising"],
                        "drift": result["throughput"]["drifting"],
                        "leak": result["memory"]["leak"]}
     result["verdicts"] = verdicts(result)
@@ -260,6 +295,19 @@ def analyse(steps: Sequence[StepRecord], *, spike_factor: float = SPIKE_FACTOR,
 
 def _signed(v: float, digits: int = 1) -> str:
     return f"{v:+.{digits}f}"
+
+
+def loss_trend_line(t: dict) -> str:
+    """The loss trend's verdict, with the numbers it rests on."""
+    if not t["judged"]:
+        return f"loss trend: too few finite losses in the second half ({t['points']}) to judge"
+    word = ("RISING" if t["rising"] else "falling" if t["high"] < 0 else
+            f"rising slightly (under +{LOSS_RISE_PCT:g} %)" if t["low"] > 0 else "flat")
+    return (f"loss over the second half (steps {t['from_step']}-{t['to_step']}): {word}: "
+            f"{t['first_decile']:.4g} -> {t['last_decile']:.4g} "
+            f"({_signed(t['change_pct'])} %), {_signed(t['pct_per_100_steps'], 2)} %/100 steps "
+            f"(95 % CI {_signed(t['low'], 2)}..{_signed(t['high'], 2)}; rising = CI above 0 and "
+            f"+{LOSS_RISE_PCT:g} % or more)")
 
 
 def verdicts(r: dict) -> list[str]:
@@ -272,6 +320,7 @@ def verdicts(r: dict) -> list[str]:
          f"median of the previous {loss['spike_window']})"
          + (f" at step {shown}" if spikes else "")
          + f"; {loss['nonfinite']} non-finite"),
+        loss_trend_line(r["loss_trend"]),
         (f"overflow {100 * rates['overflow']:.1f} % ({rates['overflow_steps']}/{n}), "
          f"skipped updates {100 * rates['skipped_updates']:.1f} % "
          f"({rates['skipped_steps']}/{n}), clipped {100 * rates['clipped']:.1f} %"),

@@ -15,6 +15,8 @@ def soak_issues(soak: dict) -> list[str]:
         issues.append(f"{rate(soak.get('unit'))} DRIFTS")
     if soak.get("leak"):
         issues.append("host memory LEAKS")
+    if soak.get("loss_rising"):
+        issues.append("the loss RISES over the run's second half")
     if soak.get("spikes"):
         issues.append(f"{soak['spikes']} loss spike(s)")
     if soak.get("resume_ok") is False:
@@ -43,5 +45,6 @@ def verdict(stage: str, result: dict) -> str:
         who = f"trial {result['trial']}" if result.get("trial") is not None else "the pick"
         issues = result["issues"]
         return (f"stability ({who}): {'; '.join(issues)}" if issues
-                else f"stability ({who}): stable (no drift, leak or spike; resume replays)")
+                else f"stability ({who}): stable (no drift, leak, spike or rising loss; "
+                "resume replays)")
     return f"{stage}: {(result.get('lines') or ['done'])[0]}"
