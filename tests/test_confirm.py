@@ -211,3 +211,16 @@ def test_confirm_runs_the_baseline_plus_top_k_other_configurations():
     # Rule: top_k=3 is three configurations besides the baseline (README: "top 3 + the
     # baseline"); neither a copy nor another run of the baseline's configuration takes a place.
     assert [r.number for r in confirm_finalists(records, base, 3)] == [0, 1, 2, 3]
+
+
+def test_a_paired_test_on_two_rounds_says_its_interval_is_too_wide_to_read():
+    from autotune.commands.confirm import too_few_rounds
+
+    def summary(rounds):
+        return {0: {"median": 1.0}, 7: {"median": 1.1, "vs_baseline": {"rounds": rounds}}}
+
+    # Rule: 2 rounds (t = 12.7 at 1 degree of freedom) get a note naming the fix; 3 do not.
+    note = too_few_rounds(summary(2))
+    assert note.startswith("note: a paired test here rests on 2 round(s)")
+    assert "12.7 x the rounds' spread" in note and "confirm.repeats=5" in note
+    assert too_few_rounds(summary(3)) is None and too_few_rounds({0: {"median": 1.0}}) is None

@@ -18,6 +18,8 @@ same finalists and rounds, running only what did not finish
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
@@ -133,6 +135,9 @@ def run_confirm(composed: DictConfig, console: Console) -> int:
                       f"sweep.contention_cores): their rounds are left out of the paired "
                       f"tests while {MIN_CLEAN_ROUNDS} clean rounds remain", highlight=False,
                       soft_wrap=True, markup=False)
+    few = too_few_rounds(summary)
+    if few:
+        console.print(few, highlight=False, soft_wrap=True, markup=False)
     moved = speed_change(base, summary.get(base.number) if base is not None else None)
     if moved:
         console.print(moved, highlight=False, soft_wrap=True, markup=False)
@@ -185,6 +190,23 @@ def round_orders(chosen: list[TrialRecord], repeats: int, *, seed: int
     """The order of each round: the finalists shuffled anew every round (seeded)."""
     rng = np.random.default_rng(seed)
     return [[chosen[i] for i in rng.permutation(len(chosen))] for _ in range(repeats)]
+
+
+def too_few_rounds(summary: dict) -> str | None:
+    """A note when a paired test rests on 2 rounds or fewer: its 95 % interval is the
+    rounds' spread times Student's t at 1 degree of freedom (12.7), too wide to separate
+    gains of a few percent; None otherwise."""
+    rounds = [test["rounds"] for s in summary.values() if (test := s.get("vs_baseline"))]
+    if not rounds or min(rounds) > 2:
+        return None
+    from scipy.stats import t  # only here: keeps the command's start-up short
+
+    fewest = min(rounds)
+    factor = t.ppf(0.975, fewest - 1) if fewest > 1 else math.inf
+    return (f"note: a paired test here rests on {fewest} round(s): its 95 % interval is "
+            f"{factor:.1f} x the rounds' spread, too wide to separate gains of a few %; "
+            f"5 clean rounds make it {t.ppf(0.975, 4):.1f} x (confirm.repeats=5, on a quiet "
+            "host: rounds measured under load are left out)")
 
 
 def speed_change(base: TrialRecord | None, confirmed: dict | None) -> str | None:
