@@ -173,6 +173,8 @@ def test_the_sweep_confirm_report_export_and_soak_name_one_winner(harness, capsy
     # Rule: the figure beside it is labelled: confirm's median, and the sweep's own.
     assert f"best confirmed: trial #{winner}, median " in confirmed
     assert re.search(rf"trial #{winner}, [\d,]+ tokens/s in the sweep: best confirmed", confirmed)
+    # The top two are the winner and the baseline: no "top two" line repeats its row's test.
+    assert "top two" not in confirmed
 
 
 def test_a_round_measured_under_load_is_left_out_of_the_paired_test():
@@ -216,11 +218,40 @@ def test_confirm_runs_the_baseline_plus_top_k_other_configurations():
 def test_a_paired_test_on_two_rounds_says_its_interval_is_too_wide_to_read():
     from autotune.commands.confirm import too_few_rounds
 
-    def summary(rounds):
-        return {0: {"median": 1.0}, 7: {"median": 1.1, "vs_baseline": {"rounds": rounds}}}
+    def summary(rounds, low=-0.7, high=4.4):
+        return {0: {"median": 1.0}, 7: {"median": 1.1, "vs_baseline": {
+            "rounds": rounds, "low": low, "high": high}}}
 
-    # Rule: 2 rounds (t = 12.7 at 1 degree of freedom) get a note naming the fix; 3 do not.
+    # Rule: a wide interval on 2 rounds (t = 12.7 at 1 degree of freedom) gets a note
+    # naming the fix; 3 rounds, or 2 whose interval came out narrow, do not.
     note = too_few_rounds(summary(2))
     assert note.startswith("note: a paired test here rests on 2 round(s)")
     assert "12.7 x the rounds' spread" in note and "confirm.repeats=5" in note
     assert too_few_rounds(summary(3)) is None and too_few_rounds({0: {"median": 1.0}}) is None
+    assert too_few_rounds(summary(2, low=0.98, high=1.02)) is None
+
+
+def test_the_top_two_are_tested_against_each_other_unless_one_is_the_baseline():
+    from autotune.commands.confirm import render
+    from autotune.study.records import TrialRecord
+    from trials.contract.outcomes import Outcome
+
+    def record(number, role=""):
+        return TrialRecord(
+            number=number, state="COMPLETE", params={"mb": number}, reason=Outcome.OK,
+            detail="", launched=True, role=role, tokens_per_s=1000.0, mfu=None,
+            peak_memory_gib=0.5, step_time_s=0.01, compile_s=1.0, data_wait_share=None,
+            micro_batch_size=8, started=None, wall_s=None, trial_dir=f"/runs/trial-{number}",
+            reused_from=None)
+
+    base, a, b = record(0, "baseline"), record(1), record(2)
+    runs = {0: [1000.0, 1010.0, 990.0], 1: [1500.0, 1490.0, 1510.0], 2: [1200.0, 1190.0, 1205.0]}
+
+    def summary(medians):
+        return {n: {"median": m, "min": m, "max": m, "cv": 0.0} for n, m in medians.items()}
+
+    # Rule: trials 1 and 2 lead: tested against each other; 1 and the baseline lead: not.
+    both = render([base, a, b], summary({0: 1000.0, 1: 1500.0, 2: 1200.0}), runs, base)
+    assert "top two (trial 1 vs trial 2):" in both
+    with_base = render([base, a], summary({0: 1000.0, 1: 1500.0}), runs, base)
+    assert "top two" not in with_base

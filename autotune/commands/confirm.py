@@ -192,12 +192,18 @@ def round_orders(chosen: list[TrialRecord], repeats: int, *, seed: int
     return [[chosen[i] for i in rng.permutation(len(chosen))] for _ in range(repeats)]
 
 
+#: A paired interval wider than this (a fraction: 0.1 = 10 points) on 2 rounds gets a note.
+WIDE_INTERVAL = 0.10
+
+
 def too_few_rounds(summary: dict) -> str | None:
-    """A note when a paired test rests on 2 rounds or fewer: its 95 % interval is the
-    rounds' spread times Student's t at 1 degree of freedom (12.7), too wide to separate
-    gains of a few percent; None otherwise."""
-    rounds = [test["rounds"] for s in summary.values() if (test := s.get("vs_baseline"))]
-    if not rounds or min(rounds) > 2:
+    """A note when a paired test rests on 2 rounds or fewer and its interval came out wide:
+    the 95 % interval is the rounds' spread times Student's t at 1 degree of freedom
+    (12.7), too wide to separate gains of a few percent; None otherwise."""
+    tests = [test for s in summary.values() if (test := s.get("vs_baseline"))]
+    rounds = [t["rounds"] for t in tests
+              if t["rounds"] <= 2 and t["high"] - t["low"] > WIDE_INTERVAL]
+    if not rounds:
         return None
     from scipy.stats import t  # only here: keeps the command's start-up short
 
@@ -247,7 +253,9 @@ def render(chosen: list[TrialRecord], summary: dict[int, dict],
                      f"{s['min']:>9,.0f}..{s['max']:<8,.0f}  {100 * s['cv']:>5.1f}%  "
                      f"{versus:<44}  {params_label(r.params)}")
     top = [r for r in ranked if r.number in summary][:2]
-    if len(top) == 2:
+    # The top two are tested against each other only when neither is the baseline: a
+    # finalist against the baseline is its row's test already.
+    if len(top) == 2 and (base is None or base.number not in {r.number for r in top}):
         a, b = top
         test = paired_test(*rounds_of(runs, a.number, b.number, loaded))
         verdict = (f"{test.text()}; either is fine" if test is not None and not test.gain.real
