@@ -175,29 +175,49 @@ def _tokens_per_s(s: StepRecord, tokens_per_step: float | None) -> float | None:
     return performance.tokens_per_s(tokens_per_step or s.tokens, [s.step_s])
 
 
+@dataclass(frozen=True)
+class Trend:
+    """A series against the step: its Theil-Sen slope as % of its median per 100 steps
+    (None below MIN_FIT_POINTS), and the medians of its first and last decile."""
+
+    per100: Slope | None
+    median: float
+    first: float
+    last: float
+
+    @property
+    def change_pct(self) -> float:
+        return 100.0 * (self.last / self.first - 1.0) if self.first > 0 else 0.0
+
+
+def relative_trend(pts: Sequence[tuple[float, float]]) -> Trend:
+    """:class:`Trend` of (step, value) points, in step order."""
+    x = np.array([p[0] for p in pts], float)
+    y = np.array([p[1] for p in pts], float)
+    median = float(np.median(y))
+    fit = theil_sen(x, y)
+    decile = max(1, len(y) // 10)
+    per100 = fit.scaled(100.0 * 100.0 / abs(median)) if fit and median else None
+    return Trend(per100, median, float(np.median(y[:decile])), float(np.median(y[-decile:])))
+
+
 def throughput_drift(segments: list[list[StepRecord]], tokens_per_step: float | None) -> dict:
     """tokens/s against the step over the steady steps: slope, interval, deciles."""
     pts = [(s.step, tps) for seg in segments for s in steady(seg)
            if (tps := _tokens_per_s(s, tokens_per_step)) is not None]
     if len(pts) < MIN_FIT_POINTS:
         return {"judged": False, "points": len(pts), "drifting": False}
-    x = np.array([p[0] for p in pts], float)
-    y = np.array([p[1] for p in pts], float)
-    median = float(np.median(y))
-    fit = theil_sen(x, y)
-    decile = max(1, len(y) // 10)
-    first, last = float(np.median(y[:decile])), float(np.median(y[-decile:]))
-    change = 100.0 * (last / first - 1.0) if first > 0 else 0.0
-    per100 = fit.scaled(100.0 * 100.0 / median) if fit and median > 0 else None
+    t = relative_trend(pts)
+    per100 = t.per100
     excludes_zero = per100 is not None and (per100.low > 0 or per100.high < 0)
     return {
-        "judged": per100 is not None, "points": len(pts), "median_tokens_per_s": median,
+        "judged": per100 is not None, "points": len(pts), "median_tokens_per_s": t.median,
         "drift_pct_per_100_steps": per100.slope if per100 else None,
         "drift_low": per100.low if per100 else None,
         "drift_high": per100.high if per100 else None,
-        "first_decile_tokens_per_s": first, "last_decile_tokens_per_s": last,
-        "decile_change_pct": change,
-        "drifting": bool(excludes_zero and abs(change) >= DRIFT_PCT),
+        "first_decile_tokens_per_s": t.first, "last_decile_tokens_per_s": t.last,
+        "decile_change_pct": t.change_pct,
+        "drifting": bool(excludes_zero and abs(t.change_pct) >= DRIFT_PCT),
     }
 
 
@@ -208,22 +228,15 @@ def loss_trend(steps: Sequence[StepRecord]) -> dict:
     interval above 0 and the last decile at least LOSS_RISE_PCT over the first."""
     finite = [(s.step, s.loss) for s in steps if math.isfinite(s.loss)]
     half = finite[len(finite) // 2:]
-    if len(half) < MIN_FIT_POINTS:
+    t = relative_trend(half) if len(half) >= MIN_FIT_POINTS else None
+    if t is None or t.per100 is None:
         return {"judged": False, "points": len(half), "rising": False}
-    x = np.array([p[0] for p in half], float)
-    y = np.array([p[1] for p in half], float)
-    median = float(np.median(y))
-    fit = theil_sen(x, y)
-    decile = max(1, len(y) // 10)
-    first, last = float(np.median(y[:decile])), float(np.median(y[-decile:]))
-    change = 100.0 * (last / first - 1.0) if first > 0 else 0.0
-    per100 = fit.scaled(100.0 * 100.0 / abs(median)) if fit and median else None
-    if per100 is None:
-        return {"judged": False, "points": len(half), "rising": False}
-    return {"judged": True, "points": len(half), "from_step": int(x[0]), "to_step": int(x[-1]),
-            "pct_per_100_steps": per100.slope, "low": per100.low, "high": per100.high,
-            "first_decile": first, "last_decile": last, "change_pct": change,
-            "rising": bool(per100.low > 0 and change >= LOSS_RISE_PCT)}
+    per100 = t.per100
+    return {"judged": True, "points": len(half), "from_step": int(half[0][0]),
+            "to_step": int(half[-1][0]), "pct_per_100_steps": per100.slope,
+            "low": per100.low, "high": per100.high, "first_decile": t.first,
+            "last_decile": t.last, "change_pct": t.change_pct,
+            "rising": bool(per100.low > 0 and t.change_pct >= LOSS_RISE_PCT)}
 
 
 def memory_growth(segments: list[list[StepRecord]], leak_mib_per_100_steps: float) -> dict:
