@@ -121,7 +121,7 @@ def test_confirm_measures_the_baseline_beside_the_finalists_and_export_follows_t
     assert proc.returncode == 0, proc.stderr
     # The study's two trials are the baseline and one more: its row is the only test (no
     # "top two" line repeating it).
-    assert "top two" not in proc.stdout and "paired rounds" in proc.stdout
+    assert "top two" not in proc.stdout and "vs baseline (paired t-test)" in proc.stdout
     assert "(baseline) round 1" in proc.stdout
     import optuna
 
