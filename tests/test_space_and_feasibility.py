@@ -84,6 +84,17 @@ def test_an_oom_rules_out_larger_micro_batches_with_the_other_knobs_equal():
     assert oom_dominating(other, space.trial_config(other), history) is None
 
 
+def test_an_oom_at_one_split_says_nothing_of_another():
+    # The recorded CPU landscape: dp=2 at micro-batch size 2 ran out of a 0.62 GiB budget
+    # per rank where dp=1 at size 4 peaked at 0.618 GiB (the optimum of bench/search_efficiency).
+    space = space_of({"train.micro_batches": [1, 2, 4], "parallel.split": ["1x1x1", "2x1x1"]})
+    history = [oom_record({"train.micro_batches": 2, "parallel.split": "2x1x1"}, size=2)]
+    single = {"train.micro_batches": 2, "parallel.split": "1x1x1"}
+    bigger = {"train.micro_batches": 1, "parallel.split": "2x1x1"}
+    assert oom_dominating(single, space.trial_config(single), history) is None
+    assert oom_dominating(bigger, space.trial_config(bigger), history).number == 7
+
+
 def test_fast_trial_config_equals_a_full_hydra_compose():
     from trials.contract.schema import to_trial_config
 

@@ -3,7 +3,9 @@
 Structural rules come from the config and the hardware profile (its
 ``supports`` table, through the same capability rule the trial program applies);
 the OOM rule learns from the study: an OOM at micro-batch size k rules out
-larger sizes with every other knob equal.
+larger sizes with every other knob equal, the split too: a rank's memory is not its
+micro-batch alone (data parallel adds its gradient reduction's buffers, and shards
+states where the optimizer is sharded), so an OOM at one split says nothing of another.
 """
 
 from __future__ import annotations
@@ -15,9 +17,9 @@ from autotune.study.records import TrialRecord
 from trials.contract.capabilities import unsupported_reason
 from trials.contract.outcomes import Outcome
 from trials.contract.schema import ConfigError, TrialConfig, micro_batch_size
-from trials.contract.vocabulary import parse_split
 
-MICRO_BATCH_KNOBS = ("train.micro_batches", "parallel.split")
+#: The knobs that set the micro-batch size with the rest of the job unchanged.
+MICRO_BATCH_KNOBS = ("train.micro_batches",)
 
 
 def structural_problem(space: SearchSpace,
@@ -40,22 +42,18 @@ def structural_problem(space: SearchSpace,
 
 def oom_dominating(params: dict[str, Any], cfg: TrialConfig,
                    history: list[TrialRecord]) -> TrialRecord | None:
-    """A finished OOM trial with every other knob equal and a micro-batch size <= ours."""
+    """A finished OOM trial with every other knob equal (the split too: a dp=2 run at
+    micro-batch size 2 ran out of memory where dp=1 at size 4 fit, on the recorded CPU
+    landscape) and a micro-batch size <= ours."""
     size = micro_batch_size(cfg)
     for record in history:
         if record.reason is not Outcome.OOM or record.micro_batch_size is None:
             continue
         same_rest = all(record.params.get(k) == v for k, v in params.items()
                         if k not in MICRO_BATCH_KNOBS)
-        same_split_shape = _split_without_dp(record.params) == _split_without_dp(params)
-        if same_rest and same_split_shape and size >= record.micro_batch_size:
+        if same_rest and size >= record.micro_batch_size:
             return record
     return None
-
-
-def _split_without_dp(params: dict[str, Any]) -> tuple[int, int]:
-    _, mp, pp = parse_split(params.get("parallel.split", "1x1x1"))
-    return mp, pp
 
 
 def only_the_baseline(space: SearchSpace) -> str | None:
