@@ -11,7 +11,7 @@ from autotune.presentation.labels import short
 from autotune.presentation.tables import text_table
 from autotune.study.noise import Gain
 from autotune.study.records import TrialRecord, unit_of
-from autotune.study.selection import BASELINE_ROLE, CONFIRMED_LABEL, throughput_label
+from autotune.study.selection import BASELINE_ROLE, CONFIRMED_LABEL, baseline, throughput_label
 from trials.contract.units import rate
 
 #: The column of gains over the baseline with their 95 % interval, in percent.
@@ -132,8 +132,7 @@ def rebracketed_note(records: list[TrialRecord]) -> str:
     baseline was re-measured, each gain rests on the baseline's runs just before and after
     the trial, and a trial's line had only the one before (selection.nearest_baseline_runs).
     Empty when the baseline ran once."""
-    base = next((r for r in records if r.role == BASELINE_ROLE and r.reused_from is None),
-                None)
+    base = baseline(records)
     runs = len(base.timed_runs()) if base is not None and base.ok else 0
     if runs < 2:
         return ""
