@@ -39,6 +39,10 @@ from trials.contract.schema import Mode
 GIB = memory.GIB
 #: Fewer measured trials than this keep the priors (and their uncertainty).
 MIN_POINTS = 3
+#: A GEMM shape (steptime.gemm_shape) gets its own compute efficiency once this many
+#: trials measured it, and at least two shapes of the dtype have: fewer leave it to the
+#: dtype's one efficiency (a constant per trial would fit noise).
+MIN_SHAPE_POINTS = 8
 #: The fit may charge a collective down to this fraction of its ring estimate (an
 #: efficiency of up to 100): frameworks overlap collectives with compute.
 MIN_COLLECTIVE_FACTOR = 0.01
@@ -94,8 +98,8 @@ def _time_prior(name: str, prior: Constants) -> tuple[float, float]:
     beat the peak (efficiency <= 1); a collective may be mostly hidden by the framework's
     overlap (efficiency up to 1 / MIN_COLLECTIVE_FACTOR); the seconds are non-negative."""
     kind, _, which = name.partition(":")
-    if kind == "compute":
-        return 1.0 / prior.compute_efficiency[which], 1.0
+    if kind == "compute":  # which: a dtype, or a dtype and a GEMM shape
+        return 1.0 / prior.compute_efficiency[which.split(":")[0]], 1.0
     if kind == "overhead":
         return prior.step_overhead(Mode(which)), 0.0
     if kind == "layer":
@@ -130,7 +134,7 @@ def fit_time(points: list[Measurement], prior: Constants) -> tuple[dict, float |
         return {}, None
     if len(usable) < MIN_POINTS:
         return _fit_efficiency_only(usable, prior), None
-    rows = [_time_columns(m) for m in usable]
+    rows = _by_shape([_time_columns(m) for m in usable], usable)
     dtypes = sorted({k for columns, _ in rows for k in columns if k.startswith("compute:")})
     modes = sorted({m.job.mode.value for m in usable})
     names = [*(f"overhead:{x}" for x in modes), *dtypes, "mp", "dp",
@@ -162,11 +166,39 @@ def fit_time(points: list[Measurement], prior: Constants) -> tuple[dict, float |
         if k in fitted:
             out[f"{k}_collective_efficiency"] = 1.0 / fitted[k]
     efficiency = dict(prior.compute_efficiency)
-    for k in dtypes:
-        if k in fitted:
-            efficiency[k.split(":", 1)[1]] = 1.0 / fitted[k]
+    shapes = {k.split(":", 1)[1]: 1.0 / fitted[k] for k in dtypes
+              if k in fitted and k.count(":") == 2}
+    for dtype in {k.split(":")[1] for k in dtypes}:
+        on = [j for j in free if names[j].split(":")[:2] == ["compute", dtype]]
+        if not on:
+            continue
+        # One efficiency for the dtype's shapes without their own (and for a fit without
+        # shapes): the one that gives its trials the same total compute time.
+        efficiency[dtype] = float(a[:, on].sum() / (a[:, on] @ coef[on]).sum())
     out["compute_efficiency"] = efficiency
+    if shapes:
+        out["shape_efficiency"] = shapes
     return out, _relative_rms(a @ coef, y, len(free))
+
+
+def _by_shape(rows: list[tuple[dict[str, float], float]],
+              usable: list[Measurement]) -> list[tuple[dict[str, float], float]]:
+    """The compute column of each trial moved to its GEMM shape's own column
+    (``compute:float16:2048x512``) where MIN_SHAPE_POINTS trials measured that shape and
+    at least two shapes of its dtype qualify."""
+    keys = [f"{m.job.dtype.value}:{steptime.gemm_shape(m.dims, m.job)}" for m in usable]
+    counts = {k: keys.count(k) for k in set(keys)}
+    enough = {k for k, n in counts.items() if n >= MIN_SHAPE_POINTS}
+    per_dtype = {d: sum(1 for k in enough if k.split(":")[0] == d) for d in
+                 {k.split(":")[0] for k in enough}}
+    enough = {k for k in enough if per_dtype[k.split(":")[0]] >= 2}
+    out = []
+    for (columns, fixed), key in zip(rows, keys):
+        if key in enough:
+            columns = dict(columns)
+            columns[f"compute:{key}"] = columns.pop(f"compute:{key.split(':')[0]}")
+        out.append((columns, fixed))
+    return out
 
 
 def _fit_efficiency_only(usable: list[Measurement], prior: Constants) -> dict:

@@ -33,12 +33,22 @@ class Constants:
     allocator_factor: float
     activation_factor: dict[str, float]  # per dtype value: a backend may keep extra copies
     data_wait_s: float = 0.0
+    #: Compute efficiency of the GEMM shapes a fit measured ("float16:2048x512":
+    #: steptime.gemm_shape), which replaces the dtype's for a job of that shape.
+    shape_efficiency: dict[str, float] = field(default_factory=dict)
     recompute_frees_memory: bool = True
     #: Relative error of memory and of step time (1 sigma), from the fit's residuals.
     memory_uncertainty: float = 0.3
     time_uncertainty: float = 0.3
     #: Where the numbers came from ("priors of profile cpu", "fit of 12 trials").
     source: str = "priors"
+
+    def efficiency(self, d: ModelDims, job: Job) -> float:
+        """The compute efficiency of this job's GEMM shape where a fit measured it, else
+        its dtype's."""
+        dtype = job.dtype.value
+        return self.shape_efficiency.get(f"{dtype}:{steptime.gemm_shape(d, job)}",
+                                         self.compute_efficiency[dtype])
 
     def layer_latency(self, mode: Mode) -> float:
         return self.pynative_layer_latency_s if mode is Mode.pynative else self.layer_latency_s
@@ -165,7 +175,7 @@ def predict(d: ModelDims, job: Job, cluster: Cluster, constants: Constants, *,
     if peak_flops_per_device:
         time = steptime.breakdown(
             d, job, cluster, peak_flops=peak_flops_per_device,
-            compute_efficiency=constants.compute_efficiency[job.dtype.value],
+            compute_efficiency=constants.efficiency(d, job),
             mp_collective_efficiency=constants.mp_collective_efficiency,
             dp_collective_efficiency=constants.dp_collective_efficiency,
             layer_latency_s=constants.layer_latency(job.mode),

@@ -8,7 +8,9 @@
 (the factor 1 + (p - 1) / (v m) is the pipeline bubble)
 
 - compute: hardware FLOPs of the slowest stage's share / (peak FLOP/s x efficiency);
-  recompute adds one forward of the blocks (model_dims.hardware_flops_per_token);
+  recompute adds one forward of the blocks (model_dims.hardware_flops_per_token); the
+  efficiency depends on the GEMM shape (``gemm_shape``: tokens x hidden / mp) where a fit
+  has measured that shape, else it is the dtype's;
 - layer latency: a fixed time per layer and micro-batch that does not scale with FLOPs
   (kernel launches, memory-bound element-wise work), a calibrated constant per execution
   mode (PyNative dispatches every op from Python); on the CPU backend host work (it and
@@ -143,6 +145,25 @@ def compute_flops(d: ModelDims, job: Job) -> tuple[float, float]:
     flops = [stage_flops(d, job, i, job.recompute.value) for i in range(job.pp)]
     slowest = max(range(job.pp), key=flops.__getitem__)
     return flops[slowest], flops[slowest] - stage_flops(d, job, slowest, "none")
+
+
+def pow2(x: float) -> int:
+    return 2 ** max(0, round(math.log2(max(x, 1.0))))
+
+
+def gemm_shape(d: ModelDims, job: Job) -> str:
+    """The shape of one device's GEMMs per micro-batch, rounded to powers of two: M
+    (b x s_local tokens) x N (h / mp, the width tensor parallel splits). A GEMM's
+    efficiency is a property of its shape (tiles, waves, memory-bound small dimensions),
+    not a constant.
+
+    Source: a derived number. On the vTrain landscape one compute efficiency ranked the
+    measured fastest split within 5 % in 99 of 136 groups, and in every one of the 37
+    misses the two splits had the same FLOPs and latencies per device but other shapes
+    (t = 2 at micro-batch 2b against d = 2 at b: h1024 measured 9-15 % faster at t = 2 for
+    b = 2, 4-8 % slower for b = 1). One efficiency per fitted shape, held out by group:
+    118 of 136, step MAPE 8.6 -> 6.1 % (BENCHMARKS.md, "Cost model held out")."""
+    return f"{pow2(job.micro_batch_size * local_seq(d, job))}x{pow2(d.hidden / job.mp)}"
 
 
 def stage_layers_max(d: ModelDims, job: Job) -> int:
