@@ -133,6 +133,12 @@ def run_calibrate(composed: DictConfig, console: Console) -> int:
                     f"{collective(c.dp_collective_efficiency)}; "
                     f"layer latency {1e3 * c.layer_latency_s:.3g} ms; step overhead "
                     f"{c.step_overhead_s:.3g} s", markup=False, soft_wrap=True)
+    if c.shape_efficiency:
+        # Shapes with 8 or more runs have their own efficiency (steptime.gemm_shape).
+        console.print("compute efficiency by GEMM shape (tokens x hidden / mp): "
+                      + ", ".join(f"{k.split(':', 1)[1]} {v:.3f}"
+                                  for k, v in sorted(c.shape_efficiency.items())),
+                      markup=False, soft_wrap=True)
     if options.store:
         stored = calibration.save(hw.name, constants)
         console.print(f"stored for hardware profile {hw.name}: {stored} (plan uses it, and "
