@@ -25,7 +25,7 @@ from autotune.plan.plausible import MAX_ACTIVATION_FACTOR, implausible
 from autotune.plan.predict import Constants
 from autotune.report import prediction
 from autotune.settings import SweepConfig, validate_settings
-from autotune.study.records import load_records
+from autotune.study.records import PREDICTION, load_records
 from bench.search_efficiency import BUDGET_GIB, Landscape, ReplayRunner, sweep_overrides
 from tests.conftest import project_env
 from trials.contract.compose import compose
@@ -133,10 +133,14 @@ def test_an_implausible_refit_is_refused_and_the_study_keeps_its_fit(cache, monk
     hw = to_trial_config(compose("sweep", [], schema=SweepConfig)).hardware
     model = CostModel.for_profile(hw)
     point = measured_point(hw)
+    # Implausible on both sides: a compute efficiency under 2 % of the peak, and a float32
+    # activation factor of 24.3.
     bent = dataclasses.replace(model.start, activation_factor={
-        **model.start.activation_factor, "float32": 24.3}, source="fit of 3 measured trial(s)")
+        **model.start.activation_factor, "float32": 24.3},
+        compute_efficiency={**model.start.compute_efficiency, "float32": 0.001},
+        source="fit of 3 measured trial(s)")
     assert point.job.dtype is DType.float32 and 24.3 > MAX_ACTIVATION_FACTOR
-    assert "float32 activation factor 24.3" in implausible(bent, [point])
+    assert "compute efficiency" in implausible(bent, [point])
     # The sweep's refit of that fit: refused with the reason, nothing stored in the study.
     monkeypatch.setattr(learning, "measurements", lambda records, model, cache: [point])
     monkeypatch.setattr(model, "fitted", lambda points: bent)
@@ -147,15 +151,30 @@ def test_an_implausible_refit_is_refused_and_the_study_keeps_its_fit(cache, monk
     refitter = learning.Refitter(model, 0.1)
     line = refitter.after_trial(study, [record], 0)
     assert line.startswith("cost model: the refit of 1 trial(s) was refused (the fitted "
-                           "float32 activation factor 24.3")
+                           "float32 compute efficiency is 0.10 %")
     # Said once a sweep: the next refusal prints nothing.
     assert "later refusals" in line and refitter.after_trial(study, [record], 0) is None
     assert model.constants is model.start and fits.STUDY_FIT not in study.user_attrs
-    # A plausible fit of the same point is kept, in the study, named after it.
+    # Implausible memory only (the activation factor): its time constants are kept, the
+    # memory constants stay as they were, and the line says which.
     stored = {}
     study.set_user_attr = stored.__setitem__
+    memory_only = dataclasses.replace(bent, compute_efficiency=model.start.compute_efficiency,
+                                      step_overhead_s=0.03)
+    monkeypatch.setattr(model, "fitted", lambda points: memory_only)
+    line = learning.Refitter(model, 0.1).after_trial(study, [record], 0)
+    assert line.startswith("cost model: the memory constants of the refit of 1 trial(s) were "
+                           "refused (the fitted float32 activation factor 24.3")
+    kept = stored[fits.STUDY_FIT]["constants"]
+    assert kept["step_overhead_s"] == 0.03
+    assert kept["activation_factor"] == model.start.activation_factor
+    assert kept["source"] == ("fit of 3 measured trial(s), its memory constants kept from the "
+                              "previous fit of study s")
+    # A plausible fit of the same point is kept whole, in the study, named after it.
+    stored.clear()
+    model.constants = model.start  # a study without a fit refits after any trial
     monkeypatch.setattr(model, "fitted", lambda points: dataclasses.replace(
-        bent, activation_factor=model.start.activation_factor))
+        memory_only, activation_factor=model.start.activation_factor))
     assert learning.Refitter(model, 0.1).after_trial(study, [record], 0) is None
     assert stored[fits.STUDY_FIT]["constants"]["source"] == "fit of 3 measured trial(s) of study s"
 
@@ -176,3 +195,34 @@ def test_a_step_measured_under_load_stays_out_of_the_time_fit(loaded, cache):
     # not its step time (the load set it); a quiet one keeps both.
     assert point.peak_gib == 0.8
     assert point.step_s == (None if loaded else 0.05)
+
+
+def test_a_trial_stopped_as_slow_teaches_the_time_fit_by_its_measured_steps(cache):
+    from trials.contract.outcomes import Outcome
+    from trials.contract.performance import Performance
+
+    cfg = to_trial_config(compose("sweep", ["workload=gpt_tiny"], schema=SweepConfig))
+    model = CostModel.for_profile(cfg.hardware)
+
+    def slow(step_s, contended=False):
+        return SimpleNamespace(  # a TrialRecord's fields that measurement_of reads
+            simulated=False, launched=True, number=0, reason=Outcome.SLOW,
+            contended=contended, peak_memory_gib=0.7, config=lambda: cfg, attrs={},
+            tokens_per_s=None,  # Optuna is told nothing of a pruned trial
+            perf=Performance(step_time_median_s=step_s, tokens_per_s=step_s and 640 / step_s,
+                             data_wait_share=0.0))
+
+    # Stopped in its measured steps: their median step time enters the time fit, its peak
+    # so far does not (the run's peak may have come later).
+    point = learning.measurement_of(slow(0.9), model)
+    assert point.step_s == 0.9 and point.peak_gib is None
+    # Stopped in warm-up (no measured step), or under load: nothing to learn from.
+    assert learning.measurement_of(slow(None), model) is None
+    assert learning.measurement_of(slow(0.9, contended=True), model) is None
+    # A slow trial measured far from its prediction asks for a refit, by its measured
+    # tokens/s (Optuna was told none).
+    record = slow(0.9)
+    record.attrs = {PREDICTION: {"tokens_per_s": 2000.0}}
+    assert learning.needs_refit(record, 0.1)
+    record.attrs = {PREDICTION: {"tokens_per_s": 640 / 0.9 * 1.05}}
+    assert not learning.needs_refit(record, 0.1)

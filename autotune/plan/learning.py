@@ -12,7 +12,7 @@ import threading
 from autotune.plan import fits
 from autotune.plan.calibration import Measurement
 from autotune.plan.costmodel import CostModel
-from autotune.plan.plausible import implausible
+from autotune.plan.plausible import plausible_part
 from autotune.plan.predict import predict
 from autotune.study.records import PREDICTION, TrialRecord
 from autotune.study.selection import distinct
@@ -40,11 +40,16 @@ def measurement_of(record: TrialRecord, model: CostModel,
     if cfg is None:
         return None
     perf = record.perf
-    if record.reason is Outcome.OK:
+    if record.reason in (Outcome.OK, Outcome.SLOW):
         # A step measured under other processes' load says how loaded the host was, not
         # what the configuration costs: it stays out of the time fit (its memory counts).
         step = None if record.contended else perf.step_time_median_s
         wait = (perf.data_wait_share or 0.0) * (step or 0.0)
+        if record.reason is Outcome.SLOW:
+            # Stopped as slow: its measured steps (a stopped trial's scorecard keeps only
+            # those) are what makes it slow, the contrast the model most needs; its peak
+            # is the peak so far, not the run's.
+            return model.measurement(cfg, step_s=step, data_wait_s=wait) if step else None
         return model.measurement(cfg, peak_gib=record.peak_memory_gib, step_s=step,
                                  data_wait_s=wait)
     if record.reason is Outcome.OOM:
@@ -88,12 +93,15 @@ def held_out_rank(points: list[Measurement], model: CostModel) -> float | None:
 
 
 def needs_refit(record: TrialRecord, margin: float) -> bool:
-    """A measured OOM, or a prediction off by more than the margin."""
+    """A measured OOM, or a prediction off by more than the margin (a trial stopped as
+    slow by its measured steps' tokens/s)."""
     if record.reason is Outcome.OOM:
         return True
     predicted = (record.attrs.get(PREDICTION) or {})
+    measured = (record.perf.tokens_per_s if record.reason is Outcome.SLOW
+                else record.tokens_per_s)
     pairs = [(predicted.get("peak_gib"), record.peak_memory_gib),
-             (predicted.get("tokens_per_s"), record.tokens_per_s)]
+             (predicted.get("tokens_per_s"), measured)]
     return any(p and m and abs(p / m - 1) > margin for p, m in pairs)
 
 
@@ -131,14 +139,20 @@ class Refitter:
             fitted = self.model.fitted(points)
             if fitted == self.model.start:  # nothing measured to fit yet
                 return None
-            problem = implausible(fitted, points)
-            if problem:
-                if self._refusal_told:
-                    return None
+            kept, problem, part = plausible_part(fitted, self.model.constants, points)
+            told = None
+            if problem and not self._refusal_told:
                 self._refusal_told = True
-                return (f"cost model: the refit of {len(points)} trial(s) was refused ("
+                told = (f"cost model: the refit of {len(points)} trial(s) was refused ("
                         f"{problem}); predictions keep {self.model.constants.source} (later "
                         "refusals in this sweep are not printed; report's prediction.md "
-                        "lists every prediction against its measurement)")
-            fits.keep(study, self.model, fitted)
-            return None
+                        "lists every prediction against its measurement)"
+                        if kept is None else
+                        f"cost model: the {part} constants of the refit of {len(points)} "
+                        f"trial(s) were refused ({problem}) and kept as they were; its "
+                        f"other constants are used (later refusals in this sweep are not "
+                        "printed)")
+            if kept is None:
+                return told
+            fits.keep(study, self.model, kept)
+            return told

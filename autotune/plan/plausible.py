@@ -9,9 +9,16 @@ a sweep's refit (the study keeps the fit it had). The reason names the constant.
 
 from __future__ import annotations
 
+from dataclasses import fields, replace
+
 from autotune.plan.calibration import Measurement
 from autotune.plan.predict import Constants
 from trials.contract.schema import Mode
+
+#: The constants the peak-memory fit sets; the time fit sets the others (calibration.fit
+#: fits the two apart, from different measurements).
+MEMORY_FIELDS = ("runtime_overhead_gib", "allocator_factor", "activation_factor",
+                 "memory_uncertainty")
 
 #: A compute efficiency under this fraction of the peak means the peak or the dimensions
 #: do not match the runs.
@@ -55,3 +62,26 @@ def implausible(constants: Constants, points: list[Measurement]) -> str | None:
             return (f"the fitted {dtype} activation factor {factor:.1f} is over "
                     f"{MAX_ACTIVATION_FACTOR:g}: the peaks given are not the model's terms")
     return None
+
+
+def plausible_part(fitted: Constants, current: Constants, points: list[Measurement],
+                   ) -> tuple[Constants | None, str | None, str | None]:
+    """(the constants to keep, the reason a part was refused, which part) of a refit.
+
+    The time and the memory constants are fitted apart, so an implausible memory fit (an
+    allocator factor pushed past its range to put a measured OOM over its budget) says
+    nothing against the time fit, and the other way round: the implausible part keeps
+    the ``current`` constants, the other is taken. (None, reason, "all") when neither
+    part alone is plausible."""
+    problem = implausible(fitted, points)
+    if problem is None:
+        return fitted, None, None
+    memory = {f: getattr(current, f) for f in MEMORY_FIELDS}
+    time = {f.name: getattr(current, f.name) for f in fields(Constants)
+            if f.name not in (*MEMORY_FIELDS, "source")}
+    for kept, part in ((memory, "memory"), (time, "time")):
+        candidate = replace(fitted, **kept)
+        if implausible(candidate, points) is None:
+            named = f"{fitted.source}, its {part} constants kept from the previous fit"
+            return replace(candidate, source=named), problem, part
+    return None, problem, "all"
