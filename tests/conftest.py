@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -87,9 +88,30 @@ def run_trial_in(workdir: Path, *overrides: str, args: tuple[str, ...] = (),
     """Run ``python -m trials.train`` in ``workdir`` (created); returns a TrialRun."""
     workdir.mkdir(parents=True, exist_ok=True)
     argv = trial_argv(None, world_size=1, overrides=[*args, *(TINY if tiny else []), *overrides])
-    proc = subprocess.run(argv, cwd=workdir, env=project_env(), capture_output=True, text=True,
-                          timeout=timeout)
+    # Output to files, not pipes, and the trial in a session of its own: dataset worker
+    # processes (python_multiprocessing) may outlive a trial that ended, holding pipes
+    # open (CI once waited 240 s on a trial that had exited 0). The sweep's monitor
+    # reaps a trial's leftovers (trial.cleanup()); so does this harness, once the trial
+    # itself has exited.
+    out, err = workdir / "trial.stdout", workdir / "trial.stderr"
+    with out.open("w") as stdout, err.open("w") as stderr:
+        child = subprocess.Popen(argv, cwd=workdir, env=project_env(), stdout=stdout,
+                                 stderr=stderr, text=True, start_new_session=True)
+        try:
+            child.wait(timeout=timeout)
+        finally:
+            _kill_session(child.pid)
+            child.wait()
+    proc = subprocess.CompletedProcess(argv, child.returncode, out.read_text(), err.read_text())
     return TrialRun(proc, workdir)
+
+
+def _kill_session(pid: int) -> None:
+    """Kill whatever the trial left in its session (it is the session's leader)."""
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 @pytest.fixture
