@@ -158,11 +158,13 @@ def gemm_shape(d: ModelDims, job: Job) -> str:
     not a constant.
 
     Source: a derived number. On the vTrain landscape one compute efficiency ranked the
-    measured fastest split within 5 % in 99 of 136 groups, and in every one of the 37
-    misses the two splits had the same FLOPs and latencies per device but other shapes
-    (t = 2 at micro-batch 2b against d = 2 at b: h1024 measured 9-15 % faster at t = 2 for
-    b = 2, 4-8 % slower for b = 1). One efficiency per fitted shape, held out by group:
-    118 of 136, step MAPE 8.6 -> 6.1 % (BENCHMARKS.md, "Cost model held out")."""
+    measured fastest split within 5 % in 99 of 136 groups; in the 37 misses the model's
+    pick and the measured fastest had the same FLOPs, layers and micro-batches a device
+    but other GEMM shapes, most often t = 2 at micro-batch 2b against d = 2 at b (h1024
+    measured 9-15 % faster at t = 2 for b = 2, 4-8 % slower for b = 1, at every batch and
+    pp). One efficiency per fitted shape (calibration.MIN_SHAPE_POINTS), held out by group:
+    114 of 136, step MAPE 8.6 -> 6.9 % (BENCHMARKS.md, "The GEMM shape's compute
+    efficiency")."""
     return f"{pow2(job.micro_batch_size * local_seq(d, job))}x{pow2(d.hidden / job.mp)}"
 
 
