@@ -24,6 +24,7 @@ import dataclasses
 import json
 import math
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -187,10 +188,8 @@ def _by_shape(rows: list[tuple[dict[str, float], float]],
     (``compute:float16:2048x512``) where MIN_SHAPE_POINTS trials measured that shape and
     at least two shapes of its dtype qualify."""
     keys = [f"{m.job.dtype.value}:{steptime.gemm_shape(m.dims, m.job)}" for m in usable]
-    counts = {k: keys.count(k) for k in set(keys)}
-    enough = {k for k, n in counts.items() if n >= MIN_SHAPE_POINTS}
-    per_dtype = {d: sum(1 for k in enough if k.split(":")[0] == d) for d in
-                 {k.split(":")[0] for k in enough}}
+    enough = {k for k, n in Counter(keys).items() if n >= MIN_SHAPE_POINTS}
+    per_dtype = Counter(k.split(":")[0] for k in enough)
     enough = {k for k in enough if per_dtype[k.split(":")[0]] >= 2}
     out = []
     for (columns, fixed), key in zip(rows, keys):
