@@ -37,7 +37,9 @@ from trials.contract.schema import Arch, DType, Mode, to_trial_config
 
 #: Settings a revision's Job may lack, at the value that means "not used".
 NEUTRAL = {"shard_level": 0, "virtual_stages": 1, "context_parallel": 1,
-           "flash_attention": False, "fp32_main_grads": False, "mode": "graph", "threads": 0}
+           "flash_attention": False, "fp32_main_grads": False, "keeps_16bit_grads": False,
+           "unfused_cross_entropy": False, "stage_layers": None, "mode": "graph",
+           "threads": 0}
 
 _profiles: dict = {}
 

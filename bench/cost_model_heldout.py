@@ -307,6 +307,10 @@ def published(pubs: list[dict], folds: Folds, sections: dict, answer: dict) -> d
             scores[label] = {**errors(steps, [p["step_s"] for p in test]),
                              "false_oom": false_oom_points(peaks, budgets),
                              "peak_memory": peak_errors(test, peaks),
+                             "peak_points": [{"source": source, "name": p["name"],
+                                              "predicted_gib": m,
+                                              "published_gib": p["peak_gib"]}
+                                             for p, m in zip(test, peaks) if p.get("peak_gib")],
                              "points": [{"name": p["name"], "step_s": p["step_s"],
                                          "predicted_s": s, "peak_gib": m}
                                         for p, s, m in zip(test, steps, peaks)]}
@@ -314,10 +318,14 @@ def published(pubs: list[dict], folds: Folds, sections: dict, answer: dict) -> d
         out[source] = scores
     every = [s["held_out"] for s in out.values()]
     n = sum(s["n"] for s in every)
+    peaks = [q for s in every for q in s["peak_points"]]
     out["all"] = {"n": n, "held_out_mape": sum(s["mape"] * s["n"] for s in every) / n,
                   "uncalibrated_mape": sum(s["uncalibrated"]["mape"] * s["uncalibrated"]["n"]
                                            for s in out.values()) / n,
-                  "false_oom": sum(s["false_oom"]["over_budget"] for s in every)}
+                  "false_oom": sum(s["false_oom"]["over_budget"] for s in every),
+                  "peak_memory": errors([q["predicted_gib"] for q in peaks],
+                                        [q["published_gib"] for q in peaks]) if peaks else None,
+                  "peak_points": peaks}
     return out
 
 

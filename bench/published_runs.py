@@ -11,7 +11,8 @@ are assumed). The published throughput becomes the step time the model is scored
   ``model_dims.model_flops_per_token``): step = tokens x FLOPs a token / (throughput x GPUs).
 
 The settings a revision's ``Job`` may lack (shard_level, virtual_stages, context_parallel,
-flash_attention) stay in each point's settings; bench/cost_model_adapter.py's ``job_of``
+flash_attention, the gradient and loss buffers, stage_layers) stay in each point's
+settings; bench/cost_model_adapter.py's ``job_of``
 drops what the model cannot represent and names it.
 """
 
@@ -49,7 +50,10 @@ def settings_of(r: dict) -> dict:
             "sequence_parallel": bool(int(r["sequence_parallel"])),
             "shard_level": int(r["shard_level"]), "virtual_stages": int(r["virtual_stages"]),
             "context_parallel": cp, "flash_attention": bool(int(r["flash_attention"])),
-            "fp32_main_grads": bool(int(r["fp32_main_grads"]))}
+            "fp32_main_grads": bool(int(r["fp32_main_grads"])),
+            "keeps_16bit_grads": bool(int(r["keeps_16bit_grads"])),
+            "unfused_cross_entropy": bool(int(r["unfused_cross_entropy"])),
+            "stage_layers": [int(n) for n in r["stage_layers"].split()] or None}
 
 
 def step_s(r: dict, d: ModelDims) -> float:

@@ -92,6 +92,8 @@ def test_the_imported_fit_is_the_profiles_alone(cache):
                                                               "must be >= 1")),
     (lambda t: [r.update(virtual_stages="2", pp="1") for r in t],
      ("row 2, column virtual_stages", "needs pp > 1")),
+    (lambda t: [r.update(keeps_16bit_grads="true") for r in t],
+     ("row 2, column keeps_16bit_grads", "needs fp32_main_grads true")),
 ])
 def test_a_bad_row_is_one_line_naming_row_and_column(tmp_path, cache, capsys, edit, needles):
     table = rows()
@@ -143,3 +145,20 @@ def test_the_optional_columns_reach_the_cost_models_job(tmp_path):
     assert jobs[1].shard_level == 1 and jobs[1].optimizer_shard
     assert (jobs[2].shard_level, jobs[2].virtual_stages, jobs[2].context_parallel,
             jobs[2].flash_attention) == (0, 1, 1, False)
+
+
+def test_the_frameworks_memory_columns_reach_the_job(tmp_path):
+    """fp32_main_grads, keeps_16bit_grads and unfused_cross_entropy describe what another
+    framework keeps (Megatron-LM, DeepSpeed's BF16_Optimizer, torchtitan's loss); empty
+    cells are false."""
+    table = rows()[:2]
+    for r in table:
+        r.update(fp32_main_grads="", keeps_16bit_grads="", unfused_cross_entropy="")
+    table[0].update(fp32_main_grads="true", keeps_16bit_grads="true",
+                    unfused_cross_entropy="true")
+    path = Path(write(tmp_path / "runs.csv", table))
+    jobs = [m.job for m in read_points(path, A100, lambda job: 312e12)]
+    assert (jobs[0].fp32_main_grads, jobs[0].keeps_16bit_grads,
+            jobs[0].unfused_cross_entropy) == (True, True, True)
+    assert (jobs[1].fp32_main_grads, jobs[1].keeps_16bit_grads,
+            jobs[1].unfused_cross_entropy) == (False, False, False)

@@ -3,7 +3,8 @@ derived number: shard levels (ZeRO Figure 1), interleaved pipeline (Narayanan et
 Korthikanti et al. 2022 eq. 5), unequal stages, grouped-query attention and SwiGLU,
 FlashAttention, context parallel, sequence parallel under full recompute, the overlapped
 data-parallel reduction and its dtype, hierarchical collectives across nodes, and the
-attention-score term."""
+attention-score term; the gradient and loss buffers other frameworks keep (DeepSpeed's
+BF16_Optimizer, PyTorch's unfused cross entropy)."""
 
 from __future__ import annotations
 
@@ -401,3 +402,40 @@ def test_the_vtrain_shapes_rank_tp_2_at_twice_the_micro_batch_first_as_measured(
     one = calibration.fit(train, Constants.priors(hw))
     assert one.shape_efficiency == {}
     assert step(one, tp) > step(one, dp)
+
+
+def test_deepspeeds_bf16_optimizer_keeps_the_bf16_gradients_beside_the_fp32_ones():
+    """DeepSpeed's BF16_Optimizer (@56c5223) allocates full-size fp32 gradients
+    (``zeros_like`` the flat bf16 parameters, not partitioned) and its pipeline engine
+    leaves the bf16 ones allocated after each backward (``update_hp_grads(
+    clear_lp_grads=False)``): 2 + 2 + 4 + 12 / d bytes a parameter, against Megatron-LM's
+    2 + 4 + 12 / d, whose hooks free each bf16 gradient."""
+    d = gpt(layers=2, hidden=256, heads=4)
+    n = memory.stage_params(d, job())
+    for dp in (1, 8):
+        megatron = job(dp=dp, global_batch=8, dtype=DType.bfloat16, fp32_main_grads=True,
+                       shard_level=1)
+        deepspeed = dataclasses.replace(megatron, keeps_16bit_grads=True)
+        per_param = (memory.parameter_bytes(d, deepspeed) + memory.gradient_bytes(d, deepspeed)
+                     + memory.optimizer_bytes(d, deepspeed)) / n
+        assert per_param == pytest.approx(2 + 2 + 4 + 12 / dp)
+        assert memory.gradient_bytes(d, deepspeed) == \
+            pytest.approx(memory.gradient_bytes(d, megatron) * 6 / 4)
+
+
+def test_an_unfused_cross_entropy_holds_three_fp32_copies_of_the_logits():
+    """torchtitan @eaea6f6: ``cross_entropy(pred.float())``, ``del pred`` before the
+    backward. At the log-softmax's backward its saved output, nll_loss's dense gradient and
+    the gradient it returns are alive: 12 bytes an element. Llama 3.1 8B at b = 2, s = 8,192,
+    V = 128,256: 12 x 2 x 8,192 x 128,256 = 25.2 GB (23.5 GiB), against the fused kernel's
+    2 + 4 bytes (11.7 GiB); only the last stage holds them."""
+    d = ModelDims(arch=Arch.llama, layers=32, hidden=4096, heads=32, kv_heads=8, ffn=14336,
+                  seq=8192, vocab=128256)
+    fused = job(dp=8, global_batch=16, dtype=DType.bfloat16)
+    unfused = dataclasses.replace(fused, unfused_cross_entropy=True)
+    assert memory.logits_bytes(d, unfused) == 12 * 2 * 8192 * 128256
+    assert memory.logits_bytes(d, unfused) / memory.GIB == pytest.approx(23.49, abs=0.01)
+    assert memory.logits_bytes(d, fused) == (2 + 4) * 2 * 8192 * 128256
+    two_stages = dataclasses.replace(unfused, dp=4, pp=2, micro_batches=2)
+    assert memory.logits_bytes(d, two_stages, stage=0) == 0
+    assert memory.logits_bytes(d, two_stages, stage=1) == 12 * 2 * 8192 * 128256

@@ -39,6 +39,19 @@ class Job:
     #: 4 + 16 / d, the fp32 copy of the grads being the optimizer's); DeepSpeed's
     #: BF16_Optimizer likewise. ZeRO's 16 bytes (the default) keep none.
     fp32_main_grads: bool = False
+    #: The 16-bit gradients autograd produces stay allocated beside those fp32 main grads
+    #: all step: DeepSpeed's BF16_Optimizer under its pipeline engine folds them into its
+    #: full-size fp32 gradients after each micro-batch's backward with
+    #: ``update_hp_grads(clear_lp_grads=False)`` and frees them only when the next backward
+    #: starts (microsoft/DeepSpeed @56c5223, ``runtime/pipe/engine.py``,
+    #: ``runtime/bf16_optimizer.py``): 2 more bytes a parameter. Megatron-LM's gradient
+    #: hooks fold each into ``main_grad`` and free it (False).
+    keeps_16bit_grads: bool = False
+    #: The loss is PyTorch's unfused ``cross_entropy`` on an fp32 upcast of the logits
+    #: (torchtitan's ``loss_fn`` since ``pred.float()``), not a fused kernel that turns
+    #: the saved softmax into the gradient in place (Megatron-LM's, MindSpore's):
+    #: memory.logits_bytes says what each keeps.
+    unfused_cross_entropy: bool = False
     #: Model chunks per pipeline stage (Megatron's interleaved 1F1B, Narayanan et al. 2021
     #: section 2.2.2; MindSpore's ``pipeline_interleave``): 1 is plain 1F1B.
     virtual_stages: int = 1

@@ -14,9 +14,13 @@ defaults of the trial config: all heads, 4 x d_model), ``sequence_parallel`` and
 states, 2 and gradients, 3 and parameters: ZeRO-1/2/3, FSDP = 3; default 1 when
 ``optimizer_shard`` is true, else 0), ``virtual_stages`` (interleaved pipeline chunks,
 default 1), ``context_parallel`` (default 1), ``flash_attention`` and
-``overlap_grad_reduce`` (true / false, default false), ``peak_gib`` (the most loaded
-device's peak memory), ``nodes`` (default: as few as the profile's ``devices`` per node
-allow).
+``overlap_grad_reduce`` (true / false, default false), the memory of the framework
+(true / false, default false, ``autotune.plan.layout.Job`` says what each keeps):
+``fp32_main_grads`` (Megatron-LM's fp32 gradients beside 16-bit parameters),
+``keeps_16bit_grads`` (and the 16-bit ones kept too: DeepSpeed's BF16_Optimizer) and
+``unfused_cross_entropy`` (PyTorch's cross_entropy on fp32 logits: torchtitan),
+``peak_gib`` (the most loaded device's peak memory), ``nodes`` (default: as few as the
+profile's ``devices`` per node allow).
 A bad row is one line naming the row and the column (ConfigError).
 """
 
@@ -29,12 +33,13 @@ from pathlib import Path
 from autotune.plan.calibration import Measurement
 from autotune.plan.layout import Cluster, Job
 from autotune.plan.model_dims import ModelDims
-from trials.contract.schema import Arch, ConfigError, HardwareConfig, WorkloadConfig
+from trials.contract.schema import Arch, ConfigError, DType, HardwareConfig, WorkloadConfig
 from trials.contract.vocabulary import dtype_of, recompute_mode
 
 REQUIRED = ("n_layers", "d_model", "n_heads", "seq_len", "vocab_size", "dp", "mp", "pp",
             "global_batch", "micro_batches", "precision", "recompute", "step_s")
-FLAGS = ("sequence_parallel", "optimizer_shard", "flash_attention", "overlap_grad_reduce")
+FLAGS = ("sequence_parallel", "optimizer_shard", "flash_attention", "overlap_grad_reduce",
+         "fp32_main_grads", "keeps_16bit_grads", "unfused_cross_entropy")
 OPTIONAL = ("arch", "kv_heads", "ffn_dim", *FLAGS, "shard_level", "virtual_stages",
             "context_parallel", "peak_gib", "nodes")
 POSITIVE_INTS = ("n_layers", "d_model", "n_heads", "seq_len", "vocab_size", "dp", "mp", "pp",
@@ -122,7 +127,13 @@ def point(row: dict, n: int, path: Path, hardware: HardwareConfig, peak_flops) -
               virtual_stages=ints["virtual_stages"] or 1,
               context_parallel=ints["context_parallel"] or 1,
               flash_attention=flags["flash_attention"],
-              overlap_grad_reduce=flags["overlap_grad_reduce"])
+              overlap_grad_reduce=flags["overlap_grad_reduce"],
+              fp32_main_grads=flags["fp32_main_grads"],
+              keeps_16bit_grads=flags["keeps_16bit_grads"],
+              unfused_cross_entropy=flags["unfused_cross_entropy"])
+    if job.keeps_16bit_grads and not (job.fp32_main_grads and job.dtype is not DType.float32):
+        raise bad("keeps_16bit_grads", "keeps 16-bit gradients beside fp32 main grads: it "
+                                       "needs fp32_main_grads true and fp16 or bf16")
     if job.virtual_stages > 1 and job.pp == 1:
         raise bad("virtual_stages", "interleaves pipeline stages: it needs pp > 1")
     if job.global_batch % (job.dp * job.micro_batches):

@@ -17,7 +17,8 @@ an uneven split weigh more. Terms in bytes:
   communication buffer is counted (ZeRO's 16 bytes hold none).
 - activations: Korthikanti et al. 2022, eq. 1-4 and Table 2, per layer and micro-batch;
   x micro-batches in flight; full recompute keeps only each layer's input.
-- logits: the logits and their fp32 softmax on the last stage (2 + 4 bytes an element).
+- logits: the logits and their fp32 softmax on the last stage (2 + 4 bytes an element;
+  12 under PyTorch's unfused cross entropy on fp32 logits).
 - runtime overhead and the allocator factor: calibrated constants (calibration.py).
 """
 
@@ -152,9 +153,12 @@ def parameter_bytes(d: ModelDims, job: Job, stage: int = 0) -> float:
 
 def gradient_bytes(d: ModelDims, job: Job, stage: int = 0) -> float:
     """[ZeRO 3.1] gradients in the parameters' dtype: 2 bytes (16-bit) or 4 (fp32); 4 for
-    bf16 parameters with fp32 main grads (Megatron-LM); split across dp from ZeRO-2
-    (P_os+g, section 5.2) on."""
+    bf16 parameters with fp32 main grads (Megatron-LM), 6 where the bf16 ones are kept
+    beside them (DeepSpeed's BF16_Optimizer, ``Job.keeps_16bit_grads``); split across dp
+    from ZeRO-2 (P_os+g, section 5.2) on."""
     per_param = 4 if job.fp32_main_grads and job.dtype is DType.bfloat16 else BYTES[job.dtype]
+    if job.keeps_16bit_grads and job.fp32_main_grads and mixed_precision(job):
+        per_param += BYTES[job.dtype]
     split = shard_ranks(job) if job.shard_level >= 2 else 1
     return stage_params(d, job, stage) * per_param / split
 
@@ -257,14 +261,24 @@ def activation_bytes(d: ModelDims, job: Job, stage: int = 0) -> float:
     return stored
 
 
+#: Bytes an element of the logits that PyTorch's unfused cross entropy on an fp32 upcast
+#: holds at its peak, the log-softmax's backward: the saved log-softmax output, its
+#: incoming gradient (nll_loss's, dense) and the gradient it returns, 4 bytes each (its
+#: backward is grad - exp(output) x sum(grad)); torchtitan frees the 16-bit logits before
+#: the backward (``del pred``, train.py @eaea6f6) and the fp32 upcast is not saved.
+UNFUSED_CROSS_ENTROPY_BYTES = 3 * 4
+
+
 def logits_bytes(d: ModelDims, job: Job, stage: int = 0) -> float:
     """The logits on the last stage: the output layer's in the compute dtype and their fp32
     softmax, which the backward turns into the gradient in place (Megatron-LM's
     ``vocab_parallel_cross_entropy`` upcasts the logits and saves the softmax; 2 + 4 bytes
-    an element of s b V / t, 4 + 4 in fp32)."""
+    an element of s b V / t, 4 + 4 in fp32); 12 under an unfused cross entropy
+    (``UNFUSED_CROSS_ENTROPY_BYTES``)."""
     if stage != job.pp - 1:
         return 0.0
-    per_element = job.element_bytes + 4
+    per_element = (UNFUSED_CROSS_ENTROPY_BYTES if job.unfused_cross_entropy
+                   else job.element_bytes + 4)
     return per_element * local_seq(d, job) * job.micro_batch_size * d.vocab / job.mp
 
 
