@@ -228,10 +228,12 @@ class Folds:
         return {"points": self.points, "tasks": self.tasks}
 
 
-def build(rows: list[LandscapeRow], pubs: list[dict]) -> tuple[Folds, dict]:
+def build(rows: list[LandscapeRow], pubs: list[dict],
+          checks: list[dict]) -> tuple[Folds, dict]:
     """Every point and fold: the landscape by model size, by group, uncalibrated and
     in-sample; the published points by source (a source's points on each of its profiles
-    fitted apart, on the prior of that profile)."""
+    fitted apart, on the prior of that profile); the memory-only checks with the fit their
+    source's points are held out by."""
     folds = Folds()
     vt = folds.add([point_of(r.dims, adapter.settings_of(r.job), A100, 1, r.step_s)
                     for r in rows])
@@ -252,6 +254,11 @@ def build(rows: list[LandscapeRow], pubs: list[dict]) -> tuple[Folds, dict]:
             parts.setdefault("uncalibrated", []).append(folds.task(hw, None, part))
             parts.setdefault("held_out", []).append(folds.task(hw, train, part))
         sections["published"][name] = parts
+    chk = folds.add([point_of(p["dims"], p["settings"], p["hardware"], p["nodes"],
+                              p["step_s"]) for p in checks])
+    sections["memory_checks"] = [
+        folds.task(p["hardware"], [i for i in pub if source[i] != p["source"]], [i])
+        for i, p in zip(chk, checks)]
     return folds, sections
 
 
@@ -292,8 +299,9 @@ def landscape(rows: list[LandscapeRow], folds: Folds, sections: dict, answer: di
     return result
 
 
-def published(pubs: list[dict], folds: Folds, sections: dict, answer: dict) -> dict:
-    offset = len(folds.points) - len(pubs)
+def published(pubs: list[dict], offset: int, folds: Folds, sections: dict,
+              answer: dict) -> dict:
+    """Each source held out (its points start at ``offset`` of the request's)."""
     out = {}
     for source, parts in sections.items():
         scores: dict = {}
@@ -343,10 +351,21 @@ def false_oom_points(peaks: list[float], budgets: list[float]) -> dict:
             "ruled_out_by_guard": sum(f["ruled_out_by_guard"] for f in parts)}
 
 
-def scores(rows: list[LandscapeRow], pubs: list[dict], folds: Folds, sections: dict,
-           answer: dict) -> dict:
+def memory_checks(checks: list[dict], task_ids: list[int], answer: dict) -> dict:
+    """The memory-only points: each published peak beside the predicted one."""
+    peaks = [{"source": p["source"], "name": p["name"],
+              "predicted_gib": answer["tasks"][t]["peak_gib"][0],
+              "published_gib": p["peak_gib"]} for p, t in zip(checks, task_ids)]
+    return {"peak_memory": errors([q["predicted_gib"] for q in peaks],
+                                  [q["published_gib"] for q in peaks]) if peaks else None,
+            "peak_points": peaks}
+
+
+def scores(rows: list[LandscapeRow], pubs: list[dict], checks: list[dict], folds: Folds,
+           sections: dict, answer: dict) -> dict:
     return {"vtrain": landscape(rows, folds, sections["vtrain"], answer),
-            "published": published(pubs, folds, sections["published"], answer)}
+            "published": published(pubs, len(rows), folds, sections["published"], answer),
+            "memory_checks": memory_checks(checks, sections["memory_checks"], answer)}
 
 
 def zero_memory() -> list[dict]:
@@ -363,12 +382,14 @@ def main() -> None:
                         help="also run this revision's cost model on the same points and "
                              "folds, side by side (92c4b88: the model before issue 21)")
     args = parser.parse_args()
-    rows, pubs = vtrain_rows(), published_points()
-    folds, sections = build(rows, pubs)
+    rows, every = vtrain_rows(), published_points()
+    pubs = [p for p in every if not p.get("memory_only")]
+    checks = [p for p in every if p.get("memory_only")]
+    folds, sections = build(rows, pubs, checks)
     answers = {"new": adapter.run(folds.request)}
     if args.old:
         answers["old"] = old_model.predictions(args.old, folds.request)
-    result = scores(rows, pubs, folds, sections, answers["new"])
+    result = scores(rows, pubs, checks, folds, sections, answers["new"])
     print_new(result)
     result["Z20_model_states"] = zero_memory()
     result["unrepresented"] = print_unrepresented(pubs, len(rows), answers)
@@ -377,7 +398,7 @@ def main() -> None:
         old = answers["old"]
         result["old"] = {"revision": args.old, "commit": old["commit"],
                          "copied_profiles": old["copied_profiles"],
-                         **scores(rows, pubs, folds, sections, old)}
+                         **scores(rows, pubs, checks, folds, sections, old)}
         print_side_by_side(result, result["old"], old["commit"])
         if old["copied_profiles"]:
             print(f"profiles the old revision lacks, copied from this checkout: "

@@ -66,14 +66,17 @@ def print_new(result: dict) -> None:
     print(f"all {a['n']} points: step MAPE uncalibrated {pct(a['uncalibrated_mape'])} %, "
           f"held out {pct(a['held_out_mape'])} %, false OOM {a['false_oom']}")
     if a["peak_memory"]:
-        print_peaks(a)
+        print_peaks(a, "peak memory where published, held out by source")
+    if result["memory_checks"]["peak_memory"]:
+        print_peaks(result["memory_checks"],
+                    "memory-only points (a speed setting the model lacks: peak scored, step not)")
 
 
-def print_peaks(a: dict) -> None:
+def print_peaks(a: dict, title: str) -> None:
     """Every published peak beside the held-out prediction, and their MAPE."""
     m = a["peak_memory"]
-    print(f"peak memory where published, held out by source: MAPE {pct(m['mape'])} % over "
-          f"{m['n']} points (target <= 10 %), signed {pct(m['signed_mean'], True)} %")
+    print(f"{title}: MAPE {pct(m['mape'])} % over {m['n']} points (target <= 10 %), "
+          f"signed {pct(m['signed_mean'], True)} %")
     print_table(["source", "point", "published GiB", "predicted GiB", "error %"],
                 [[q["source"], q["name"], f"{q['published_gib']:.1f}",
                   f"{q['predicted_gib']:.1f}",
@@ -112,10 +115,14 @@ def print_side_by_side(new: dict, old: dict, commit: str) -> None:
     print(f"\nPublished points by source: old ({tag}) vs new")
     print_table(["source", "n", "uncal. MAPE % old", "new", "held-out MAPE % old", "new",
                  "signed % old", "new", "false OOM old", "new"], body)
-    o, n = old["published"]["all"]["peak_memory"], new["published"]["all"]["peak_memory"]
-    if o and n:
-        print(f"peak memory where published ({n['n']} points): MAPE old {pct(o['mape'])} %, "
-              f"new {pct(n['mape'])} %")
+    for label, o, n in (
+            ("peak memory where published", old["published"]["all"]["peak_memory"],
+             new["published"]["all"]["peak_memory"]),
+            ("memory-only points", old["memory_checks"]["peak_memory"],
+             new["memory_checks"]["peak_memory"])):
+        if o and n:
+            print(f"{label} ({n['n']} points): MAPE old {pct(o['mape'])} %, "
+                  f"new {pct(n['mape'])} %")
 
 
 def print_unrepresented(pubs: list[dict], offset: int, answers: dict[str, dict]) -> dict:

@@ -12,8 +12,12 @@ are assumed). The published throughput becomes the step time the model is scored
 
 The settings a revision's ``Job`` may lack (shard_level, virtual_stages, context_parallel,
 flash_attention, the gradient and loss buffers, stage_layers) stay in each point's
-settings; bench/cost_model_adapter.py's ``job_of``
-drops what the model cannot represent and names it.
+settings; bench/cost_model_adapter.py's ``job_of`` drops what the model cannot represent
+and names it.
+
+A row marked ``memory_only`` ran with something the model does not represent that changes
+its speed but not what it keeps (torchtitan's Float8 + torch.compile under full
+recompute): it is scored on its published peak memory alone, never on step time.
 """
 
 from __future__ import annotations
@@ -83,5 +87,6 @@ def points(path: Path = CSV_PATH) -> list[dict]:
                         "step_s": step_s(r, d),
                         "published": f"{r['throughput']} {r['throughput_unit']}",
                         "device_memory_gib": float(r["device_memory_gib"]),
-                        "peak_gib": float(peak) if peak else None})
+                        "peak_gib": float(peak) if peak else None,
+                        "memory_only": bool(int(r["memory_only"]))})
     return out

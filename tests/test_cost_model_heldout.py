@@ -148,3 +148,25 @@ def test_bloom_step_from_its_published_tflops():
     flops = 96 * b * s * n_layers * h**2 * (1 + s / (6 * h) + v / (16 * n_layers * h))
     assert bloom["step_s"] == pytest.approx(flops / (150e12 * 384))
     assert 100 < bloom["step_s"] < 110
+
+
+def test_memory_only_points_are_scored_on_their_peak_and_never_fitted():
+    """torchtitan's Float8 + compile rows (Table 2) check the memory terms only: no step
+    fold fits on or scores them, and each is predicted by the fit that holds its source
+    out."""
+    from bench.cost_model_heldout import build, published_points
+
+    every = published_points()
+    pubs = [p for p in every if not p.get("memory_only")]
+    checks = [p for p in every if p.get("memory_only")]
+    assert len(checks) == 4 and all(p["peak_gib"] for p in checks)
+    folds, sections = build([], pubs, checks)
+    first_check = len(pubs)
+    step_tasks = [folds.tasks[t] for parts in sections["published"].values()
+                  for ids in parts.values() for t in ids]
+    for task in step_tasks:
+        assert all(i < first_check for i in task["predict"] + (task["fit_on"] or []))
+    for t, p in zip(sections["memory_checks"], checks):
+        task = folds.tasks[t]
+        assert task["predict"][0] >= first_check
+        assert task["fit_on"] and all(pubs[i]["source"] != p["source"] for i in task["fit_on"])
