@@ -69,7 +69,8 @@ def print_new(result: dict) -> None:
         print_peaks(a, "peak memory where published, held out by source")
     if result["memory_checks"]["peak_memory"]:
         print_peaks(result["memory_checks"],
-                    "memory-only points (a speed setting the model lacks: peak scored, step not)")
+                    "memory-only points (scored on peak memory alone; each row's assumed "
+                    "column says why)")
 
 
 def print_peaks(a: dict, title: str) -> None:

@@ -16,8 +16,9 @@ settings; bench/cost_model_adapter.py's ``job_of`` drops what the model cannot r
 and names it.
 
 A row marked ``memory_only`` ran with something the model does not represent that changes
-its speed but not what it keeps (torchtitan's Float8 + torch.compile under full
-recompute): it is scored on its published peak memory alone, never on step time.
+its speed more than what it keeps (torchtitan's Float8 + torch.compile under full
+recompute; Qwen3's head dim, wider than hidden / heads): it is scored on its published
+peak memory alone, never on step time, and enters no fit.
 """
 
 from __future__ import annotations
