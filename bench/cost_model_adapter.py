@@ -10,11 +10,13 @@ calibration.fit, Job, Cluster, ModelDims; the ``sweep`` config's hardware profil
 nothing from ``bench`` (the old worktree's ``bench`` is not this one).
 
 Request: ``{"points": [{"dims": {...}, "job": {...}, "hardware": "gpu_a100", "nodes": 1,
-"step_s": 1.2}], "tasks": [{"prior": "gpu_a100", "fit_on": [0, 1] | null,
-"predict": [2]}]}``. A job is the settings of a run (``Job``'s fields plus the ones a
-revision may lack: ``shard_level``, ``virtual_stages``, ``context_parallel``,
-``flash_attention``); each point is built with the fields this checkout's ``Job`` has
-(:func:`job_of`), and the settings it could not represent are returned per point.
+"step_s": 1.2, "peak_gib": 60.0 | null}], "tasks": [{"prior": "gpu_a100", "fit_on": [0, 1] |
+null, "predict": [2], "fit_peaks": false}]}``: a task fits on the points' step times, or,
+with ``fit_peaks``, on their peaks alone. A job is the settings of a run (``Job``'s
+fields plus the ones a revision may lack: ``shard_level``, ``virtual_stages``,
+``context_parallel``, ``flash_attention``, ...); each point is built with the fields
+this checkout's ``Job`` has (:func:`job_of`), and the settings it could not represent are
+returned per point.
 Response: ``{"unrepresented": [[...] per point], "tasks": [{"source": ..., "constants":
 {...}, "step_s": [...], "peak_gib": [...]}]}``.
 """
@@ -107,17 +109,20 @@ def run(request: dict) -> dict:
         job, lost = job_of(p["job"])
         hw = profile(p["hardware"])
         built.append((dims_of(p["dims"]), job, Cluster(hw, int(p["nodes"])),
-                      peak_flops(hw, job.dtype), p.get("step_s")))
+                      peak_flops(hw, job.dtype), p.get("step_s"), p.get("peak_gib")))
         unrepresented.append(lost)
     out = []
     for task in request["tasks"]:
         constants = Constants.priors(profile(task["prior"]))
         if task.get("fit_on") is not None:
-            train = [Measurement(dims=d, job=j, cluster=c, peak_flops_per_device=f, step_s=s)
-                     for d, j, c, f, s in (built[i] for i in task["fit_on"])]
+            # A memory task fits the memory constants to the published peaks alone.
+            peaks = bool(task.get("fit_peaks"))
+            train = [Measurement(dims=d, job=j, cluster=c, peak_flops_per_device=f,
+                                 step_s=None if peaks else s, peak_gib=m if peaks else None)
+                     for d, j, c, f, s, m in (built[i] for i in task["fit_on"])]
             constants = calibration.fit(train, constants)
         preds = [predict(d, j, c, constants, peak_flops_per_device=f)
-                 for d, j, c, f, _ in (built[i] for i in task["predict"])]
+                 for d, j, c, f, _, _ in (built[i] for i in task["predict"])]
         out.append({"source": constants.source, "constants": _jsonable(asdict(constants)),
                     "step_s": [q.step_s for q in preds], "peak_gib": [q.peak_gib for q in preds]})
     return {"unrepresented": unrepresented, "tasks": out}

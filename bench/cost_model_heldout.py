@@ -184,10 +184,10 @@ A100 = "gpu_a100"
 
 
 def point_of(dims: ModelDims, settings: dict, hardware: str, nodes: int,
-             step_s: float) -> dict:
+             step_s: float | None, peak_gib: float | None = None) -> dict:
     """One point as bench/cost_model_adapter.py reads it."""
     return {"dims": {**asdict(dims), "arch": dims.arch.value}, "job": settings,
-            "hardware": hardware, "nodes": nodes, "step_s": step_s}
+            "hardware": hardware, "nodes": nodes, "step_s": step_s, "peak_gib": peak_gib}
 
 
 def published_points() -> list[dict]:
@@ -213,8 +213,10 @@ class Folds:
         self.points += points
         return list(range(start, len(self.points)))
 
-    def task(self, prior: str, fit_on: list[int] | None, predict: list[int]) -> int:
-        self.tasks.append({"prior": prior, "fit_on": fit_on, "predict": predict})
+    def task(self, prior: str, fit_on: list[int] | None, predict: list[int],
+             fit_peaks: bool = False) -> int:
+        self.tasks.append({"prior": prior, "fit_on": fit_on, "predict": predict,
+                           "fit_peaks": fit_peaks})
         return len(self.tasks) - 1
 
     def held_out(self, prior: str, indices: list[int], key) -> list[int]:
@@ -238,7 +240,7 @@ def build(rows: list[LandscapeRow], pubs: list[dict],
     vt = folds.add([point_of(r.dims, adapter.settings_of(r.job), A100, 1, r.step_s)
                     for r in rows])
     pub = folds.add([point_of(p["dims"], p["settings"], p["hardware"], p["nodes"],
-                              p["step_s"]) for p in pubs])
+                              p["step_s"], p.get("peak_gib")) for p in pubs])
     source = {i: p["source"] for i, p in zip(pub, pubs)}
     sections: dict = {"vtrain": {
         "uncalibrated": [folds.task(A100, None, vt)],
@@ -255,10 +257,16 @@ def build(rows: list[LandscapeRow], pubs: list[dict],
             parts.setdefault("held_out", []).append(folds.task(hw, train, part))
         sections["published"][name] = parts
     chk = folds.add([point_of(p["dims"], p["settings"], p["hardware"], p["nodes"],
-                              p["step_s"]) for p in checks])
+                              p["step_s"], p["peak_gib"]) for p in checks])
     sections["memory_checks"] = [
         folds.task(p["hardware"], [i for i in pub if source[i] != p["source"]], [i])
         for i, p in zip(chk, checks)]
+    # Every published peak, held out by source: the memory constants fitted to the other
+    # sources' peaks (one task a point: each on the prior of its own profile).
+    peaked = [(i, p) for i, p in zip(pub + chk, pubs + checks) if p.get("peak_gib")]
+    sections["memory_held_out"] = [
+        folds.task(p["hardware"], [j for j, q in peaked if q["source"] != p["source"]], [i],
+                   fit_peaks=True) for i, p in peaked]
     return folds, sections
 
 
@@ -352,20 +360,49 @@ def false_oom_points(peaks: list[float], budgets: list[float]) -> dict:
 
 
 def memory_checks(checks: list[dict], task_ids: list[int], answer: dict) -> dict:
-    """The memory-only points: each published peak beside the predicted one."""
-    peaks = [{"source": p["source"], "name": p["name"],
-              "predicted_gib": answer["tasks"][t]["peak_gib"][0],
-              "published_gib": p["peak_gib"]} for p, t in zip(checks, task_ids)]
+    """The memory-only points: each published peak beside the predicted one, with the step
+    time held out beside it (never a headline); a published OOM, whether the guard rules
+    the point out (its interval's optimistic end over the device's memory)."""
+    peaks, ooms = [], []
+    for p, t in zip(checks, task_ids):
+        task = answer["tasks"][t]
+        predicted, step = task["peak_gib"][0], task["step_s"][0]
+        row = {"source": p["source"], "name": p["name"], "predicted_gib": predicted,
+               "published_gib": p["peak_gib"],
+               "step_error": step / p["step_s"] - 1 if p["step_s"] else None}
+        if p["out_of_memory"]:
+            budget = p["device_memory_gib"]
+            ooms.append({**row, "budget_gib": budget,
+                         "ruled_out_by_guard": bool(false_ooms([predicted], budget)
+                                                    ["ruled_out_by_guard"])})
+        else:
+            peaks.append(row)
     return {"peak_memory": errors([q["predicted_gib"] for q in peaks],
                                   [q["published_gib"] for q in peaks]) if peaks else None,
+            "peak_points": peaks, "out_of_memory": ooms}
+
+
+def memory_held_out(peaked: list[dict], task_ids: list[int], answer: dict) -> dict:
+    """Every published peak predicted by the memory constants fitted to the other
+    sources' peaks (build's ``memory_held_out`` tasks, one a point, in the same order)."""
+    peaks = [{"source": p["source"], "name": p["name"],
+              "predicted_gib": answer["tasks"][t]["peak_gib"][0],
+              "published_gib": p["peak_gib"],
+              "fit": {k: answer["tasks"][t]["constants"][k]
+                      for k in ("runtime_overhead_gib", "allocator_factor")}}
+             for p, t in zip(peaked, task_ids)]
+    return {"peak_memory": errors([q["predicted_gib"] for q in peaks],
+                                  [q["published_gib"] for q in peaks]),
             "peak_points": peaks}
 
 
 def scores(rows: list[LandscapeRow], pubs: list[dict], checks: list[dict], folds: Folds,
            sections: dict, answer: dict) -> dict:
+    peaked = [p for p in pubs + checks if p.get("peak_gib")]
     return {"vtrain": landscape(rows, folds, sections["vtrain"], answer),
             "published": published(pubs, len(rows), folds, sections["published"], answer),
-            "memory_checks": memory_checks(checks, sections["memory_checks"], answer)}
+            "memory_checks": memory_checks(checks, sections["memory_checks"], answer),
+            "memory_held_out": memory_held_out(peaked, sections["memory_held_out"], answer)}
 
 
 def zero_memory() -> list[dict]:

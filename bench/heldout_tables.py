@@ -70,19 +70,49 @@ def print_new(result: dict) -> None:
     if result["memory_checks"]["peak_memory"]:
         print_peaks(result["memory_checks"],
                     "memory-only points (scored on peak memory alone; each row's assumed "
-                    "column says why)")
+                    "column says why), at the priors' memory constants")
+    print_peaks(result["memory_held_out"],
+                "every published peak, held out by source (memory constants fitted to the "
+                "other sources' peaks)")
 
 
 def print_peaks(a: dict, title: str) -> None:
-    """Every published peak beside the held-out prediction, and their MAPE."""
+    """Every published peak beside the held-out prediction, and their MAPE (per source
+    when there are several); a memory-only point's step error, held out too, beside it;
+    and the published OOMs with the guard's verdict."""
     m = a["peak_memory"]
     print(f"{title}: MAPE {pct(m['mape'])} % over {m['n']} points (target <= 10 %), "
           f"signed {pct(m['signed_mean'], True)} %")
-    print_table(["source", "point", "published GiB", "predicted GiB", "error %"],
+    sources = sorted({q["source"] for q in a["peak_points"]})
+    if len(sources) > 1:
+        print("  by source: " + ", ".join(
+            f"{s} {pct(mean_abs_error(a, s))} % ({count(a, s)})" for s in sources))
+    steps = any(q.get("step_error") is not None for q in a["peak_points"])
+    print_table(["source", "point", "published GiB", "predicted GiB", "error %"]
+                + (["step held out %"] if steps else []),
                 [[q["source"], q["name"], f"{q['published_gib']:.1f}",
                   f"{q['predicted_gib']:.1f}",
                   pct(q["predicted_gib"] / q["published_gib"] - 1, True)]
+                 + ([pct(q["step_error"], True)] if steps else [])
                  for q in a["peak_points"]])
+    ooms = a.get("out_of_memory") or []
+    if ooms:
+        caught = sum(q["ruled_out_by_guard"] for q in ooms)
+        print(f"published OOMs ruled out by the guard: {caught} of {len(ooms)}")
+        print_table(["source", "point", "predicted GiB", "device GiB", "ruled out"],
+                    [[q["source"], q["name"], f"{q['predicted_gib']:.1f}",
+                      f"{q['budget_gib']:g}", "yes" if q["ruled_out_by_guard"] else "no"]
+                     for q in ooms])
+
+
+def mean_abs_error(a: dict, source: str) -> float:
+    rel = [abs(q["predicted_gib"] / q["published_gib"] - 1)
+           for q in a["peak_points"] if q["source"] == source]
+    return sum(rel) / len(rel)
+
+
+def count(a: dict, source: str) -> int:
+    return sum(q["source"] == source for q in a["peak_points"])
 
 
 def print_side_by_side(new: dict, old: dict, commit: str) -> None:
@@ -120,7 +150,9 @@ def print_side_by_side(new: dict, old: dict, commit: str) -> None:
             ("peak memory where published", old["published"]["all"]["peak_memory"],
              new["published"]["all"]["peak_memory"]),
             ("memory-only points", old["memory_checks"]["peak_memory"],
-             new["memory_checks"]["peak_memory"])):
+             new["memory_checks"]["peak_memory"]),
+            ("every published peak, held out by source with a memory fit",
+             old["memory_held_out"]["peak_memory"], new["memory_held_out"]["peak_memory"])):
         if o and n:
             print(f"{label} ({n['n']} points): MAPE old {pct(o['mape'])} %, "
                   f"new {pct(n['mape'])} %")

@@ -76,18 +76,23 @@ def step_s(r: dict, d: ModelDims) -> float:
 
 
 def points(path: Path = CSV_PATH) -> list[dict]:
-    """Every row as a published point (bench/cost_model_heldout.py's shape)."""
+    """Every row as a published point (bench/cost_model_heldout.py's shape). A
+    memory-only row may publish ``OOM`` as its peak (it ran out of memory, so it has no
+    throughput either): ``out_of_memory`` is true and ``peak_gib`` and ``step_s`` None."""
     out = []
     with path.open(encoding="utf-8", newline="") as f:
         for r in csv.DictReader(f):
             d = dims_of(r)
-            peak = r["peak_memory_gib"]
+            peak, memory_only = r["peak_memory_gib"], bool(int(r["memory_only"]))
+            oom = peak == "OOM"
+            if oom and not memory_only:
+                raise ValueError(f"{CSV_PATH.name}: {r['name']}: an OOM row is memory_only")
             out.append({"source": r["source"], "name": r["name"], "dims": d,
                         "settings": settings_of(r), "hardware": r["hardware"],
                         "nodes": math.ceil(int(r["gpus"]) / DEVICES_PER_NODE),
-                        "step_s": step_s(r, d),
+                        "step_s": None if oom else step_s(r, d),
                         "published": f"{r['throughput']} {r['throughput_unit']}",
                         "device_memory_gib": float(r["device_memory_gib"]),
-                        "peak_gib": float(peak) if peak else None,
-                        "memory_only": bool(int(r["memory_only"]))})
+                        "peak_gib": float(peak) if peak and not oom else None,
+                        "out_of_memory": oom, "memory_only": memory_only})
     return out

@@ -135,7 +135,9 @@ def test_every_published_run_maps_and_is_cited():
     pts = points()  # raises on a row whose split does not multiply to its GPUs
     assert len(pts) == len(rows) > 0
     assert all(r["citation"].strip() for r in rows)
-    assert all(p["step_s"] > 0 and p["nodes"] >= 1 for p in pts)
+    # Every row that ran has a step time; a published OOM (memory-only) has none.
+    assert all((p["step_s"] is None) == p["out_of_memory"] and p["nodes"] >= 1 for p in pts)
+    assert all(p["step_s"] > 0 for p in pts if not p["out_of_memory"])
 
 
 def test_bloom_step_from_its_published_tflops():
@@ -159,7 +161,7 @@ def test_memory_only_points_are_scored_on_their_peak_and_never_fitted():
     every = published_points()
     pubs = [p for p in every if not p.get("memory_only")]
     checks = [p for p in every if p.get("memory_only")]
-    assert len(checks) == 7 and all(p["peak_gib"] for p in checks)
+    assert len(checks) == 27 and all(p["peak_gib"] or p["out_of_memory"] for p in checks)
     folds, sections = build([], pubs, checks)
     first_check = len(pubs)
     step_tasks = [folds.tasks[t] for parts in sections["published"].values()
@@ -170,3 +172,32 @@ def test_memory_only_points_are_scored_on_their_peak_and_never_fitted():
         task = folds.tasks[t]
         assert task["predict"][0] >= first_check
         assert task["fit_on"] and all(pubs[i]["source"] != p["source"] for i in task["fit_on"])
+
+
+def test_every_published_peak_is_held_out_by_source_with_a_memory_fit():
+    """Each published peak is predicted by memory constants fitted to the peaks of the other
+    sources alone (fit_peaks), never to its own source's; the step folds fit no peak."""
+    from bench import cost_model_adapter as adapter
+    from bench.cost_model_heldout import build, published_points
+
+    every = published_points()
+    pubs = [p for p in every if not p.get("memory_only")]
+    checks = [p for p in every if p.get("memory_only")]
+    folds, sections = build([], pubs, checks)
+    source = [p["source"] for p in pubs + checks]
+    tasks = [folds.tasks[t] for t in sections["memory_held_out"]]
+    assert len(tasks) == sum(1 for p in every if p.get("peak_gib"))
+    for task in tasks:
+        (i,) = task["predict"]
+        assert task["fit_peaks"] and task["fit_on"]
+        assert all(source[j] != source[i] and folds.points[j]["peak_gib"]
+                   for j in task["fit_on"])
+    assert not any(t["fit_peaks"] for t in folds.tasks
+                   if t not in tasks)
+    # The adapter fits memory on the peaks only when the task says so.
+    one = tasks[0]
+    request = {"points": folds.points, "tasks": [one, {**one, "fit_peaks": False}]}
+    with_peaks, without = adapter.run(request)["tasks"]
+    prior = adapter.profile(one["prior"]).cost
+    assert without["constants"]["allocator_factor"] == prior.allocator_factor
+    assert with_peaks["constants"]["allocator_factor"] != prior.allocator_factor
