@@ -66,7 +66,8 @@ def print_new(result: dict) -> None:
     print(f"all {a['n']} points: step MAPE uncalibrated {pct(a['uncalibrated_mape'])} %, "
           f"held out {pct(a['held_out_mape'])} %, false OOM {a['false_oom']}")
     if a["peak_memory"]:
-        print_peaks(a, "peak memory where published, held out by source")
+        print_peaks(a, "peak memory of the step-time points that publish one, at the priors' "
+                       "memory constants")
     if result["memory_checks"]["peak_memory"]:
         print_peaks(result["memory_checks"],
                     "memory-only points (scored on peak memory alone; each row's assumed "
