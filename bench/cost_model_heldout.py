@@ -322,11 +322,9 @@ def published(pubs: list[dict], offset: int, folds: Folds, sections: dict,
                        or float(adapter.profile(p["hardware"]).device_memory_gib) for p in test]
             scores[label] = {**errors(steps, [p["step_s"] for p in test]),
                              "false_oom": false_oom_points(peaks, budgets),
-                             "peak_memory": peak_errors(test, peaks),
-                             "peak_points": [{"source": source, "name": p["name"],
-                                              "predicted_gib": m,
-                                              "published_gib": p["peak_gib"]}
-                                             for p, m in zip(test, peaks) if p.get("peak_gib")],
+                             **peak_scores([{"source": source, "name": p["name"],
+                                             "predicted_gib": m, "published_gib": p["peak_gib"]}
+                                            for p, m in zip(test, peaks) if p.get("peak_gib")]),
                              "points": [{"name": p["name"], "step_s": p["step_s"],
                                          "predicted_s": s, "peak_gib": m}
                                         for p, s, m in zip(test, steps, peaks)]}
@@ -334,21 +332,20 @@ def published(pubs: list[dict], offset: int, folds: Folds, sections: dict,
         out[source] = scores
     every = [s["held_out"] for s in out.values()]
     n = sum(s["n"] for s in every)
-    peaks = [q for s in every for q in s["peak_points"]]
     out["all"] = {"n": n, "held_out_mape": sum(s["mape"] * s["n"] for s in every) / n,
                   "uncalibrated_mape": sum(s["uncalibrated"]["mape"] * s["uncalibrated"]["n"]
                                            for s in out.values()) / n,
                   "false_oom": sum(s["false_oom"]["over_budget"] for s in every),
-                  "peak_memory": errors([q["predicted_gib"] for q in peaks],
-                                        [q["published_gib"] for q in peaks]) if peaks else None,
-                  "peak_points": peaks}
+                  **peak_scores([q for s in every for q in s["peak_points"]])}
     return out
 
 
-def peak_errors(test: list[dict], peaks: list[float]) -> dict | None:
-    """Predicted against published peak memory, where the source publishes one."""
-    pairs = [(q, p["peak_gib"]) for p, q in zip(test, peaks) if p.get("peak_gib")]
-    return errors(*zip(*pairs)) if pairs else None
+def peak_scores(points: list[dict]) -> dict:
+    """Predicted against published peaks (``predicted_gib``, ``published_gib`` a point):
+    their errors (None without a point) and the points themselves."""
+    return {"peak_memory": errors([q["predicted_gib"] for q in points],
+                                  [q["published_gib"] for q in points]) if points else None,
+            "peak_points": points}
 
 
 def false_oom_points(peaks: list[float], budgets: list[float]) -> dict:
@@ -377,9 +374,7 @@ def memory_checks(checks: list[dict], task_ids: list[int], answer: dict) -> dict
                                                     ["ruled_out_by_guard"])})
         else:
             peaks.append(row)
-    return {"peak_memory": errors([q["predicted_gib"] for q in peaks],
-                                  [q["published_gib"] for q in peaks]) if peaks else None,
-            "peak_points": peaks, "out_of_memory": ooms}
+    return {**peak_scores(peaks), "out_of_memory": ooms}
 
 
 def memory_held_out(peaked: list[dict], task_ids: list[int], answer: dict) -> dict:
@@ -391,9 +386,7 @@ def memory_held_out(peaked: list[dict], task_ids: list[int], answer: dict) -> di
               "fit": {k: answer["tasks"][t]["constants"][k]
                       for k in ("runtime_overhead_gib", "allocator_factor")}}
              for p, t in zip(peaked, task_ids)]
-    return {"peak_memory": errors([q["predicted_gib"] for q in peaks],
-                                  [q["published_gib"] for q in peaks]),
-            "peak_points": peaks}
+    return peak_scores(peaks)
 
 
 def scores(rows: list[LandscapeRow], pubs: list[dict], checks: list[dict], folds: Folds,
