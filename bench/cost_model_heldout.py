@@ -342,10 +342,15 @@ def published(pubs: list[dict], offset: int, folds: Folds, sections: dict,
 
 def peak_scores(points: list[dict]) -> dict:
     """Predicted against published peaks (``predicted_gib``, ``published_gib`` a point):
-    their errors (None without a point) and the points themselves."""
-    return {"peak_memory": errors([q["predicted_gib"] for q in points],
-                                  [q["published_gib"] for q in points]) if points else None,
-            "peak_points": points}
+    their errors (None without a point), per source, and the points themselves."""
+    def scored(of: list[dict]) -> dict | None:
+        return errors([q["predicted_gib"] for q in of],
+                      [q["published_gib"] for q in of]) if of else None
+
+    sources = sorted({q["source"] for q in points})
+    return {"peak_memory": scored(points), "peak_points": points,
+            "by_source": {s: scored([q for q in points if q["source"] == s])
+                          for s in sources}}
 
 
 def false_oom_points(peaks: list[float], budgets: list[float]) -> dict:

@@ -84,10 +84,9 @@ def print_peaks(a: dict, title: str) -> None:
     m = a["peak_memory"]
     print(f"{title}: MAPE {pct(m['mape'])} % over {m['n']} points (target <= 10 %), "
           f"signed {pct(m['signed_mean'], True)} %")
-    sources = sorted({q["source"] for q in a["peak_points"]})
-    if len(sources) > 1:
-        print("  by source: " + ", ".join(
-            f"{s} {pct(mean_abs_error(a, s))} % ({count(a, s)})" for s in sources))
+    if len(a["by_source"]) > 1:
+        print("  by source: " + ", ".join(f"{s} {pct(e['mape'])} % ({e['n']})"
+                                          for s, e in a["by_source"].items()))
     steps = any(q.get("step_error") is not None for q in a["peak_points"])
     print_table(["source", "point", "published GiB", "predicted GiB", "error %"]
                 + (["step held out %"] if steps else []),
@@ -104,16 +103,6 @@ def print_peaks(a: dict, title: str) -> None:
                     [[q["source"], q["name"], f"{q['predicted_gib']:.1f}",
                       f"{q['budget_gib']:g}", "yes" if q["ruled_out_by_guard"] else "no"]
                      for q in ooms])
-
-
-def mean_abs_error(a: dict, source: str) -> float:
-    rel = [abs(q["predicted_gib"] / q["published_gib"] - 1)
-           for q in a["peak_points"] if q["source"] == source]
-    return sum(rel) / len(rel)
-
-
-def count(a: dict, source: str) -> int:
-    return sum(q["source"] == source for q in a["peak_points"])
 
 
 def print_side_by_side(new: dict, old: dict, commit: str) -> None:
