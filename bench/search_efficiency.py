@@ -176,97 +176,58 @@ def params_of(cfg) -> dict:
             "runtime.threads": cfg.runtime.threads}
 
 
-class ReplayTrial:
-    """A recorded run replayed in virtual time, followed by the real follow loop
-    (autotune.running.monitor.watch) like any running trial: its records appear at their
-    recorded times (scaled by the run's factor), the loop's waits jump to the next of
-    them, and a stop costs STOP_COST_S, as the trial's processes take to go."""
+def replay_plan(run: dict, factor: float, budget_gib: float) -> tuple[list, float, int]:
+    """A recorded run as a virtual trial's timeline: (events, exit second, exit code). Its
+    records appear at their recorded times (scaled by the run's factor); the trial's memory
+    guard ends it at the first step over ``budget_gib``."""
+    from trials.contract.events import EndRecord, StartRecord, SummaryRecord
+    from trials.contract.outcomes import Outcome
+    from trials.contract.scorecard import scorecard
 
-    program = "the replayed trial"
-
-    def __init__(self, run: dict, factor: float, budget_gib: float, name: str,
-                 on_end) -> None:
-        from trials.contract.events import EndRecord, StartRecord, SummaryRecord
-        from trials.contract.outcomes import Outcome
-        from trials.contract.scorecard import scorecard
-
-        self.marker, self.started, self.t = name, 0.0, 0.0
-        self.on_end = on_end
-        self.events: list[tuple[float, object]] = [(0.0, StartRecord(
-            total_steps=len(run["steps"]), budget_gib=budget_gib))]
-        steps = []
-        self.exit_at, self.code = None, None
-        for record, t in replay_records(run, factor):
-            steps.append(record)
-            self.events.append((t, record))
-            if record.peak_rss_gib > budget_gib:  # the trial's memory guard
-                self.events.append((t, EndRecord(
-                    Outcome.OOM, f"peak RSS over the budget {budget_gib:g} GiB")))
-                self.exit_at, self.code = t + STOP_COST_S, Outcome.OOM.exit_code
-                return
-        outcome = Outcome.parse(run["outcome"])
-        end_t = self.events[-1][0]  # the last step's time (0 for a run without steps)
-        if outcome is Outcome.OK:
-            peak = max(s.peak_rss_gib for s in steps)
-            self.events.append((end_t, SummaryRecord(**scorecard(
-                steps, flops_per_token=None, peak_flops=None, recompute=False,
-                peak_rss_gib=[peak], budget_gib=budget_gib, spike_factor=8.0))))
-            wall, _ = charged_wall(run, run["steps"], math.inf)
-            self.exit_at = wall + end_t - (run["steps"][-1]["t_s"] if run["steps"] else 0.0)
-        else:
-            self.exit_at = run["wall_s"]
-        self.events.append((end_t, EndRecord(outcome, "" if outcome is Outcome.OK
-                                             else "as recorded")))
-        self.code = outcome.exit_code
-
-    def poll(self) -> int | None:
-        return self.code if self.t >= self.exit_at else None
-
-    def read(self) -> list:
-        due = [r for t, r in self.events if t <= self.t]
-        self.events = [(t, r) for t, r in self.events if t > self.t]
-        return due
-
-    def now(self) -> float:
-        return self.t
-
-    def wait(self, seconds: float) -> None:
-        upcoming = [t for t, _ in self.events if t > self.t] + [self.exit_at]
-        self.t = min(self.t + seconds, min(upcoming))
-
-    def stop(self, grace_s: float = 2.0) -> None:
-        self.exit_at = min(self.exit_at, self.t + STOP_COST_S)
-        self.t = self.exit_at
-
-    def kill(self) -> None:
-        self.stop()
-
-    def cleanup(self) -> None:
-        self.on_end(self.t - self.started)
-
-    def verdict(self):
-        return None
-
-    def record(self) -> dict:
-        return {"replay": self.marker}
-
-    def log_tail(self) -> str:
-        return ""
+    events: list[tuple[float, object]] = [(0.0, StartRecord(
+        total_steps=len(run["steps"]), budget_gib=budget_gib))]
+    steps = []
+    for record, t in replay_records(run, factor):
+        steps.append(record)
+        events.append((t, record))
+        if record.peak_rss_gib > budget_gib:  # the trial's memory guard
+            events.append((t, EndRecord(Outcome.OOM,
+                                        f"peak RSS over the budget {budget_gib:g} GiB")))
+            return events, t + STOP_COST_S, Outcome.OOM.exit_code
+    outcome = Outcome.parse(run["outcome"])
+    end_t = events[-1][0]  # the last step's time (0 for a run without steps)
+    if outcome is Outcome.OK:
+        peak = max(s.peak_rss_gib for s in steps)
+        events.append((end_t, SummaryRecord(**scorecard(
+            steps, flops_per_token=None, peak_flops=None, recompute=False,
+            peak_rss_gib=[peak], budget_gib=budget_gib, spike_factor=8.0))))
+        wall, _ = charged_wall(run, run["steps"], math.inf)
+        exit_s = wall + end_t - (run["steps"][-1]["t_s"] if run["steps"] else 0.0)
+    else:
+        exit_s = run["wall_s"]
+    events.append((end_t, EndRecord(outcome, "" if outcome is Outcome.OK else "as recorded")))
+    return events, exit_s, outcome.exit_code
 
 
 class ReplayRunner:
-    """The sweep's runner when every trial is a recorded run of the landscape: the real
-    loop (sampler, filters, follow loop, slow rule, racing, scoring) decides on it."""
+    """The sweep's runner when every trial is a recorded run of the landscape, played in
+    virtual time (autotune.testing.virtual.VirtualTrial): the real loop (sampler, filters,
+    follow loop, slow rule, racing, scoring) decides on it. A stop costs STOP_COST_S, as
+    the trial's processes take to go."""
 
     def __init__(self, landscape: Landscape, seed: int, cv: float, budget_gib: float) -> None:
         self.landscape, self.cv, self.budget_gib = landscape, cv, budget_gib
         self.rng = np.random.default_rng(seed)
         self.spent = 0.0
 
-    def start(self, job, placement=None) -> ReplayTrial:
+    def start(self, job, placement=None):
+        from autotune.testing.virtual import VirtualTrial
+
         run = self.landscape.grid[key(params_of(job.cfg))]
         factor = float(np.exp(self.rng.normal(0.0, self.cv))) if self.cv else 1.0
-        return ReplayTrial(run, factor, self.budget_gib, job.name, self._charge)
+        events, exit_s, code = replay_plan(run, factor, self.budget_gib)
+        return VirtualTrial(job, events, exit_s=exit_s, exit_code=code,
+                            stop_cost_s=STOP_COST_S, on_end=self._charge)
 
     def _charge(self, seconds: float) -> None:
         self.spent += seconds

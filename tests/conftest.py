@@ -7,11 +7,12 @@ import json
 import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from autotune.testing.fake_trial import COMMAND as FAKE_TRIAL
+from autotune.testing.virtual import virtual_runner
 from trials.contract.launch import trial_argv, trial_env
 
 # tests/mindformers/ need MindFormers, which lives in its own environment: `make
@@ -131,6 +132,9 @@ class SweepHarness:
     """Runs ``python -m autotune sweep`` in-process against a scratch study and search space."""
 
     def __init__(self, tmp_path: Path, monkeypatch, capsys) -> None:
+        #: True: scripted trials run as processes (autotune/testing/fake_trial.py), for
+        #: what only a process shows; False: in virtual time (autotune/testing/virtual.py).
+        self.processes = False
         self.tmp = tmp_path
         self.monkeypatch = monkeypatch
         self.capsys = capsys
@@ -155,14 +159,17 @@ class SweepHarness:
                f"sweep.runs_dir={self.runs}", f"sweep.study={study}", "sweep.progress=false",
                "workload=gpt_tiny", "runtime.threads=2"]
         if fake:
-            fake_trial = ROOT / "tests" / "fake_trial.py"
-            out.append(f"sweep.trial_command=[{sys.executable},{fake_trial}]")
+            out.append(f"sweep.trial_command=[{','.join(FAKE_TRIAL)}]")
         return out + list(extra)
 
     def run(self, search: str, *extra: str, study: str = "s", fake: bool = True):
+        return self.main("sweep", *self.overrides(search, *extra, study=study, fake=fake))
+
+    def main(self, *argv: str) -> tuple[int, str, str]:
+        """``python -m autotune ARGV`` in this process."""
         from autotune.cli import main
 
-        code = main(["sweep", *self.overrides(search, *extra, study=study, fake=fake)])
+        code = main(list(argv))
         out = self.capsys.readouterr()
         return code, out.out, out.err
 
@@ -175,4 +182,9 @@ class SweepHarness:
 
 @pytest.fixture
 def harness(tmp_path, monkeypatch, capsys):
-    return SweepHarness(tmp_path, monkeypatch, capsys)
+    """Every command the test runs plays its scripted trials in virtual time, unless the
+    test sets ``harness.processes``."""
+    harness = SweepHarness(tmp_path, monkeypatch, capsys)
+    with virtual_runner(lambda: not harness.processes) as runner:
+        harness.runner = runner
+        yield harness

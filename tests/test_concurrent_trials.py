@@ -54,6 +54,7 @@ def _read_runs(harness, study="s"):
 def test_parallel_trials_run_side_by_side_on_their_own_cores(harness):
     """Two CPU trials at once on the 2-device CPU profile: each pinned to one core, their
     run times overlap, the budget is exact and the log warns about shared numbers."""
+    harness.processes = True  # each process's own CPU affinity and run time (probe.json)
     space = harness.space("par", {"train.micro_batches": [1, 2, 4, 8], "runtime.threads": [2, 1]})
     harness.script(steps=8, step_sleep=0.25, probe=True)
     code, out, err = harness.run(space, "sweep.parallel_trials=2", "sweep.n_trials=5",

@@ -173,6 +173,7 @@ def test_a_run_that_missed_its_precision_target_says_by_how_much():
 def hogged_sweep(harness):
     """A two-trial sweep of the scripted fake trial (~2 s of measured steps each) while a
     hog pinned to one core runs beside it; the hog ends by itself within 20 s."""
+    harness.processes = True  # the host's load is measured over a real run's wall time
     space = harness.space("cond", {"train.micro_batches": [1, 2]})
     harness.script(steps=12, step_sleep=0.2)
     with hog_beside(20.0):
@@ -261,6 +262,7 @@ def test_a_trial_stopped_as_slow_under_load_is_re_queued_once_for_a_quiet_host(h
     """The configuration micro=2 is scripted slow (10x). Its first run meets a hog beside
     it: stopped as slow under load, it is re-queued (not counted), and runs again once the
     host is quiet (or after sweep.quiet_wait_s); slow again, it is then told slow."""
+    harness.processes = True  # the host's load is measured over a real run's wall time
     space = harness.space("cont", {"train.micro_batches": [1, 2]})
     harness.script([{"when": {"train.micro_batches": 2}, "do": "slow"}], steps=8,
                    step_sleep=0.05)

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from autotune.testing.fake_trial import COMMAND as FAKE_TRIAL
+from autotune.testing.virtual import virtual_runner
 from tests.conftest import ROOT, project_env
 
 README = (ROOT / "README.md").read_text()
@@ -268,15 +270,18 @@ def test_readme_commands_on_the_default_study_run_as_written(tmp_path, monkeypat
     assert set(ON_THE_STUDY) <= set(COMMANDS), set(ON_THE_STUDY) - set(COMMANDS)
     (tmp_path / "examples").symlink_to(ROOT / "examples")
     monkeypatch.chdir(tmp_path)
-    # The default study, its trials scripted (tests/fake_trial.py): two of the default
+    # The default study, its trials scripted (autotune/testing/fake_trial.py): two of the default
     # space, so that what follows reads a study as `make sweep` leaves one.
     monkeypatch.setenv("AUTOTUNE_FAKE", "{}")
-    fake = f"sweep.trial_command=[{sys.executable},{ROOT / 'tests' / 'fake_trial.py'}]"
-    assert main(["sweep", "sweep.n_trials=2", "sweep.progress=false", fake]) == 0
+    fake = f"sweep.trial_command=[{','.join(FAKE_TRIAL)}]"
+    with virtual_runner():  # the scripted trials in virtual time
+        assert main(["sweep", "sweep.n_trials=2", "sweep.progress=false", fake]) == 0
+        codes = {}
+        for line in ON_THE_STUDY:
+            capsys.readouterr()
+            codes[line] = (main(shlex.split(line)[3:]), capsys.readouterr().err)
     for line, expected in ON_THE_STUDY.items():
-        capsys.readouterr()
-        code = main(shlex.split(line)[3:])
-        err = capsys.readouterr().err
+        code, err = codes[line]
         # Rule: each exits as the README says, and a refusal is one line.
         assert code == expected, f"{line}\n{err}"
         if expected == 2:

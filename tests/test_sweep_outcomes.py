@@ -45,6 +45,7 @@ def pid_alive(pid: int) -> bool:
 
 
 def test_every_outcome_is_recorded_with_its_reason(harness):
+    harness.processes = True  # real processes: a hung one's whole group must be killed
     space = harness.space("edge", {"data.prefetch": [16, *BEHAVIOURS]})
     harness.script([{"when": {"data.prefetch": k}, "do": v} for k, v in BEHAVIOURS.items()])
     code, out, err = harness.run(space, "sweep.neighbours=true", "sweep.n_trials=10",

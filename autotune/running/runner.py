@@ -11,7 +11,9 @@ trial program itself start it bare, through the same launch recipe,
 - :class:`SimulatedRunner`: the same, running the cost model's simulated trial
   (``sweep.simulate``);
 - :class:`~autotune.running.slurm.SlurmRunner`: a SLURM job (``sweep.launcher=slurm``);
-- ``bench.search_efficiency.ReplayRunner``: a recorded run replayed in virtual time.
+- :class:`~autotune.testing.virtual.VirtualRunner`: a scripted trial (the tests') or a
+  recorded run (``bench.search_efficiency``) played in virtual time, installed for a
+  process with :func:`installed`.
 
 Callers never branch on which one they hold: :func:`runner_for` picks it once from
 the settings.
@@ -20,6 +22,8 @@ the settings.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from autotune.running import launcher
@@ -96,9 +100,28 @@ def program_for(settings: SweepSettings) -> list[str]:
     return list(SIMULATOR) if settings.simulate else list(settings.trial_command)
 
 
+#: A runner that replaces the one the settings choose, for every command run in this
+#: process: ``autotune.testing`` installs its virtual-time runner here (:func:`installed`).
+#: It returns None for the settings it does not replace.
+_installed: Callable[[SweepSettings], Runner | None] | None = None
+
+
+@contextmanager
+def installed(factory: Callable[[SweepSettings], Runner | None]) -> Iterator[None]:
+    """While inside, ``runner_for`` asks ``factory`` first."""
+    global _installed
+    before, _installed = _installed, factory
+    try:
+        yield
+    finally:
+        _installed = before
+
+
 def runner_for(settings: SweepSettings) -> Runner:
     """The runner the settings ask for (SLURM: the cluster is checked first, ConfigError
     naming the fix when it does not answer)."""
+    if _installed is not None and (replaced := _installed(settings)) is not None:
+        return replaced
     if settings.launcher is Launcher.slurm:
         check_cluster(settings.slurm)
         return SlurmRunner(settings.slurm, settings.study, program_for(settings))
