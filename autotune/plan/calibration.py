@@ -33,7 +33,7 @@ import numpy as np
 from autotune.plan import memory, steptime
 from autotune.plan.layout import Cluster, Job, Recompute, host_contention
 from autotune.plan.model_dims import ModelDims
-from autotune.plan.predict import Constants
+from autotune.plan.predict import Constants, Prediction, predict
 from trials.contract.machine import default_cache_dir
 from trials.contract.schema import Mode
 
@@ -311,6 +311,20 @@ def fit(points: list[Measurement], prior: Constants) -> Constants:
     if time_fit or memory_fit:
         constants = replace(constants, source=f"fit of {n} measured trial(s)")
     return respect_ooms(constants, points)
+
+
+def predicted(point: Measurement, constants: Constants) -> Prediction:
+    """The model's prediction of a measured point under ``constants``."""
+    return predict(point.dims, point.job, point.cluster, constants,
+                   peak_flops_per_device=point.peak_flops_per_device)
+
+
+def leave_one_out(points: list[Measurement], start: Constants) -> list[Prediction]:
+    """Each point predicted by the fit (from ``start``) of every other point: what a run the
+    fit has not seen should expect. ``calibrate``'s held-out error and the sweep's held-out
+    ranking (learning.held_out_rank) both come from here."""
+    return [predicted(p, fit(points[:i] + points[i + 1:], start))
+            for i, p in enumerate(points)]
 
 
 # -- storage ---------------------------------------------------------------------------

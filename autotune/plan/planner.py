@@ -141,3 +141,20 @@ def _rank(point: PlanPoint) -> tuple:
     if p is None:
         return (2, 0.0, 0.0)
     return (0 if point.fits else 1, -(p.tokens_per_s or 0.0), p.peak_gib)
+
+
+#: Trial knobs plan enumerates itself, and the plan setting that pins each: an override
+#: of the knob would be ignored, so it is refused with the pin to use.
+PINNED_BY = {"parallel.": "plan.split=[DPxMPxPP]", "train.micro_batches": "plan.micro_batches=[M]",
+             "train.recompute": "plan.recompute=[MODE]", "precision": "plan.precisions=[NAME]"}
+
+
+def ignored_override(overrides: list[str]) -> str | None:
+    """The one line refusing an override plan would ignore, or None."""
+    for override in overrides:
+        key = override.partition("=")[0].lstrip("+~")
+        for knob, pin in PINNED_BY.items():
+            if key == knob or key.startswith(knob if knob.endswith(".") else knob + "."):
+                return (f"plan ignores {override}: it enumerates every value of "
+                        f"{knob.rstrip('.')}; pin it with {pin}")
+    return None
