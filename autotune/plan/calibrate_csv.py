@@ -98,6 +98,12 @@ def calibrate_csv(path: Path, hw: HardwareConfig, *, store: bool,
           f"{collective(c.dp_collective_efficiency)}; "
           f"layer latency {1e3 * c.layer_latency_s:.3g} ms; step overhead "
           f"{c.step_overhead_s:.3g} s")
+    unmeasured = [precision_name(DType(d)) for d in c.compute_efficiency
+                  if d not in c.efficiency_dtypes and hw.peak_tflops.get(d) is not None]
+    if unmeasured:
+        say(f"not measured by these runs: the {'/'.join(unmeasured)} compute efficiency "
+            "keeps the prior (plan uses a measured precision's where the profile's datasheet "
+            "peak is the same, and says which constants are priors)")
     if c.shape_efficiency:
         # Shapes with 8 or more runs have their own efficiency (steptime.gemm_shape).
         say("compute efficiency by GEMM shape (tokens x hidden / mp): "
