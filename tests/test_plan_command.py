@@ -25,7 +25,8 @@ def test_plan_llama2_70b_on_4_nodes_of_ascend_910b(tmp_path):
     proc = autotune("plan", "workload=llama2_70b", "hardware=ascend_910b", "plan.nodes=4",
                     f"plan.out={out}")
     assert proc.returncode == 0, proc.stderr
-    assert sorted(p.name for p in out.iterdir()) == ["plan.csv", "plan.md", "plan.png"]
+    assert sorted(p.name for p in out.iterdir()) == ["breakdown.png", "plan.csv", "plan.md",
+                                                     "plan.png"]
     rows = list(csv.DictReader((out / "plan.csv").open()))
     fitting = [r for r in rows if r["fits"] == "True"]
     ruled_out = [r for r in rows if r["fits"] == "False"]
