@@ -6,9 +6,11 @@ launching anything; works for configurations this machine can never run.
         plan.global_batch=1536
 
 Writes plan.csv (every point, with the reason a ruled-out one does not fit), plan.md
-(the ranked table) and plan.png (predicted tokens/s against predicted peak memory, the
-budget as a line) into ``plan.out``. The planning, ranking and tables are
-autotune/plan/planner.py and autotune/plan/plan_output.py; this is the verb.
+(the ranked table, or when nothing fits the closest configurations and what each lacks),
+plan.png (predicted tokens/s against predicted peak memory, the budget as a line) and
+breakdown.png (the best configurations' step time by part) into ``plan.out``. The
+planning, ranking and tables are autotune/plan/planner.py and autotune/plan/plan_output.py;
+this is the verb.
 """
 
 from __future__ import annotations
