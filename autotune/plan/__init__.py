@@ -9,6 +9,7 @@
 - :mod:`.costmodel`: the model of one profile: predict a trial config, fit measured trials;
 - :mod:`.fits`: which fit a study's commands use; a sweep's refits, stored in its study;
 - :mod:`.plausible`: whether a fit's constants can describe the runs (else refused);
-- :mod:`.planner` and :mod:`.command`: ``python -m autotune plan``;
+- :mod:`.planner` (enumerate, predict, rank) and :mod:`.plan_output` (tables, plan.md,
+  the terminal lines): ``python -m autotune plan``; :mod:`.calibrate_csv`: ``calibrate``;
 - :mod:`.simulate`: a simulated trial program (prediction + measured noise).
 """

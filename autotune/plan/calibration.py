@@ -33,7 +33,7 @@ import numpy as np
 from autotune.plan import memory, steptime
 from autotune.plan.layout import Cluster, Job, Recompute, host_contention
 from autotune.plan.model_dims import ModelDims
-from autotune.plan.predict import Constants
+from autotune.plan.predict import Constants, Prediction, predict
 from trials.contract.machine import default_cache_dir
 from trials.contract.schema import Mode
 
@@ -177,6 +177,8 @@ def fit_time(points: list[Measurement], prior: Constants) -> tuple[dict, float |
         # shapes): the one that gives its trials the same total compute time.
         efficiency[dtype] = float(a[:, on].sum() / (a[:, on] @ coef[on]).sum())
     out["compute_efficiency"] = efficiency
+    out["efficiency_dtypes"] = sorted({names[j].split(":")[1] for j in free
+                                       if names[j].startswith("compute:")})
     if shapes:
         out["shape_efficiency"] = shapes
     return out, _relative_rms(a @ coef, y, len(free))
@@ -216,7 +218,7 @@ def _fit_efficiency_only(usable: list[Measurement], prior: Constants) -> dict:
             sums[m.job.dtype.value][1] += rest
     for dtype, (flop_s, rest) in sums.items():
         efficiency[dtype] = float(min(1.0, flop_s / rest))
-    return {"compute_efficiency": efficiency}
+    return {"compute_efficiency": efficiency, "efficiency_dtypes": sorted(sums)}
 
 
 def _memory_row(m: Measurement, prior: Constants) -> tuple[float, float, float]:
@@ -269,7 +271,8 @@ def fit_memory(points: list[Measurement], prior: Constants) -> tuple[dict, float
         if value > 0:
             factors[k] = float(value) / allocator
     out = {"runtime_overhead_gib": overhead, "allocator_factor": max(allocator, 1e-6),
-           "activation_factor": factors}
+           "activation_factor": factors,
+           "activation_dtypes": sorted(k for k, v in zip(seen, coef[2:]) if v > 0)}
     return out, _relative_rms(a @ coef, y, 2 + len(seen))
 
 
@@ -303,6 +306,10 @@ def fit(points: list[Measurement], prior: Constants) -> Constants:
     time_fit, time_error = fit_time(points, prior)
     memory_fit, memory_error = fit_memory(points, prior)
     constants = replace(prior, **time_fit, **memory_fit)
+    # What the start (an imported fit) measured stays measured.
+    constants = replace(constants, **{
+        k: sorted(set(getattr(prior, k)) | set(getattr(constants, k)))
+        for k in ("efficiency_dtypes", "activation_dtypes")})
     if time_error is not None:
         constants = replace(constants, time_uncertainty=time_error)
     if memory_error is not None:
@@ -311,6 +318,20 @@ def fit(points: list[Measurement], prior: Constants) -> Constants:
     if time_fit or memory_fit:
         constants = replace(constants, source=f"fit of {n} measured trial(s)")
     return respect_ooms(constants, points)
+
+
+def predicted(point: Measurement, constants: Constants) -> Prediction:
+    """The model's prediction of a measured point under ``constants``."""
+    return predict(point.dims, point.job, point.cluster, constants,
+                   peak_flops_per_device=point.peak_flops_per_device)
+
+
+def leave_one_out(points: list[Measurement], start: Constants) -> list[Prediction]:
+    """Each point predicted by the fit (from ``start``) of every other point: what a run the
+    fit has not seen should expect. ``calibrate``'s held-out error and the sweep's held-out
+    ranking (learning.held_out_rank) both come from here."""
+    return [predicted(p, fit(points[:i] + points[i + 1:], start))
+            for i, p in enumerate(points)]
 
 
 # -- storage ---------------------------------------------------------------------------

@@ -58,3 +58,61 @@ def tradeoff(df: pd.DataFrame, *, title: str, budget_gib: float) -> Figure | Non
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=7, loc="best")
     return fig
+
+
+#: The parts of a step the breakdown chart stacks (plan.csv's ``time_<part>_s`` columns), in
+#: order, with their labels: compute without its recompute forward, the recompute forward,
+#: the fixed per-layer latency and attention-score work, each collective, the bubble.
+PARTS = (("compute", "compute"), ("recompute", "recompute forward"),
+         ("layer_latency", "layer latency"), ("attention_scores", "attention scores"),
+         ("mp_collectives", "tensor-parallel collectives"),
+         ("cp_collectives", "context-parallel collectives"),
+         ("pp_p2p", "pipeline sends"), ("dp_allreduce", "data-parallel all-reduce"),
+         ("pp_bubble", "pipeline bubble"), ("data_wait", "data wait"),
+         ("overhead", "step overhead"))
+
+
+def step_parts(row: pd.Series) -> dict[str, float]:
+    """A plan.csv row's step time by part (seconds): compute is counted without its
+    recompute forward, which is a part of its own; the parts add up to the step."""
+    parts = {key: float(row.get(f"time_{key}_s") or 0.0) for key, _ in PARTS}
+    parts["compute"] -= parts["recompute"]
+    return parts
+
+
+def breakdown_figure(top: pd.DataFrame, path: Path, *, title: str) -> Path:
+    """``breakdown.png``: the step time of the best configurations (``top``: plan.csv rows,
+    best first) as stacked bars of compute, recompute, each collective and the bubble."""
+    fig = breakdown(top, title=title)
+    if fig is None:
+        return placeholder(path, title, "No ranked configuration has a predicted step time "
+                           "(see plan.md for why).")
+    return save(fig, path)
+
+
+def breakdown(top: pd.DataFrame, *, title: str) -> Figure | None:
+    """The figure of :func:`breakdown_figure`; None when no row has a step time."""
+    known = top.dropna(subset=["step_s"]) if "step_s" in top else top.iloc[0:0]
+    if known.empty:
+        return None
+    rows = [step_parts(r) for _, r in known.iterrows()]
+    labels = [f"#{r['rank']} {r['split']} m={r['micro_batches']} {r['recompute']}"
+              if pd.notna(r.get("rank")) else f"{r['split']} m={r['micro_batches']}"
+              for _, r in known.iterrows()]
+    fig = Figure(figsize=(11, 1.6 + 0.4 * len(rows)), layout="constrained")
+    ax = fig.subplots()
+    left = [0.0] * len(rows)
+    colours = iter(("tab:blue", "tab:cyan", "tab:olive", "tab:green", "tab:orange", "tab:pink",
+                    "tab:brown", "tab:red", "tab:gray", "tab:purple", "black"))
+    y = list(range(len(rows)))[::-1]  # the best on top
+    for (key, label), colour in zip(PARTS, colours):
+        widths = [r[key] for r in rows]
+        if not any(w > 0 for w in widths):
+            continue
+        ax.barh(y, widths, left=left, color=colour, label=label, height=0.7)
+        left = [a + w for a, w in zip(left, widths)]
+    ax.set_yticks(y, labels, fontsize=7)
+    ax.set_xlabel("predicted seconds per optimizer step")
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # off the bars
+    return fig

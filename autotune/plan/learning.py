@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import threading
 
-from autotune.plan import fits
+from autotune.plan import calibration, fits
 from autotune.plan.calibration import Measurement
 from autotune.plan.costmodel import CostModel
 from autotune.plan.plausible import plausible_part
-from autotune.plan.predict import predict
 from autotune.study.records import PREDICTION, TrialRecord
 from autotune.study.selection import distinct
 from trials.contract.outcomes import Outcome
@@ -82,12 +81,7 @@ def held_out_rank(points: list[Measurement], model: CostModel) -> float | None:
         return None
     from scipy.stats import spearmanr  # only when ranking: keeps start-up short
 
-    predicted = []
-    for i, m in enumerate(timed):
-        constants = model.fitted(timed[:i] + timed[i + 1:])
-        prediction = predict(m.dims, m.job, m.cluster, constants,
-                             peak_flops_per_device=m.peak_flops_per_device)
-        predicted.append(prediction.step_s)
+    predicted = [p.step_s for p in calibration.leave_one_out(timed, model.start)]
     rho = spearmanr(predicted, [m.step_s for m in timed]).statistic
     return float(rho) if rho == rho else None  # nan when either side is constant
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 
 from autotune.plan.costmodel import CostModel
 from autotune.plan.layout import Job
+from autotune.plan.memory import stage_layer_counts
 from autotune.plan.model_dims import ModelDims
 from autotune.plan.predict import MemoryFit, Prediction
 from autotune.settings import PlanSettings
@@ -29,6 +30,9 @@ class PlanPoint:
     prediction: Prediction | None
     reason: str | None  # why it is ruled out; None = it fits
     memory_fit: MemoryFit | None = None
+    #: What is unusual about a point that is planned all the same (uneven pipeline stages,
+    #: tensor parallel across nodes): said beside it, never a reason to rule it out.
+    flags: tuple[str, ...] = ()
 
     @property
     def fits(self) -> bool:
@@ -52,13 +56,26 @@ def splits(devices: int) -> list[tuple[int, int, int]]:
     return out
 
 
+#: The plan settings that list values; each also takes one bare value (``plan.split=8x4x12``
+#: as ``plan.split=[8x4x12]``).
+LISTED = ("split", "micro_batches", "recompute", "sequence_parallel", "optimizer_shard",
+          "precisions")
+
+
+def listed(settings: PlanSettings) -> PlanSettings:
+    """The settings with every listed knob a list (a bare value, one item)."""
+    bare = {k: [getattr(settings, k)] for k in LISTED
+            if not isinstance(getattr(settings, k), list | tuple)}
+    return replace(settings, **bare) if bare else settings
+
+
 def pinned_splits(settings: PlanSettings, devices: int) -> list[tuple[int, int, int]]:
     """``plan.split``'s splits, or every split of the cluster; ConfigError for a split
     that does not use the cluster's devices."""
     if not settings.split:
         return splits(devices)
     out = []
-    for text in settings.split:
+    for text in listed(settings).split:
         dp, mp, pp = parse_split(text, "plan.split")
         if dp * mp * pp != devices:
             raise ConfigError(f"plan.split value {text!r} uses {dp * mp * pp} devices; the "
@@ -69,28 +86,50 @@ def pinned_splits(settings: PlanSettings, devices: int) -> list[tuple[int, int, 
 
 
 def dtypes(cfg: TrialConfig, settings: PlanSettings) -> list[DType]:
+    settings = listed(settings)
     if settings.precisions:
         return [dtype_of(name, "plan.precisions") for name in settings.precisions]
     hw = cfg.hardware
     return [d for d in DType if d is not DType.bfloat16 or hw.supports.get("bf16", False)]
 
 
-def structural_reason(cfg: TrialConfig, w: WorkloadConfig, job: Job,
-                      devices_per_node: int) -> str | None:
-    """The rules a split breaks before any memory is counted."""
-    if job.mp > devices_per_node:
-        return f"tensor parallel mp={job.mp} would span nodes of {devices_per_node} devices"
-    problem = dimension_problem(w, mp=job.mp, pp=job.pp)
+def structural_reason(cfg: TrialConfig, w: WorkloadConfig, job: Job) -> str | None:
+    """The rules a split breaks before any memory is counted. Layers that do not divide
+    by the stages and tensor parallel wider than a node are not among them: both are
+    planned and flagged (:func:`flags`)."""
+    problem = dimension_problem(w, mp=job.mp, pp=1)
     if problem:
         return problem
-    if job.global_batch % (job.micro_batches * job.dp):
+    if w.n_layers < job.pp:
+        return (f"workload.n_layers={w.n_layers} leaves a pipeline stage of pp={job.pp} "
+                "without a layer")
+    step = job.micro_batches * job.dp
+    if job.global_batch % step:
         return (f"global batch {job.global_batch} is not divisible by {job.micro_batches} "
-                f"micro-batches x dp {job.dp}")
+                f"micro-batches x dp {job.dp} (the nearest that is: "
+                f"{-(-job.global_batch // step) * step})")
     if job.pp > 1 and job.micro_batches < job.pp:
         return f"micro-batches {job.micro_batches} < pipeline stages {job.pp}"
     probe = replace(cfg, parallel=ParallelConfig(dp=job.dp, mp=job.mp, pp=job.pp),
                     precision=replace(cfg.precision, dtype=job.dtype))
     return unsupported_reason(probe)
+
+
+def flags(dims: ModelDims, job: Job, devices_per_node: int, nodes: int) -> tuple[str, ...]:
+    """What a planned point does that most runs do not, said beside it: pipeline stages of
+    unequal layers (the model counts the slowest stage's time and the first stage's
+    memory), tensor parallel over more devices than a node has (its collectives cross the
+    inter-node links, which the model charges)."""
+    out = []
+    counts = stage_layer_counts(dims, job)
+    if len(set(counts)) > 1:
+        runs = [(n, sum(1 for _ in group)) for n, group in itertools.groupby(counts)]
+        out.append("uneven stages " + " + ".join(f"{k}x{n}" for n, k in runs) + " layers")
+    if job.mp > devices_per_node:
+        span = -(-job.mp // devices_per_node)
+        out.append(f"t={job.mp} spans {span} nodes" if nodes > 1 else
+                   f"t={job.mp} over {devices_per_node} devices a node")
+    return tuple(out)
 
 
 def micro_batch_counts(batch: int, dp: int, settings: PlanSettings) -> list[int]:
@@ -102,6 +141,7 @@ def micro_batch_counts(batch: int, dp: int, settings: PlanSettings) -> list[int]
 
 
 def enumerate_jobs(cfg: TrialConfig, settings: PlanSettings, devices: int) -> list[Job]:
+    settings = listed(settings)
     batch = settings.global_batch or cfg.train.global_batch
     jobs = []
     for (dp, mp, pp), rc, sp, shard, dtype in itertools.product(
@@ -122,17 +162,19 @@ def plan(cfg: TrialConfig, settings: PlanSettings, model: CostModel,
          budget_gib: float) -> list[PlanPoint]:
     """Every point, fitting ones first (best predicted tokens/s, then least memory)."""
     dims = ModelDims.of(cfg.workload)
+    cluster = model.cluster
     points = []
-    for job in enumerate_jobs(cfg, settings, model.cluster.devices):
-        reason = structural_reason(cfg, cfg.workload, job, model.cluster.devices_per_node)
+    for job in enumerate_jobs(cfg, settings, cluster.devices):
+        reason = structural_reason(cfg, cfg.workload, job)
         if reason:
             points.append(PlanPoint(job, None, reason))
             continue
+        flagged = flags(dims, job, cluster.devices_per_node, cluster.nodes)
         prediction = model.predict_job(dims, job)
         fit = prediction.memory_fit(budget_gib)
         if fit is MemoryFit.OVER:
             reason = prediction.memory.explain(budget_gib)
-        points.append(PlanPoint(job, prediction, reason, fit))
+        points.append(PlanPoint(job, prediction, reason, fit, flagged))
     return sorted(points, key=_rank)
 
 
@@ -141,3 +183,20 @@ def _rank(point: PlanPoint) -> tuple:
     if p is None:
         return (2, 0.0, 0.0)
     return (0 if point.fits else 1, -(p.tokens_per_s or 0.0), p.peak_gib)
+
+
+#: Trial knobs plan enumerates itself, and the plan setting that pins each: an override
+#: of the knob would be ignored, so it is refused with the pin to use.
+PINNED_BY = {"parallel.": "plan.split=[DPxMPxPP]", "train.micro_batches": "plan.micro_batches=[M]",
+             "train.recompute": "plan.recompute=[MODE]", "precision": "plan.precisions=[NAME]"}
+
+
+def ignored_override(overrides: list[str]) -> str | None:
+    """The one line refusing an override plan would ignore, or None."""
+    for override in overrides:
+        key = override.partition("=")[0].lstrip("+~")
+        for knob, pin in PINNED_BY.items():
+            if key == knob or key.startswith(knob if knob.endswith(".") else knob + "."):
+                return (f"plan ignores {override}: it enumerates every value of "
+                        f"{knob.rstrip('.')}; pin it with {pin}")
+    return None

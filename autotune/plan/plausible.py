@@ -18,7 +18,7 @@ from trials.contract.schema import Mode
 #: The constants the peak-memory fit sets; the time fit sets the others (calibration.fit
 #: fits the two apart, from different measurements).
 MEMORY_FIELDS = ("runtime_overhead_gib", "allocator_factor", "activation_factor",
-                 "memory_uncertainty")
+                 "memory_uncertainty", "activation_dtypes")
 
 #: A compute efficiency under this fraction of the peak means the peak or the dimensions
 #: do not match the runs.

@@ -37,11 +37,17 @@ class Constants:
     #: steptime.gemm_shape), which replaces the dtype's for a job of that shape.
     shape_efficiency: dict[str, float] = field(default_factory=dict)
     recompute_frees_memory: bool = True
-    #: Relative error of memory and of step time (1 sigma), from the fit's residuals.
+    #: Relative error of memory and of step time (1 sigma), from the fit's residuals. The
+    #: interval the memory guard applies is not this: ``memory_interval()``.
     memory_uncertainty: float = 0.3
     time_uncertainty: float = 0.3
     #: Where the numbers came from ("priors of profile cpu", "fit of 12 trials").
     source: str = "priors"
+    #: The dtypes (values) whose compute efficiency, and whose activation factor, a fit
+    #: measured (empty: the priors, or a fit stored before these were kept): every other
+    #: dtype's is its prior (coverage.py says so).
+    efficiency_dtypes: list = field(default_factory=list)
+    activation_dtypes: list = field(default_factory=list)
 
     def efficiency(self, d: ModelDims, job: Job) -> float:
         """The compute efficiency of this job's GEMM shape where a fit measured it, else
@@ -82,6 +88,16 @@ class Constants:
 HELD_OUT_MEMORY_ERROR = 0.09
 
 
+def memory_interval() -> float:
+    """The relative half-width of every predicted peak's interval: the one number the
+    guard (``Prediction.memory_fit``: the sweep's predicted_oom, plan's ruled out and
+    tight) applies and every printed "memory +-N %" states. It is the held-out error, not
+    a fit's in-sample residual (``Constants.memory_uncertainty``, which a fit of three
+    trials can make small or the priors' 0.3 large): a bound checked on trials the fit
+    had not seen."""
+    return HELD_OUT_MEMORY_ERROR
+
+
 class MemoryFit(enum.Enum):
     """Where the budget falls in a prediction's memory interval."""
 
@@ -107,8 +123,8 @@ class Prediction:
     @property
     def peak_interval_gib(self) -> tuple[float, float]:
         """(optimistic, pessimistic) peak: the held-out memory error either side."""
-        return (self.peak_gib * (1 - HELD_OUT_MEMORY_ERROR),
-                self.peak_gib * (1 + HELD_OUT_MEMORY_ERROR))
+        return (self.peak_gib * (1 - memory_interval()),
+                self.peak_gib * (1 + memory_interval()))
 
     def memory_fit(self, budget_gib: float) -> MemoryFit:
         """OVER only when even the optimistic end exceeds the budget; TIGHT when the budget
