@@ -51,8 +51,10 @@ def test_each_changed_knob_says_what_it_measured_alone():
     assert "| `micro` | 1 | 2 | oom (trial 2) |" in text
     # Rule: the overall change is the chosen trial against the baseline.
     assert "Overall: 100 -> 200 tokens/s (+100.0 %)" in text
-    # Rule: a knob never measured alone says so.
-    text = describe_changes(chosen, base, cfg(), [base, chosen])
+    # Rule: a knob never measured alone says so; a reuse of another trial's result is not
+    # a measurement of its own.
+    reused = rec(4, tokens_per_s=150.0, params={"thr": 2, "micro": 1}, reused_from=1)
+    text = describe_changes(chosen, base, cfg(), [base, reused, chosen])
     assert "| `thr` | 1 | 2 | not measured alone |" in text
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
 
@@ -54,3 +56,27 @@ def test_the_lock_is_released_when_the_block_raises(tmp_path):
     threading.Thread(target=next_claim, daemon=True).start()
     # Rule: a claim that failed frees the lock for the next one.
     assert done.wait(2)
+
+
+HOLD = """
+import sys, time
+from autotune.study.claims import launch_lock
+with launch_lock(sys.argv[1], "s"):
+    print("held", flush=True)
+    time.sleep(0.6)
+"""
+
+
+def test_another_process_waits_for_the_claim(tmp_path):
+    url = "sqlite:///" + str(tmp_path / "study.db")
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, url], stdout=subprocess.PIPE,
+                              text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        start = time.monotonic()
+        with launch_lock(url, "s"):
+            waited = time.monotonic() - start
+    finally:
+        holder.wait(10)
+    # Rule: across processes the flock excludes: this claim waits for the other's to end.
+    assert waited > 0.3
