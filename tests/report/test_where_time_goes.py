@@ -19,10 +19,11 @@ def stored(trial: int) -> dict:
 
 
 def test_the_best_trials_profile_is_shown_with_its_figure(tmp_path):
-    best = rec(2, tokens_per_s=100.0)
+    best = rec(1, tokens_per_s=100.0)
     s = section([best], {1: stored(1), 2: stored(2)}, best, tmp_path)
-    # Rule: the best trial's own profile is the one shown, the figure written beside it.
-    assert s.lines[0].startswith("Trial #2, 3 steps profiled")
+    # Rule: the best trial's own profile is the one shown (not the latest), the figure
+    # written beside it.
+    assert s.lines[0].startswith("Trial #1, 3 steps profiled")
     assert s.figure == FIGURE and (tmp_path / FIGURE).is_file()
     assert "| data_wait | 60.00 | 60.0 % |" in s.lines
     # Rule: the findings are the stored profile's.
