@@ -58,6 +58,7 @@ from typing import Any
 
 import yaml
 
+from autotune.study.schema.confirm import ConfirmVerdict
 from bench._common import (
     RESULTS_DIR,
     LoadMeter,
@@ -99,7 +100,7 @@ HOG = ("import sys, time\n"
 PROBE = r"""
 import json, sys
 import optuna
-from autotune.study.records import load_records
+from autotune.study.records import CONFIRM_STUDY_KEY, load_records
 try:
     from autotune.study.selection import annotate
 except ImportError:
@@ -116,7 +117,7 @@ for r in records:
                 "reason": None if reason is None else str(reason),
                 "tokens_per_s": r.tokens_per_s, "reused_from": r.reused_from, "role": r.role,
                 "gain": None if g is None else [g.ratio, g.low, g.high]})
-print(json.dumps({"trials": out, "confirm": study.user_attrs.get("autotune.confirm") or {}},
+print(json.dumps({"trials": out, "confirm": study.user_attrs.get(CONFIRM_STUDY_KEY) or {}},
                  default=str))
 """
 
@@ -318,13 +319,13 @@ def coverage(study: dict) -> list[dict]:
     by_number = {t["number"]: t for t in study["trials"]}
     rows = []
     for number, summary in sorted(study["confirm"].items(), key=lambda kv: int(kv[0])):
-        test = summary.get("vs_baseline")
+        test = ConfirmVerdict.from_json(summary).vs_baseline
         trial = by_number.get(int(number))
-        if not test or trial is None or trial["gain"] is None:
+        if test is None or trial is None or trial["gain"] is None:
             continue
         _, low, high = trial["gain"]
         rows.append({"trial": int(number), "sweep_gain": trial["gain"],
-                     "confirm_gain": test["ratio"], "covered": low <= test["ratio"] <= high})
+                     "confirm_gain": test.ratio, "covered": low <= test.ratio <= high})
     return rows
 
 

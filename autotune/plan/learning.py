@@ -53,7 +53,7 @@ def measurement_of(record: TrialRecord, model: CostModel,
         return model.measurement(cfg, peak_gib=record.peak_memory_gib, step_s=step,
                                  data_wait_s=wait)
     if record.reason is Outcome.OOM:
-        budget = (record.scorecard.get("resources") or {}).get("memory_budget_gib")
+        budget = record.card.resources.memory_budget_gib
         return model.measurement(cfg, oom_budget_gib=budget or memory_budget_gib(cfg))
     return None
 

@@ -40,6 +40,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from autotune.presentation.findings import Finding
+from trials.contract.performance import Performance
 
 COMM_SHARE_HIGH = 0.20
 DATA_WAIT_SHARE_HIGH = 0.10
@@ -92,17 +93,18 @@ def from_profile(profile: dict, performance: dict | None = None, *, trial: int |
                     rank_step_s=perf.get("rank_step_s") or [], dp=dp)
 
 
-def from_performance(performance: dict, *, trial: int | None = None, dp: int = 1) -> Evidence:
+def from_performance(performance: Performance, *, trial: int | None = None,
+                     dp: int = 1) -> Evidence:
     """Evidence from a trial's scorecard alone (no profile): data wait, communication and
     rank spread."""
-    step_s = performance.get("step_time_median_s")
-    wait = performance.get("data_wait_share")
+    step_s = performance.step_time_median_s
+    wait = performance.data_wait_share
     return Evidence(trial=trial, step_s=step_s,
                     shares={} if wait is None else {"data_wait": wait},
                     seconds={} if wait is None or step_s is None else {"data_wait": wait * step_s},
-                    comm_share=performance.get("comm_share"),
+                    comm_share=performance.comm_share,
                     comm_source="all-reduce timed alone",
-                    rank_step_s=performance.get("rank_step_s") or [], dp=dp)
+                    rank_step_s=list(performance.rank_step_s), dp=dp)
 
 
 def _pct(x: float) -> str:

@@ -78,8 +78,6 @@ def _change(key: str, value: Any, factor: float) -> str:
     return f"{key}={value:g} -> {new:g}"
 
 
-def _card(record: TrialRecord, section: str, key: str) -> Any:
-    return (record.scorecard.get(section) or {}).get(key)
 
 
 # --- rules --------------------------------------------------------------------------------
@@ -199,8 +197,8 @@ def diverged_fp16(ctx: _Context) -> list[Finding]:
     hit = [r for r in ctx.of(Outcome.DIVERGED) if ctx.value(r, "precision") == "fp16"]
     if not hit:
         return []
-    nonfinite = sum(_card(r, "correctness", "nonfinite_steps") or 0 for r in hit)
-    overflow = sum(_card(r, "stability", "overflow_steps") or 0 for r in hit)
+    nonfinite = sum(r.card.correctness.nonfinite_steps for r in hit)
+    overflow = sum(r.card.stability.overflow_steps for r in hit)
     bf16 = ("" if ctx.config.get("hardware.supports.bf16") is not False else
             "; this hardware profile has no bf16, so loss scaling is the way here")
     return [Finding("diverged_fp16", tuple(r.number for r in hit), (
@@ -215,8 +213,8 @@ def diverged(ctx: _Context) -> list[Finding]:
     hit = [r for r in ctx.of(Outcome.DIVERGED) if ctx.value(r, "precision") != "fp16"]
     if not hit:
         return []
-    norms = [g for r in hit if (g := _card(r, "correctness", "grad_norm_max")) is not None]
-    spikes = sum(_card(r, "stability", "loss_spikes") or 0 for r in hit)
+    norms = [g for r in hit if (g := r.card.correctness.grad_norm_max) is not None]
+    spikes = sum(r.card.stability.loss_spikes for r in hit)
     nums = {"trials": len(hit), "loss_spikes": spikes}
     seen = f"{spikes} loss spikes"
     if norms:

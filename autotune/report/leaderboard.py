@@ -88,10 +88,10 @@ def throughput_columns(unit: str | None) -> dict[str, str]:
 def confirm_test(record: TrialRecord) -> tuple[Gain, int] | None:
     """confirm's paired within-round gain of a finalist against the baseline and its
     number of rounds; None for a trial confirm did not test."""
-    test = (record.attrs.get("confirm") or {}).get("vs_baseline")
-    if not test:
+    test = record.confirmed.vs_baseline if record.confirmed is not None else None
+    if test is None:
         return None
-    return Gain(test["ratio"], test["low"], test["high"], method="paired"), test["rounds"]
+    return Gain(test.ratio, test.low, test.high, method="paired"), test.rounds
 
 
 def confirmed_gain(record: TrialRecord) -> str | float:

@@ -78,19 +78,18 @@ def _rss(memory: dict) -> str:
 def _without_profile(best: TrialRecord | None) -> TimeSection:
     if best is None:
         return TimeSection(lines=["No completed trial to say where its time goes."])
-    perf = best.scorecard.get("performance") or {}
-    evidence = rules.from_performance(perf, trial=best.number,
-                                      dp=len(perf.get("rank_step_s") or []) or 1)
+    perf = best.perf
+    evidence = rules.from_performance(perf, trial=best.number, dp=len(perf.rank_step_s) or 1)
     lines = [f"No profile of trial #{best.number} yet: run `python -m autotune profile "
              f"profile.trial={best.number}` for the step split, the top operators and the "
              "memory curve."]
-    if perf.get("data_wait_share") is not None:
-        lines.append(f"From its measured steps: data wait {100 * perf['data_wait_share']:.1f} % "
+    if perf.data_wait_share is not None:
+        lines.append(f"From its measured steps: data wait {100 * perf.data_wait_share:.1f} % "
                      "of the step.")
-    if perf.get("comm_share") is not None:
-        lines.append(f"Gradient all-reduce (timed alone): {1e3 * perf['comm_s']:.2f} ms, "
-                     f"{100 * perf['comm_share']:.1f} % of the step; per-rank step spread "
-                     f"{100 * perf.get('rank_spread', 0):.1f} %.")
+    if perf.comm_share is not None:
+        lines.append(f"Gradient all-reduce (timed alone): {1e3 * (perf.comm_s or 0):.2f} ms, "
+                     f"{100 * perf.comm_share:.1f} % of the step; per-rank step spread "
+                     f"{100 * (perf.rank_spread or 0):.1f} %.")
     return TimeSection(lines=lines, findings=rules.diagnose(evidence))
 
 
