@@ -58,6 +58,7 @@ from typing import Any
 
 import yaml
 
+from autotune.study.layout import DB_NAME, sqlite_url
 from autotune.study.schema.confirm import ConfirmVerdict
 from bench._common import (
     RESULTS_DIR,
@@ -202,7 +203,7 @@ def autotune_cmd(checkout: Checkout, verb: str, overrides: list[str], log_path: 
 
 def run_condition(checkout: Checkout, condition: str, where: Path, args) -> dict[str, Any]:
     where.mkdir(parents=True, exist_ok=True)
-    storage = f"sqlite:///{where / 'study.db'}"
+    storage = sqlite_url(where / DB_NAME)
     common = [f"sweep.storage={storage}", f"sweep.runs_dir={where / 'runs'}", "sweep.study=drift",
               "sweep.progress=false"]
     sweep = [*common, *(QUICK_SWEEP if args.quick else SWEEP)]

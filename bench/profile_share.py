@@ -19,6 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from autotune.profiling.profile import stored_profiles
+from autotune.study.layout import study_url
 from bench._common import REPO, child_env, log, print_table, write_result
 
 NAME = "profile_share"
@@ -39,8 +41,8 @@ def main() -> None:
     if proc.returncode != 0:
         raise SystemExit(f"sweep failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
     study = optuna.load_study(study_name="default",
-                              storage=f"sqlite:///{runs / 'default' / 'study.db'}")
-    profiles = study.user_attrs.get("autotune.profile") or {}
+                              storage=study_url(runs, "default"))
+    profiles = stored_profiles(study)
     line = next((ln for ln in proc.stdout.splitlines() if "profiling the winner" in ln), "")
     log(line or "the winner was not profiled")
     if not profiles:

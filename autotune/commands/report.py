@@ -27,9 +27,10 @@ from autotune.report.diagnosis import Finding, diagnose
 from autotune.settings import SweepSettings
 from autotune.study import selection
 from autotune.study import stage_results as stage_store
+from autotune.study.layout import StudyLayout
 from autotune.study.records import TrialRecord, load_records
 from autotune.study.selection import baseline, export_verdict
-from autotune.study.storage import STOP_RULES, load_existing, redact, storage_url, study_dir
+from autotune.study.storage import STOP_RULES, load_existing, redact, storage_url
 from trials.contract.schema import ConfigError, TrialConfig, memory_budget_gib, to_trial_config
 
 __all__ = ["Finding", "diagnose", "run_report", "write_report"]
@@ -118,12 +119,12 @@ def run_report(composed: DictConfig, console: Console) -> int:
     settings = OmegaConf.to_object(composed.sweep)
     assert isinstance(settings, SweepSettings)
     study = load_existing(settings)
-    records = load_records(study)
+    records = load_records(study, layout=StudyLayout.of(settings))
     cfg = ran_with(records, composed)
     selection.annotate(records, cfg.hardware.cost.run_to_run_cv)
     stop = study.user_attrs.get(STOP_RULES) or OmegaConf.to_container(composed.sweep.stop)
     budget = memory_budget_gib(cfg)
-    out = Path(composed.report.out) if composed.report.out else study_dir(settings) / "report"
+    out = Path(composed.report.out) if composed.report.out else StudyLayout.of(settings).report
     # The one answer to "which trial is best", under export's options: the summary, the
     # diagnosis, export and soak all name the same trials.
     study_verdict = export_verdict(records, OmegaConf.to_object(composed.export),

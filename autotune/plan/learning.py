@@ -14,7 +14,8 @@ from autotune.plan.calibration import Measurement
 from autotune.plan.costmodel import CostModel
 from autotune.plan.plausible import plausible_part
 from autotune.plan.predict import predict
-from autotune.study.records import PREDICTION, TrialRecord
+from autotune.study.records import TrialRecord
+from autotune.study.schema.prediction import StoredPrediction
 from autotune.study.selection import distinct
 from trials.contract.outcomes import Outcome
 from trials.contract.schema import TrialConfig, memory_budget_gib
@@ -97,11 +98,11 @@ def needs_refit(record: TrialRecord, margin: float) -> bool:
     slow by its measured steps' tokens/s)."""
     if record.reason is Outcome.OOM:
         return True
-    predicted = (record.attrs.get(PREDICTION) or {})
+    predicted = record.prediction or StoredPrediction()
     measured = (record.perf.tokens_per_s if record.reason is Outcome.SLOW
                 else record.tokens_per_s)
-    pairs = [(predicted.get("peak_gib"), record.peak_memory_gib),
-             (predicted.get("tokens_per_s"), measured)]
+    pairs = [(predicted.peak_gib, record.peak_memory_gib),
+             (predicted.tokens_per_s, measured)]
     return any(p and m and abs(p / m - 1) > margin for p, m in pairs)
 
 

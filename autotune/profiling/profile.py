@@ -20,6 +20,7 @@ from autotune.profiling.figure import where_the_time_goes
 from autotune.running.job import Runner
 from autotune.running.repeat import run_once
 from autotune.settings import SweepSettings
+from autotune.study.schema.keys import PROFILES
 from trials.contract.outcomes import Outcome
 from trials.contract.schema import TrialConfig
 from trials.contract.trial_dir import TrialDir
@@ -30,7 +31,7 @@ from trials.contract.trial_dir import TrialDir
 #: the reference for the profiler's overhead, and adaptive measuring could run 4x longer.
 PROFILE_RUN = ("run.compile_cache=false", "run.adaptive=false")
 #: Study attribute holding profiles, keyed by trial number (as a string).
-PROFILE_STUDY_KEY = "autotune.profile"
+PROFILE_STUDY_KEY = PROFILES
 
 
 

@@ -24,7 +24,8 @@ def run_confirm(composed: DictConfig, console: Console) -> int:
     settings: SweepSettings = OmegaConf.to_object(composed.sweep)
     options: ConfirmSettings = OmegaConf.to_object(composed.confirm)
     study = S.load_existing(settings)
-    records = load_records(study)
+    layout = StudyLayout.of(settings)
+    records = load_records(study, layout=layout)
     base = selection.baseline(records)
     chosen = C.confirm_finalists(records, base, options.top_k)
     if not chosen:
@@ -55,7 +56,7 @@ def run_confirm(composed: DictConfig, console: Console) -> int:
         if note:
             say(note)
     # The one winner, now that the confirmed figures are stored: what export and soak take.
-    for line in study_verdict(load_records(study), composed).lines():
+    for line in study_verdict(load_records(study, layout=layout), composed).lines():
         say(line)
     return 0
 

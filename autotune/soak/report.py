@@ -11,11 +11,13 @@ from autotune.settings import SoakSettings
 from autotune.soak import stability
 from autotune.soak.attempts import Attempt, kill_and_resume, stitch
 from autotune.soak.plan import SoakPlan
+from autotune.study.layout import SoakFiles
+from autotune.study.schema.keys import SOAK
 from trials.contract.jsonsafe import float_of, to_json
 from trials.contract.units import rate
 
 #: Study attribute with the latest soak's result (tune's stability stage reads it too).
-SOAK_KEY = "autotune.soak"
+SOAK_KEY = SOAK
 
 
 # -- the result -----------------------------------------------------------------------------
@@ -39,8 +41,8 @@ def summarise(plan: SoakPlan, attempts: list[Attempt], failed: str | None,
     replayed = sum(len(a.steps) for a in attempts) - len(steps)
     # JSON-safe (the study attribute and soak.json): non-finite numbers as "nan"/"inf".
     return to_json({
-        **plan.to_dict(), "out": str(out), "plot": str(out / "soak.png"),
-        "metrics": str(out / "run" / "metrics.jsonl"),
+        **plan.to_dict(), "out": str(out), "plot": str(SoakFiles(out).plot),
+        "metrics": str(SoakFiles(out).metrics),
         "finished": finished, "failure": failed, "exit_code": 0 if finished else 1,
         "wall_s": round(wall_s, 2), "steps_trained": len(steps), "steps_replayed": replayed,
         "kill": ({"after_step": resume["kill_done"] - 1, "checkpoint_step":

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from optuna.trial import FrozenTrial, TrialState
 
 from autotune.study.conditions import Conditions, load_flag
+from autotune.study.layout import StudyLayout
 from autotune.study.schema.confirm import ConfirmVerdict
 
 # The attribute keys live in the schema (one owner); imported here under the names that
@@ -34,6 +36,7 @@ from autotune.study.schema.keys import (  # noqa: F401
     REASON,
     REUSED_FROM,
     ROLE,
+    SAMPLED_ROLE,
     SCORECARD,
     TRIAL_DIR,
     WALL_S,
@@ -41,6 +44,7 @@ from autotune.study.schema.keys import (  # noqa: F401
 )
 from autotune.study.schema.keys import CONFIRM_VERDICTS as CONFIRM_STUDY_KEY  # noqa: F401
 from autotune.study.schema.keys import REPEATS as REPEATS_STUDY_KEY  # noqa: F401
+from autotune.study.schema.prediction import StoredPrediction
 from autotune.study.schema.repeats import (  # noqa: F401
     CONFIRM_SOURCE,
     REPEAT_FIELDS,
@@ -205,6 +209,12 @@ class TrialRecord:
         return len(self.sweep_runs())
 
     @property
+    def prediction(self) -> StoredPrediction | None:
+        """The cost model's prediction before it launched, where one was made."""
+        stored = self.attrs.get(PREDICTION)
+        return StoredPrediction.from_json(stored) if stored else None
+
+    @property
     def confirmed(self) -> ConfirmVerdict | None:
         """``confirm``'s verdict on it, where it was a finalist."""
         stored = self.attrs.get(CONFIRM)
@@ -264,7 +274,7 @@ class TrialRecord:
             number=trial.number, state=trial.state.name, params=dict(trial.params),
             reason=outcome_of(trial),
             detail=a.get(DETAIL, ""), launched=bool(a.get(LAUNCHED, False)),
-            role=a.get(ROLE, "sampled"), tokens_per_s=told_tokens_per_s(trial, perf),
+            role=a.get(ROLE, SAMPLED_ROLE), tokens_per_s=told_tokens_per_s(trial, perf),
             mfu=perf.mfu, peak_memory_gib=card.resources.peak_rss_gib_max_rank,
             step_time_s=perf.step_time_median_s, compile_s=perf.compile_s,
             data_wait_share=perf.data_wait_share,
@@ -299,10 +309,12 @@ def pooled_tokens_per_s(record: TrialRecord) -> float | None:
     return Performance.pool(record.runs)
 
 
-def load_records(study, *, trials: list[FrozenTrial] | None = None) -> list[TrialRecord]:
+def load_records(study, *, trials: list[FrozenTrial] | None = None,
+                 layout: StudyLayout | None = None) -> list[TrialRecord]:
     """Every trial (``trials``, when already read), with what is kept on the study merged
     in: confirm's verdict as attrs['confirm'], more runs of its configuration as
-    ``repeats``."""
+    ``repeats``. With the study's ``layout``, a run directory recorded under another root
+    (a study copied or moved since) is found under this one."""
     confirmed = study.user_attrs.get(CONFIRM_STUDY_KEY) or {}
     repeats = study.user_attrs.get(REPEATS_STUDY_KEY) or {}
     out = []
@@ -311,6 +323,9 @@ def load_records(study, *, trials: list[FrozenTrial] | None = None) -> list[Tria
         if str(trial.number) in confirmed:
             record.attrs[CONFIRM] = confirmed[str(trial.number)]
         record.repeats = list(repeats.get(str(trial.number), []))
+        if layout is not None and record.trial_dir and not Path(record.trial_dir).exists():
+            moved = layout.relocated(record.trial_dir)
+            record.trial_dir = str(moved) if moved is not None else record.trial_dir
         out.append(record)
     return out
 

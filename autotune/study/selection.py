@@ -25,10 +25,11 @@ from autotune.settings import ExportSettings
 from autotune.study import noise
 from autotune.study.records import TrialRecord
 from autotune.study.schema.confirm import ConfirmVerdict
+from autotune.study.schema.keys import BASELINE_ROLE  # noqa: F401
 from trials.contract.performance import Performance
 from trials.contract.units import rate
 
-BASELINE_ROLE = "baseline"
+
 def throughput_label(unit: str | None) -> str:
     """What the throughput of a trial is, wherever it is shown (leaderboard, report,
     export), named in the workload's unit (tokens/s, samples/s)."""

@@ -11,7 +11,9 @@ from typing import Any
 
 import optuna
 
-STAGES_KEY = "autotune.stages"
+from autotune.study.schema.keys import STAGES
+
+STAGES_KEY = STAGES
 
 
 def results(study: optuna.Study) -> dict[str, dict]:

@@ -61,3 +61,10 @@ PUBLISHED = "autotune.published"
 COST_MODEL_FIT = "cost_model_fit"
 #: The cost model's predicted points enqueued once (autotune/search/proposals.py).
 PREDICTED_SEEDED = "predicted_seeded"
+
+# -- values of ROLE --------------------------------------------------------------------------
+BASELINE_ROLE = "baseline"  # the space's baseline, enqueued first
+NEIGHBOUR_ROLE = "neighbour"  # one knob away from the baseline (sweep.neighbours)
+PREDICTED_ROLE = "predicted"  # the cost model's best predictions, enqueued once
+SAMPLED_ROLE = "sampled"  # proposed by the sampler
+RETRY_ROLE = "retry"  # a lost trial's configuration, re-queued
