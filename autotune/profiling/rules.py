@@ -40,10 +40,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from autotune.presentation.findings import Finding
+from autotune.presentation.labels import share_text as _pct
+from autotune.study.data_bound import DATA_WAIT_HIGH
+from trials.contract.events import ProfileRecord
 from trials.contract.performance import Performance
 
 COMM_SHARE_HIGH = 0.20
-DATA_WAIT_SHARE_HIGH = 0.10
+DATA_WAIT_SHARE_HIGH = DATA_WAIT_HIGH  # the study judges a data-bound trial by it too
 DATA_WAIT_S_HIGH = 0.010
 DOMINANT_OP_SHARE = 0.40
 MEMORY_PEAK_FACTOR = 3.0
@@ -78,19 +81,19 @@ class Evidence:
         return "This configuration" if self.trial is None else f"Trial #{self.trial}"
 
 
-def from_profile(profile: dict, performance: dict | None = None, *, trial: int | None = None,
-                 dp: int = 1) -> Evidence:
-    """Evidence from a profile event (as stored) and, optionally, the run's performance."""
-    perf = performance or {}
-    shares = profile.get("shares") or {}
+def from_profile(profile: ProfileRecord, performance: Performance | None = None, *,
+                 trial: int | None = None, dp: int = 1) -> Evidence:
+    """Evidence from a profile event and, optionally, the run's performance."""
+    perf = performance or Performance()
+    shares = dict(profile.shares)
     comm = shares.get("communication")
     source = "profiled (exposed)"
-    if perf.get("comm_share") is not None and (comm is None or comm == 0):
-        comm, source = perf["comm_share"], "all-reduce timed alone"
-    return Evidence(trial=trial, step_s=profile.get("step_s"), shares=shares,
-                    seconds=profile.get("seconds") or {}, comm_share=comm, comm_source=source,
-                    top_ops=profile.get("top_ops") or [], memory=profile.get("memory") or {},
-                    rank_step_s=perf.get("rank_step_s") or [], dp=dp)
+    if perf.comm_share is not None and (comm is None or comm == 0):
+        comm, source = perf.comm_share, "all-reduce timed alone"
+    return Evidence(trial=trial, step_s=profile.step_s, shares=shares,
+                    seconds=dict(profile.seconds), comm_share=comm, comm_source=source,
+                    top_ops=list(profile.top_ops), memory=dict(profile.memory),
+                    rank_step_s=list(perf.rank_step_s), dp=dp)
 
 
 def from_performance(performance: Performance, *, trial: int | None = None,
@@ -105,10 +108,6 @@ def from_performance(performance: Performance, *, trial: int | None = None,
                     comm_share=performance.comm_share,
                     comm_source="all-reduce timed alone",
                     rank_step_s=list(performance.rank_step_s), dp=dp)
-
-
-def _pct(x: float) -> str:
-    return f"{100 * x:.1f} %"
 
 
 def communication(e: Evidence) -> Finding | None:

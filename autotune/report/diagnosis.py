@@ -17,9 +17,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from autotune.presentation.findings import Finding
+from autotune.presentation.labels import share_text as _pct
 from autotune.report import importance
 from autotune.study.data_bound import DATA_KNOBS, data_bound_evidence
-from autotune.study.records import TrialRecord, unit_of
+from autotune.study.records import LOG_TAIL, TrialRecord, unit_of
 from autotune.study.selection import (
     Verdict,
     baseline,
@@ -64,10 +65,6 @@ def _ids(records: list[TrialRecord], limit: int = 5) -> str:
 
 def _n(records: list[TrialRecord]) -> str:
     return f"{len(records)} trial{'s' if len(records) != 1 else ''}"
-
-
-def _pct(fraction: float) -> str:
-    return f"{100 * fraction:.1f} %"
 
 
 def _change(key: str, value: Any, factor: float) -> str:
@@ -350,7 +347,7 @@ def crash(ctx: _Context, *, limit: int = 3) -> list[Finding]:
     out = []
     for r in ctx.of(Outcome.CRASH)[:limit]:
         where = f"{r.trial_dir}/stderr.log" if r.trial_dir else "its trial directory"
-        last = _last_log_line(str(r.attrs.get("log_tail") or ""))
+        last = _last_log_line(str(r.attrs.get(LOG_TAIL) or ""))
         ended = f'its log ends with "{last}"' if last else "it left no log output"
         after = f" after {r.wall_s:.1f} s" if r.wall_s is not None else ""
         out.append(Finding("crash", (r.number,), (
