@@ -60,6 +60,7 @@ import yaml
 
 from autotune.study.layout import DB_NAME, sqlite_url
 from autotune.study.schema.confirm import ConfirmVerdict
+from autotune.study.schema.keys import BASELINE_ROLE
 from bench._common import (
     RESULTS_DIR,
     LoadMeter,
@@ -72,6 +73,7 @@ from bench._common import (
     write_result,
 )
 from bench.seam_overhead import Checkout, add_worktree, remove_worktree, repo_root, resolve
+from trials.contract.outcomes import Outcome
 from trials.contract.schema import CostPriors
 
 NAME = "drift"
@@ -299,12 +301,16 @@ def label(params: dict, baseline: dict) -> str:
         or "the baseline"
 
 
+#: The reasons (as the probe prints them) of a configuration stopped as slow.
+LOST_AS_SLOW = (Outcome.SLOW.value, Outcome.CONTENDED.value)
+
+
 def lost_as_slow(trials: list[dict]) -> list[dict]:
     """Configurations a sweep stopped as slow (or contended) and never completed."""
     completed = {key(t["params"]) for t in trials if t["state"] == "COMPLETE"}
     lost: dict[str, dict] = {}
     for t in trials:
-        if t["reason"] in ("slow", "contended") and key(t["params"]) not in completed:
+        if t["reason"] in LOST_AS_SLOW and key(t["params"]) not in completed:
             lost.setdefault(key(t["params"]), t["params"])
     return list(lost.values())
 
@@ -366,7 +372,7 @@ def analyse(metas: dict[str, dict], ref: dict[str, Any] | None) -> dict[str, Any
     for name, meta in metas.items():
         trials = meta["study"]["trials"]
         params_of = {t["number"]: t["params"] for t in trials}
-        base = next((t["params"] for t in trials if t["role"] == "baseline"), {})
+        base = next((t["params"] for t in trials if t["role"] == BASELINE_ROLE), {})
         named = meta["named"]
         configs = {verb: (None if n is None else key(params_of.get(n, {})))
                    for verb, n in named.items()}
@@ -392,8 +398,9 @@ def analyse(metas: dict[str, dict], ref: dict[str, Any] | None) -> dict[str, Any
             # What covering costs: a wide interval covers more and claims less.
             "median_interval_width": median([c["sweep_gain"][2] - c["sweep_gain"][1]
                                              for c in cover]) if cover else None,
-            "stopped_slow_trials": sum(1 for t in trials if t["reason"] == "slow"),
-            "contended_trials": sum(1 for t in trials if t["reason"] == "contended"),
+            "stopped_slow_trials": sum(1 for t in trials if t["reason"] == Outcome.SLOW.value),
+            "contended_trials": sum(1 for t in trials
+                                    if t["reason"] == Outcome.CONTENDED.value),
         }
     out["export_agrees"] = {rev: (None if None in (d.get("quiet"), d.get("loaded"))
                                   else d["quiet"] == d["loaded"]) for rev, d in exported.items()}

@@ -48,14 +48,14 @@ def main() -> None:
     if not profiles:
         raise SystemExit("no profile stored: " + line)
     (trial, p), = profiles.items()
-    row = [args.n_trials, trial, f"{p['wall_s']:.1f}", f"{p['sweep_s']:.0f}",
-           f"{100 * p['share_of_sweep']:.1f} %", f"{sweep_wall:.0f}",
-           f"{100 * p['wall_s'] / sweep_wall:.1f} %"]
+    row = [args.n_trials, trial, f"{p.wall_s:.1f}", f"{p.sweep_s:.0f}",
+           f"{100 * p.share_of_sweep:.1f} %", f"{sweep_wall:.0f}",
+           f"{100 * p.wall_s / sweep_wall:.1f} %"]
     headers = ["launches", "winner", "profile wall s", "launched trials s",
                "share of trials' time", "sweep wall s", "share of sweep wall"]
     print_table(headers, [row])
     path = write_result(NAME, {"headers": headers, "rows": [row], "decision": line,
-                               "shares": p["profile"]["shares"]})
+                               "shares": p.profile.shares})
     log(f"wrote {path}")
 
 

@@ -58,7 +58,7 @@ def test_the_old_blobs_read_as_the_schema_s_dataclasses(old_study):
     assert verdicts[5].vs_baseline.real and verdicts[5].baseline == 0
     assert verdicts[3].vs_baseline is not None and not verdicts[3].vs_baseline.real
     run = last_confirm_run(study)
-    assert run is not None and run.finished and run.plan["trials"] == [0, 3, 5]
+    assert run is not None and run.finished and run.plan.trials == [0, 3, 5]
     assert len(confirm_orders(study)) == 3
     repeats = stored_repeats(study)
     # The baseline: one sweep re-measurement (baseline_every=2) and its 3 confirm rounds.

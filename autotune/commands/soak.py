@@ -49,6 +49,7 @@ from autotune.soak.report import SOAK_KEY, plot, render, soak_section, summarise
 from autotune.study import storage as S
 from autotune.study.layout import SoakFiles, StudyLayout
 from autotune.study.records import load_records
+from autotune.study.schema.soak import SoakVerdict, store_soak
 from trials.contract.trial_dir import TrialDir
 
 __all__ = ["SOAK_KEY", "run_soak", "soak_section"]
@@ -87,12 +88,13 @@ def run_soak(composed: DictConfig, console: Console) -> int:
     attempts, failed = run_attempts(plan, TrialDir(run_dir), runner,
                                     clocks_for(plan, settings), say)
     result = summarise(plan, attempts, failed, options, time.time() - started, out)
-    plot(attempts, result, files.plot)
+    verdict = SoakVerdict.from_json(result)
+    plot(attempts, verdict, files.plot)
     files.result.write_text(json.dumps(result, indent=2) + "\n")
-    study.set_user_attr(SOAK_KEY, result)
-    say(render(result))
+    store_soak(study, result)
+    say(render(verdict))
     say(f"wrote {files.result} and {files.plot}")
-    return result["exit_code"]
+    return verdict.exit_code
 
 
 

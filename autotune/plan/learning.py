@@ -14,7 +14,7 @@ from autotune.plan.calibration import Measurement
 from autotune.plan.costmodel import CostModel
 from autotune.plan.plausible import plausible_part
 from autotune.plan.predict import predict
-from autotune.study.records import TrialRecord
+from autotune.study.records import PREDICTION, TrialRecord
 from autotune.study.schema.prediction import StoredPrediction
 from autotune.study.selection import distinct
 from trials.contract.outcomes import Outcome
@@ -98,7 +98,7 @@ def needs_refit(record: TrialRecord, margin: float) -> bool:
     slow by its measured steps' tokens/s)."""
     if record.reason is Outcome.OOM:
         return True
-    predicted = record.prediction or StoredPrediction()
+    predicted = StoredPrediction.from_json(record.attrs.get(PREDICTION))
     measured = (record.perf.tokens_per_s if record.reason is Outcome.SLOW
                 else record.tokens_per_s)
     pairs = [(predicted.peak_gib, record.peak_memory_gib),

@@ -158,10 +158,10 @@ def _numbered_repeats(record: TrialRecord):
     """(source, its run number within that source from 1, conditions) of each repeat: the
     third confirm run is "confirm run 3", however many re-measurements came before it."""
     seen: Counter = Counter()
-    for rep, conditions in zip(record.repeats, record.repeat_conditions):
-        source = rep.get("source", "repeat")
+    for rep in record.repeat_records:
+        source = rep.source or "repeat"
         seen[source] += 1
-        yield source, seen[source], conditions
+        yield source, seen[source], rep.conditions
 
 
 def flagged_lines(records: list[TrialRecord]) -> list[str]:

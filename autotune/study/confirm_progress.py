@@ -19,7 +19,12 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 
-from autotune.study.schema.confirm import ConfirmRun, last_confirm_run, store_confirm_run
+from autotune.study.schema.confirm import (
+    ConfirmPlan,
+    ConfirmRun,
+    last_confirm_run,
+    store_confirm_run,
+)
 from autotune.study.schema.repeats import CONFIRM_SOURCE, Repeat, add_repeats, stored_repeats
 
 
@@ -27,8 +32,7 @@ from autotune.study.schema.repeats import CONFIRM_SOURCE, Repeat, add_repeats, s
 class ConfirmProgress:
     study: object
     id: str
-    #: The runs this confirm makes: the finalists, and the order of each round.
-    plan: dict
+    plan: ConfirmPlan
     failed: list[str] = field(default_factory=list)
     #: Whether it continues a confirm that was stopped.
     resumed: bool = False
@@ -36,9 +40,9 @@ class ConfirmProgress:
     @classmethod
     def open(cls, study, *, trials: list[int], orders: list[list[int]]) -> ConfirmProgress:
         """The unfinished confirm of this plan, resumed; else a new one."""
-        plan = {"trials": list(trials), "orders": [list(order) for order in orders]}
+        plan = ConfirmPlan(trials=list(trials), orders=[list(order) for order in orders])
         last = last_confirm_run(study)
-        if last is not None and not last.finished and last.plan == plan:
+        if last is not None and not last.finished and _same(last.plan, plan):
             return cls(study, last.id, plan, list(last.failed), resumed=True)
         progress = cls(study, uuid.uuid4().hex[:12], plan)
         progress._save(finished=False)
@@ -69,7 +73,7 @@ class ConfirmProgress:
     def runs(self, trial: int) -> list[Repeat | None]:
         """The stored repeat of each round of ``trial`` (None: it failed)."""
         stored = self._stored(trial)
-        return [stored.get(i) for i in range(len(self.plan["orders"]))]
+        return [stored.get(i) for i in range(len(self.plan.orders))]
 
     def finish(self) -> None:
         self._save(finished=True)
@@ -77,3 +81,9 @@ class ConfirmProgress:
     def _save(self, *, finished: bool) -> None:
         store_confirm_run(self.study, ConfirmRun(id=self.id, plan=self.plan,
                                                  failed=self.failed, finished=finished))
+
+
+def _same(stored: ConfirmPlan, plan: ConfirmPlan) -> bool:
+    """The same finalists and rounds (a plan stored as JSON reads its rounds as lists)."""
+    return (list(stored.trials) == plan.trials
+            and [list(order) for order in stored.orders] == plan.orders)

@@ -50,3 +50,8 @@ class Blob:
     @staticmethod
     def version_of(data: dict[str, Any] | None) -> int:
         return int((data or {}).get(VERSION_KEY, 1))
+
+    @classmethod
+    def version_stamp(cls) -> dict[str, int]:
+        """What a writer that builds the JSON itself adds to it."""
+        return {VERSION_KEY: cls.VERSION}

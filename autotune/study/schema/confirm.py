@@ -8,7 +8,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from autotune.study.schema import keys
 from autotune.study.schema.blob import Blob
@@ -49,12 +48,21 @@ class ConfirmVerdict(Blob):
 
 
 @dataclass
+class ConfirmPlan(Blob):
+    """The runs a confirm makes: the finalists, and the order of each round."""
+
+    trials: list[int] = field(default_factory=list)
+    orders: list[list[int]] = field(default_factory=list)
+
+
+@dataclass
 class ConfirmRun(Blob):
     """The latest confirm: what it runs, which runs failed, whether it finished."""
 
+    NESTED = {"plan": ConfirmPlan}
+
     id: str = ""
-    #: {"trials": [finalists], "orders": [[trial, ...] per round]}
-    plan: dict[str, Any] = field(default_factory=dict)
+    plan: ConfirmPlan = field(default_factory=ConfirmPlan)
     failed: list[str] = field(default_factory=list)  # confirm/<id>/<trial>/<round> tags
     finished: bool = False
 
