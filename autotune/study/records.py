@@ -2,6 +2,9 @@
 
 Everything a trial learned is stored as Optuna user attributes (JSON), so the
 study database alone is enough: optuna-dashboard and the ``optuna`` CLI see it too.
+What is stored, and under which key, is autotune/study/schema/; a record reads it
+through the schema's dataclasses (:attr:`TrialRecord.card`, :attr:`~TrialRecord.confirmed`,
+:attr:`~TrialRecord.repeat_records`, :attr:`~TrialRecord.prediction`).
 """
 
 from __future__ import annotations
