@@ -326,11 +326,19 @@ def load_records(study, *, trials: list[FrozenTrial] | None = None,
         if str(trial.number) in confirmed:
             record.attrs[CONFIRM] = confirmed[str(trial.number)]
         record.repeats = list(repeats.get(str(trial.number), []))
-        if layout is not None and record.trial_dir and not Path(record.trial_dir).exists():
-            moved = layout.relocated(record.trial_dir)
-            record.trial_dir = str(moved) if moved is not None else record.trial_dir
+        if layout is not None and record.trial_dir:
+            record.trial_dir = str(_under(layout, record.trial_dir))
         out.append(record)
     return out
+
+
+def _under(layout: StudyLayout, trial_dir: str) -> Path:
+    """A recorded run directory, under the study's own root where it is there (the study
+    was copied or moved since it recorded it); else as recorded."""
+    recorded = Path(trial_dir)
+    if recorded.is_relative_to(layout.root):
+        return recorded
+    return layout.relocated(recorded) or recorded
 
 
 def unit_of(records: list[TrialRecord]) -> str | None:
