@@ -69,7 +69,7 @@ def publish_study_files(study: optuna.Study, layout: StudyLayout, report_dir: Pa
                 uploaded += publish(study, store, path)
     trials = {t.number: t for t in study.get_trials(deepcopy=False)}
     for number, profile in sorted(stored_profiles(study).items()):
-        figure = Path(profile.get("figure") or "")
+        figure = Path(profile.figure)
         if number in trials and figure.is_file():
             uploaded += publish(study, store, figure, trial=trials[number])
     return uploaded

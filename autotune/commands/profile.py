@@ -32,7 +32,7 @@ from autotune.running.runner import runner_for
 from autotune.settings import ProfileSettings, SweepSettings
 from autotune.study import storage as S
 from autotune.study.choice import study_verdict
-from autotune.study.layout import StudyLayout
+from autotune.study.layout import StudyLayout, sqlite_path
 from autotune.study.records import TrialRecord, load_records
 from trials.contract.schema import ConfigError, TrialConfig, runnable_problem, to_trial_config
 from trials.contract.trial_dir import TrialDir
@@ -94,7 +94,8 @@ def _existing_study(settings: SweepSettings) -> optuna.Study | None:
     """The study when it exists; None when there is none yet (a fresh checkout). A storage
     that fails for any other reason still fails, with its one line."""
     url = S.storage_url(settings)
-    if url.startswith("sqlite:///") and not Path(url[len("sqlite:///"):]).exists():
+    db = sqlite_path(url)
+    if db is not None and not db.exists():
         return None
     try:
         return optuna.load_study(study_name=settings.study,
