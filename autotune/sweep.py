@@ -53,6 +53,7 @@ from autotune.study.choice import study_verdict
 from autotune.study.disk import DiskFull, Reserve, check_room, full_is_diskfull
 from autotune.study.interruption import interrupt, taken_over
 from autotune.study.layout import StudyLayout
+from autotune.study.sweep_end import SweepEnd
 from autotune.study.view import StudyView
 from trials.contract.outcomes import Outcome
 from trials.contract.schema import ConfigError, TrialConfig, memory_budget_gib, to_trial_config
@@ -198,14 +199,14 @@ class Sweep:
         self.storage.outage.note = progress.note  # "storage lost" / "back": one line each
         progress.unit = R.unit_of(R.load_records(study))  # a resume's reused trials too
         try:
-            message = self._loop(study, progress)
+            end = self._loop(study, progress)
         finally:
             progress.close()
             self.reserve.release()
         records = R.load_records(study)
-        if not message.startswith("stopped:"):
-            message = futility.nothing_completed(records) or message
-        failed = message.startswith("stopped:")
+        if not end.failed:
+            end = futility.nothing_completed(records) or end
+        failed, message = end.failed, end.message
         if not final:
             self.console.print(message, highlight=False, soft_wrap=True, markup=False)
             return SweepOutcome(1 if failed else 0, message, study)
@@ -232,12 +233,12 @@ class Sweep:
                                               self.settings.predict))
         return [*chain, filters.OOMDominance()]
 
-    def _verdict(self, study: optuna.Study, idle: int) -> str | None:
+    def _verdict(self, study: optuna.Study, idle: int) -> SweepEnd | None:
         """Why the sweep ends before the next proposal, or None."""
         return budget.end_verdict(study, idle, self.settings, self.space.size, self.dir,
                                   max_idle=MAX_IDLE_PROPOSALS)
 
-    def _loop(self, study: optuna.Study, progress: SweepProgress) -> str:
+    def _loop(self, study: optuna.Study, progress: SweepProgress) -> SweepEnd:
         if self.settings.parallel_trials > 1:
             return self._loop_concurrent(study, progress)
         checks = self.checks = BaselineChecks(self.settings.baseline_every, self.layout,
@@ -258,7 +259,7 @@ class Sweep:
             idle = 0 if settled.launched else idle + 1
         return end
 
-    def _loop_concurrent(self, study: optuna.Study, progress: SweepProgress) -> str:
+    def _loop_concurrent(self, study: optuna.Study, progress: SweepProgress) -> SweepEnd:
         """``sweep.parallel_trials`` trials in flight, each on devices of its own."""
         dispatcher = Dispatcher(
             device_pool(self.settings, self.base.hardware, progress.note),
