@@ -10,6 +10,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+import optuna
+
 
 class EndKind(enum.Enum):
     """Why the sweep ends, as far as what happens next is concerned."""
@@ -55,3 +57,12 @@ class SweepEnd:
 
 #: What a sweep whose loop ran out of proposals without another reason says.
 DONE = SweepEnd(EndKind.DONE, "done")
+
+
+@dataclass
+class SweepOutcome:
+    """What a run of the sweep came to: its exit code, its last line, the study it ran."""
+
+    exit_code: int
+    message: str
+    study: optuna.Study | None = None
