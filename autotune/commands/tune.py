@@ -98,7 +98,7 @@ def _stability(composed: DictConfig, config: SweepConfig, study, console: Consol
         _lines(console, {"lines": soak.get("verdicts") or []})
         return {"done": True, "trial": chosen.number, "lines": list(soak.get("verdicts") or []),
                 "issues": soak_issues(soak)}
-    code = run_soak(composed, console)
+    code = run_soak(composed, console, config)
     soak = study.user_attrs.get(SOAK_KEY) or {}
     lines = soak.get("verdicts") or soak.get("lines") or [f"soak ended with exit code {code}"]
     return {"done": code == 0, "failed": code != 0, "trial": soak.get("trial"),
