@@ -7,8 +7,8 @@
 2. memory (autotune/stages/memory.py): which configurations fit, with headroom;
 3. data (autotune/stages/data.py): a data-bound baseline has the space's data knobs
    tried first, one at a time;
-4. throughput: the sweep (``python -m autotune sweep``), which skips what stage 1
-   ruled out and goes on from the data stage's trials;
+4. throughput (autotune/stages/throughput.py): the sweep (``python -m autotune
+   sweep``), which skips what stage 1 ruled out and goes on from the data stage's trials;
 5. stability: ``python -m autotune soak`` of the configuration export would choose.
 
 Each stage's result is stored on the study (``autotune.stages``) and shown by the
