@@ -53,9 +53,6 @@ class Sweep:
         self.console = console
         self.observe = observe
 
-    def open_study(self) -> optuna.Study:
-        return self.context.open_study()
-
     def run(self, *, limit: int | None = None) -> SweepOutcome:
         """The sweep, until its launch budget is spent. ``limit``: a tuning stage's part
         of it (``tune``'s data stage): it ends once the study has launched this many
