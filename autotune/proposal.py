@@ -218,8 +218,8 @@ class Proposals:
                             settings=self.settings, placement=placement, slow=slow, tick=tick,
                             note=self.progress.note)
 
-    def _race(self, trial: optuna.Trial, result: monitor.TrialResult, leader,
-              before: StudyView) -> float | None:
+    def _race(self, trial: optuna.Trial, result: monitor.TrialResult,
+              leader: R.TrialRecord | None, before: StudyView) -> float | None:
         """A completed trial raced against the leader: its tokens/s pooled over the re-runs
         (None: not raced; a Pareto study has no single leader)."""
         if result.reason is not Outcome.OK or result.summary is None \
