@@ -82,12 +82,12 @@ def test_two_studies_on_one_machine_refit_independently(tmp_path, cache):
     assert dataclasses.asdict(model_a.constants) == fit_a["constants"]
     assert dataclasses.asdict(fits.study_model(study_b, hw).constants) == fit_b["constants"]
     # Rule: A's export predicts with A's fit and names it.
-    headroom = predicted_headroom(sweep_a.base, model_a)
+    headroom = predicted_headroom(sweep_a.context.base, model_a)
     assert headroom["constants"].endswith("of study A")
-    assert headroom["peak_gib"] == model_a.predict_config(sweep_a.base).peak_gib
+    assert headroom["peak_gib"] == model_a.predict_config(sweep_a.context.base).peak_gib
     # Rule: A's resumed sweep starts from A's fit, not B's (B refitted last on this machine).
     resumed, _, out = replayed_sweep("A", 0, runs, n_trials=6)
-    assert resumed.model.constants.source.endswith("of study A")
+    assert resumed.context.model.constants.source.endswith("of study A")
     assert f"cost model: {fit_a['constants']['source']}" in out
     # Rule: prediction.md names the fit of each prediction and the study's fit now.
     report = tmp_path / "report"
