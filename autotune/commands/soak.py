@@ -37,12 +37,12 @@ import json
 import shutil
 import time
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 from rich.console import Console
 
 from autotune.running.repeat import copy_config
 from autotune.running.runner import runner_for
-from autotune.settings import SoakSettings, SweepSettings
+from autotune.settings import SoakSettings, SweepConfig, SweepSettings
 from autotune.soak.attempts import clocks_for, run_attempts
 from autotune.soak.plan import output_dir, pick_trial, plan_soak
 from autotune.soak.report import SOAK_KEY, plot, render, soak_section, summarise
@@ -55,9 +55,9 @@ from trials.contract.trial_dir import TrialDir
 __all__ = ["SOAK_KEY", "run_soak", "soak_section"]
 
 
-def run_soak(composed: DictConfig, console: Console) -> int:
-    settings: SweepSettings = OmegaConf.to_object(composed.sweep)
-    options: SoakSettings = OmegaConf.to_object(composed.soak)
+def run_soak(composed: DictConfig, console: Console, config: SweepConfig) -> int:
+    settings: SweepSettings = config.sweep
+    options: SoakSettings = config.soak
 
     def say(text: str) -> None:
         console.print(text, markup=False, highlight=False, soft_wrap=True)
@@ -105,5 +105,6 @@ STOPPED = ("the soak run was killed; a soak does not resume: run the same comman
            "to start it over from step 0")
 
 
-def run(composed: DictConfig, overrides: list[str], console: Console) -> int:
-    return run_soak(composed, console)
+def run(composed: DictConfig, overrides: list[str], console: Console, *,
+        config: SweepConfig) -> int:
+    return run_soak(composed, console, config)
