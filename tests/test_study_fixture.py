@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 from pathlib import Path
 
 import optuna
@@ -22,6 +21,8 @@ from autotune.study.schema.repeats import (
     CONFIRM_SOURCE,
     stored_repeats,
 )
+from autotune.testing.fake_trial import COMMAND as FAKE_TRIAL
+from autotune.testing.virtual import virtual_runner
 from tests.conftest import ROOT, project_env
 
 FIXTURE = ROOT / "tests" / "fixtures" / "study_v1"
@@ -40,7 +41,7 @@ def old_study(tmp_path, monkeypatch):
     overrides = [f"hydra.searchpath=[file://{tmp_path / 'conf'}]", "search=fixture",
                  "workload=gpt_tiny", f"sweep.runs_dir={runs}", "sweep.study=fixture",
                  "sweep.progress=false", "runtime.threads=2",
-                 f"sweep.trial_command=[{sys.executable},{ROOT / 'tests' / 'fake_trial.py'}]"]
+                 f"sweep.trial_command=[{','.join(FAKE_TRIAL)}]"]
     study = optuna.load_study(study_name="fixture", storage=study_url(runs, "fixture"))
     return study, runs, overrides
 
@@ -114,7 +115,8 @@ def test_confirm_runs_again_on_the_old_study(old_study, monkeypatch, capsys):
     monkeypatch.setenv("AUTOTUNE_FAKE", json.dumps({"rules": [], "steps": 6,
                                                     "step_sleep": 0.005}))
     before = {n: len(rs) for n, rs in stored_repeats(study).items()}
-    assert main(["confirm", *overrides, "confirm.top_k=2", "confirm.repeats=2"]) == 0
+    with virtual_runner():  # the scripted trials in virtual time
+        assert main(["confirm", *overrides, "confirm.top_k=2", "confirm.repeats=2"]) == 0
     out = capsys.readouterr().out
     # Rule: the old confirm finished, so this one measures anew (2 more rounds each),
     # beside the old runs, and stores its verdicts in the current format.
