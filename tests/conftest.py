@@ -55,20 +55,15 @@ def verified_peak_in_the_tests_cache():
                 cores=os.cpu_count(), measured_at="by tests/conftest.py (a fixed figure)"))
 
 
-#: What a process that trains with MindSpore is started as: the trial program, msrun, or
-#: an orchestrator command whose trials are the real program (no scripted or simulated one).
-MINDSPORE_PROGRAMS = ("trials.train", "msrun")
-TRAINING_VERBS = {"sweep", "tune", "profile", "confirm", "soak", "calibrate-host"}
+#: What a process that trains with MindSpore is started as: the trial program, msrun, an
+#: exported job's copy of the trial program or its launch script. (An orchestrator started
+#: as a process of its own is not looked into: its trials are its grandchildren.)
+MINDSPORE_PROGRAMS = ("trials.train", "msrun", "train.py", "launch.sh")
 
 
 def starts_mindspore(argv) -> bool:
     args = [str(a) for a in ([argv] if isinstance(argv, (str, Path)) else argv)]
-    if any(a in MINDSPORE_PROGRAMS or Path(a).name == "msrun" for a in args):
-        return True
-    if "autotune" not in args or not TRAINING_VERBS & set(args):
-        return False
-    return not any(a.startswith(("sweep.trial_command=", "sweep.simulate=true"))
-                   for a in args)
+    return any(Path(a).name in MINDSPORE_PROGRAMS for a in args)
 
 
 @pytest.fixture(autouse=True)

@@ -29,6 +29,20 @@ Per study (:mod:`.keys`, study-level):
 Every blob is a dataclass with ``to_json()``/``from_json()`` and a format ``version``
 (:mod:`.blob`); ``from_json`` reads what older autotune wrote (missing fields default,
 unknown ones are ignored; tests/fixtures/study_v1 is such a study).
+
+- :mod:`.blob`: the base of every stored blob;
+- :mod:`.confirm`: what ``confirm`` stores;
+- :mod:`.fingerprint`: what makes a study the same study (``autotune.fingerprint``;
+- :mod:`.fit`: a fit of the cost model's constants (``cost_model_fit`` on a study;
+- :mod:`.keys`: every attribute key the study stores;
+- :mod:`.prediction`: the cost model's prediction of a trial, stored before it launches
+  (``prediction``);
+- :mod:`.profile`: what ``profile`` stores per trial (``autotune.profile``;
+- :mod:`.repeats`: more runs of a trial's configuration, kept on the study (a finished
+  Optuna trial cannot change);
+- :mod:`.scorecard`: a trial's scorecard as stored (``scorecard``);
+- :mod:`.soak`: what ``soak`` stores;
+- :mod:`.stages`: what ``tune``'s stages store (``autotune.stages``.
 """
 
 from autotune.study.conditions import Conditions
