@@ -7,7 +7,7 @@ It reads the trial's resolved config, finds the recorded run of that configurati
 ``bench/data/landscape_cpu.json.gz`` and writes its metrics file as the trial did:
 the start event, each step (stopping with ``oom`` at the step whose peak RSS passes the
 memory budget, as the trial's guard does), the summary and the end event. The real
-sweep loop, monitor and scoring then decide on it; ``tests/test_search_replay.py``
+sweep loop, monitor and scoring then decide on it; ``tests/search/test_search_replay.py``
 checks that ``bench.search_efficiency``'s in-process replay makes the same decisions.
 """
 

@@ -33,7 +33,7 @@ end of the budget is within 3 %.
     .venv/bin/python -m bench.search_efficiency --jobs 2        # 50 seeds x 6 searchers
     .venv/bin/python -m bench.search_efficiency --seeds 5       # a quick look
 
-``tests/test_search_replay.py`` checks that this in-process replay and the real sweep
+``tests/search/test_search_replay.py`` checks that this in-process replay and the real sweep
 driving a replay trial program (``bench/replay_trial.py``) make the same decisions.
 """
 

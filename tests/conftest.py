@@ -40,7 +40,7 @@ TESTS_PEAK_FLOPS = 5e11
 def verified_peak_in_the_tests_cache():
     """A verified CPU peak in the tests' own cache, so that a trial's MFU does not depend
     on whether other jobs load this shared machine while the tests run (the rule that
-    refuses a peak measured under load has its own tests: tests/test_calibrate.py)."""
+    refuses a peak measured under load has its own tests: tests/trials/test_calibrate.py)."""
     from trials.contract.machine import PeakEntry, cached_peak, peak_key, write_peak_entry
 
     cache = Path(project_env()["AUTOTUNE_CACHE"])

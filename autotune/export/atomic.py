@@ -26,7 +26,7 @@ from trials.contract.schema import ConfigError
 
 STAGING = "~staging-"
 ASIDE = "~old-"
-#: Tests only (tests/test_export_atomic.py): the step at which an export stops, says so on
+#: Tests only (tests/export/test_export_atomic.py): the step at which an export stops, says so on
 #: stdout and waits to be killed: written (one file staged), staged, aside, swapped.
 PAUSE_ENV = "AUTOTUNE_TEST_EXPORT_PAUSE_AT"
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import optuna
 
-from autotune.study.confirm_progress import CONFIRM_RUN_KEY, ConfirmProgress
+from autotune.study.confirm_progress import ConfirmProgress
+from autotune.study.schema.keys import CONFIRM_RUN as CONFIRM_RUN_KEY
 
 
 def study(tmp_path):

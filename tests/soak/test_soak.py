@@ -18,7 +18,7 @@ from autotune.soak import plan as soak_plan
 from autotune.soak import stability
 from autotune.soak.stability import analyse, resume_check
 from autotune.stages.verdicts import soak_issues
-from tests.test_export_confirm import STUDY, autotune
+from tests.export.test_export_confirm import STUDY, autotune
 from trials.contract.events import Phase, StepRecord
 from trials.contract.schema import ConfigError
 

@@ -14,7 +14,7 @@ import pytest
 from optuna.trial import TrialState
 
 from tests.conftest import project_env
-from tests.test_sweep_outcomes import pid_alive
+from tests.sweep.test_sweep_outcomes import pid_alive
 
 
 def test_kill_9_mid_trial_then_resume(harness):

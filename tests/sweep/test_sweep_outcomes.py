@@ -118,7 +118,7 @@ def test_identical_proposals_reuse_the_earlier_result(harness):
         original = study.trials[t.user_attrs["reused_from"]]
         assert t.params == original.params and t.value == original.value
     # Rule: the sampler draws again rather than repeat a measured point, so the space is
-    # exhausted after two proposals (a queued repeat: tests/test_no_repeats.py).
+    # exhausted after two proposals (a queued repeat: tests/search/test_no_repeats.py).
     assert len(study.trials) == 2 and not reused
     assert "search space exhausted" in out
 

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from autotune.cli import main
-from tests.test_cli_errors import assert_one_line_error
+from tests.cli.test_cli_errors import assert_one_line_error
 from trials.contract.outcomes import Outcome
 
 #: Short, fixed trials of the image preset (a few seconds each on 2 cores).

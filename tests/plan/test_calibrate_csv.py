@@ -15,8 +15,8 @@ from autotune.plan import calibration
 from autotune.plan.costmodel import CostModel
 from autotune.plan.measured_points import read_points
 from autotune.settings import SweepConfig
+from tests.cli.test_cli_errors import assert_one_line_error
 from tests.conftest import ROOT
-from tests.test_cli_errors import assert_one_line_error
 from trials.contract.compose import compose
 from trials.contract.schema import to_trial_config
 

@@ -25,7 +25,7 @@ from autotune.export.job import (
     sbatch_script,
 )
 from tests.conftest import ROOT
-from tests.test_export_multinode import job
+from tests.export.test_export_multinode import job
 from trials.contract.compose import load_resolved
 from trials.contract.events import Phase, StepRecord
 from trials.contract.schema import ConfigError, TrialConfig, to_trial_config, validate

@@ -175,7 +175,7 @@ def test_profile_of_a_trial_that_is_not_in_the_study_is_bad_input(tmp_path, caps
 
 def test_a_profile_out_holding_other_files_is_refused_and_left_alone(tmp_path, capsys):
     from autotune.cli import main
-    from tests.test_cli_errors import assert_one_line_error
+    from tests.cli.test_cli_errors import assert_one_line_error
 
     mine = tmp_path / "mine"
     mine.mkdir()

@@ -16,7 +16,7 @@ import pytest
 from autotune.commands import calibrate_host
 from autotune.report.index import Summary, peak_used_lines
 from autotune.study.selection import Verdict
-from tests.test_report import rec
+from tests.report.test_report import rec
 from trials import calibrate as C
 from trials.contract.events import Phase, StepRecord
 from trials.contract.hostload import LoadMeter

@@ -143,7 +143,7 @@ def test_exit_codes_round_trip_and_signals_alone_are_crashes():
     for outcome in trial_outcomes:
         assert Outcome.from_exit_code(outcome.exit_code) is outcome
     # Rule: a signal alone is no evidence of memory (kill -9 is anyone's); the follow loop
-    # decides oom from evidence (tests/test_memory_evidence.py).
+    # decides oom from evidence (tests/running/test_memory_evidence.py).
     assert Outcome.from_exit_code(-9) is Outcome.CRASH
     assert Outcome.from_exit_code(-6) is Outcome.CRASH
     assert Outcome.from_exit_code(-11) is Outcome.CRASH

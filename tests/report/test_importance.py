@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from autotune.report import importance, plots
-from tests.test_report import assert_png, by_rule, rec
+from tests.report.test_report import assert_png, by_rule, rec
 
 BASE = {"runtime.mode": "graph", "precision": "fp32", "train.recompute": "none"}
 

@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from tests.conftest import project_env
-from tests.test_export_confirm import run_copied_job
-from tests.test_export_job import IMGCLS
+from tests.export.test_export_confirm import run_copied_job
+from tests.export.test_export_job import IMGCLS
 
 #: One short baseline of the image preset under the user's module name.
 STUDY = ["workload=image_cnn", "workload.entry=imgcls:make_workload",

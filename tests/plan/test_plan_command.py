@@ -11,8 +11,8 @@ import sys
 import pytest
 
 from autotune.plan.predict import HELD_OUT_MEMORY_ERROR
+from tests.cli.test_cli_errors import assert_one_line_error
 from tests.conftest import ROOT, project_env
-from tests.test_cli_errors import assert_one_line_error
 
 
 def autotune(*args: str, cwd=ROOT, timeout: float = 300) -> subprocess.CompletedProcess:
