@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from autotune.cli import main
-from tests.study.test_data_bound import SHORT, _image_overrides
+from tests.report.test_data_bound import SHORT, _image_overrides
 
 #: Threads first in knob order: only the data-bound rule puts the data knobs before it.
 KNOBS = {"runtime.threads": [2, 1], "data.num_workers": [1, 2], "data.prefetch": [16, 64]}
