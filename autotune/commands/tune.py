@@ -28,6 +28,8 @@ from autotune.stages.memory import run_memory
 from autotune.stages.throughput import run_throughput
 from autotune.stages.verdicts import soak_issues, verdict
 from autotune.study import stage_results as store
+from autotune.study.schema.soak import SoakVerdict, last_soak
+from autotune.study.schema.stages import StageResult, stage_results
 from autotune.sweep import Sweep
 from autotune.sweep_context import SweepContext
 
@@ -43,13 +45,13 @@ def run_tune(composed: DictConfig, overrides: list[str], console: Console, *,
     context = SweepContext.build(composed, config, overrides)
     sweep = Sweep(context, console)
     study = context.open_study()
-    stored = store.results(study)
+    stored = stage_results(study)
     verdicts = []
     for i, stage in enumerate(options.stages, 1):
         head = f"stage {i}/{len(options.stages)}: {stage}"
-        if stage != "throughput" and (stored.get(stage) or {}).get("done"):
+        if stage != "throughput" and stage in stored and stored[stage].done:
             console.print(f"{head}: done earlier", markup=False)
-            _lines(console, stored[stage])
+            _lines(console, stored[stage].lines)
             verdicts.append(verdict(stage, stored[stage]))
             continue
         console.print(f"{head} ...", markup=False)
@@ -64,45 +66,46 @@ def run_tune(composed: DictConfig, overrides: list[str], console: Console, *,
         else:
             result = _stability(composed, config, study, console)
         store.save(study, stage, result)
-        verdicts.append(verdict(stage, result))
+        typed = StageResult.from_json(result)
+        verdicts.append(verdict(stage, typed))
         if stage != "stability":  # the soak has printed its own verdicts
-            _lines(console, result)
-        if result.get("failed"):
+            _lines(console, typed.lines)
+        if typed.failed:
             console.print(f"tune stopped at the {stage} stage; fix what it says, then run the "
                           "same command again", markup=False)
             return 1
     console.print("all stages done; the verdicts:", markup=False)
-    _lines(console, {"lines": verdicts})
+    _lines(console, verdicts)
     console.print(f"details: python -m autotune report sweep.study={context.settings.study}",
                   markup=False)
     return 0
 
 
-def _lines(console: Console, result: dict) -> None:
-    for line in result.get("lines", []):
+def _lines(console: Console, lines: list[str]) -> None:
+    for line in lines:
         console.print(f"  {line}", markup=False, soft_wrap=True)
 
 
 def _stability(composed: DictConfig, config: SweepConfig, study, console: Console) -> dict:
     """The soak of the trial export would choose; one already run (``python -m autotune
-    soak``) of that trial is taken as it is, not run again."""
-    from autotune.commands.soak import SOAK_KEY, run_soak
+    soak``) of that trial is taken as it is, not run again. Its result, as a stage's JSON."""
+    from autotune.commands.soak import run_soak
     from autotune.soak.plan import pick_trial
     from autotune.study.records import load_records
 
-    soak = study.user_attrs.get(SOAK_KEY) or {}
+    soak = last_soak(study)
     chosen, _ = pick_trial(study, load_records(study), composed, config.soak)
-    if soak.get("finished") and soak.get("trial") == chosen.number:
+    if soak is not None and soak.finished and soak.trial == chosen.number:
         console.print(f"  trial {chosen.number} was soaked already: its result is taken "
                       "(python -m autotune soak runs it again)", markup=False)
-        _lines(console, {"lines": soak.get("verdicts") or []})
-        return {"done": True, "trial": chosen.number, "lines": list(soak.get("verdicts") or []),
-                "issues": soak_issues(soak)}
+        _lines(console, soak.verdicts)
+        return StageResult(done=True, trial=chosen.number, lines=list(soak.verdicts),
+                           issues=soak_issues(soak)).to_json()
     code = run_soak(composed, console, config)
-    soak = study.user_attrs.get(SOAK_KEY) or {}
-    lines = soak.get("verdicts") or soak.get("lines") or [f"soak ended with exit code {code}"]
-    return {"done": code == 0, "failed": code != 0, "trial": soak.get("trial"),
-            "lines": list(lines), "issues": soak_issues(soak)}
+    soak = last_soak(study) or SoakVerdict()
+    lines = soak.verdicts or [f"soak ended with exit code {code}"]
+    return StageResult(done=code == 0, failed=code != 0, trial=soak.trial, lines=list(lines),
+                       issues=soak_issues(soak)).to_json()
 
 
 def run(composed: DictConfig, overrides: list[str], console: Console, *,

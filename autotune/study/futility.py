@@ -24,10 +24,9 @@ PRECISION = "precision"
 
 def diverged_at_step_1(record: TrialRecord) -> bool:
     """Diverged with at most one finite loss (the scorecard of its steps says so)."""
-    correctness = record.scorecard.get("correctness") or {}
-    finite = correctness.get("finite_loss_steps")
-    return (record.reason is Outcome.DIVERGED and finite is not None and finite <= 1
-            and (correctness.get("nonfinite_steps") or 0) > 0)
+    correctness = record.card.correctness
+    return (record.reason is Outcome.DIVERGED and correctness.finite_loss_steps <= 1
+            and correctness.nonfinite_steps > 0)
 
 
 WORKLOAD_DIVERGES = "stopped: every trial diverged at step 1: the workload, not a knob"

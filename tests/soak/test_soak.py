@@ -18,6 +18,7 @@ from autotune.soak import plan as soak_plan
 from autotune.soak import stability
 from autotune.soak.stability import analyse, resume_check
 from autotune.stages.verdicts import soak_issues
+from autotune.study.schema.soak import SoakVerdict
 from tests.export.test_export_confirm import STUDY, autotune
 from trials.contract.events import Phase, StepRecord
 from trials.contract.schema import ConfigError
@@ -116,7 +117,8 @@ def test_a_loss_that_rises_over_the_second_half_is_flagged():
     assert rise["flags"]["loss_rising"] and trend["low"] > 0 and trend["change_pct"] > 10
     line = next(v for v in rise["verdicts"] if v.startswith("loss over the second half"))
     assert "(steps 100-199): RISING" in line
-    assert "the loss RISES over the run's second half" in soak_issues({"loss_rising": True})
+    assert "the loss RISES over the run's second half" in soak_issues(
+        SoakVerdict(finished=True, loss_rising=True))
     # A loss still falling, or flat with noise, is not.
     fall = judge(steps(200, loss=lambda i: 5 * math.exp(-i / 60) + 2.5 + 0.03 * math.sin(i)))
     assert not fall["flags"]["loss_rising"]
@@ -152,7 +154,8 @@ def test_tokens_per_s_drift_is_detected():
                    unit="samples")
     drift = next(v for v in images["verdicts"] if "DRIFTS" in v)
     assert drift.startswith("samples/s DRIFTS") and "tok" not in drift
-    assert soak_issues({"drift": True, "unit": "samples"}) == ["samples/s DRIFTS"]
+    assert soak_issues(SoakVerdict(finished=True, drift=True, unit="samples")) == [
+        "samples/s DRIFTS"]
 
 
 def test_steady_tokens_per_s_is_no_drift():

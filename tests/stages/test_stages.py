@@ -75,15 +75,17 @@ def test_tune_rules_out_a_precision_forced_to_disagree_then_sweeps_without_it(ha
 
 def test_tune_ends_with_a_verdict_per_stage_that_names_a_drift():
     from autotune.stages.verdicts import soak_issues, verdict
+    from autotune.study.schema.soak import SoakVerdict
+    from autotune.study.schema.stages import StageResult as R
 
-    drifting = {"finished": True, "drift": True, "leak": False, "spikes": 0, "resume_ok": True}
-    steady = {"finished": True, "drift": False, "leak": False, "spikes": 0, "resume_ok": True}
+    drifting = SoakVerdict(finished=True, drift=True, leak=False, spikes=0, resume_ok=True)
+    steady = SoakVerdict(finished=True, drift=False, leak=False, spikes=0, resume_ok=True)
     # Rule: a soak that found a drift says DRIFTS in the stage's verdict; a clean one, stable.
-    assert "DRIFTS" in verdict("stability", {"trial": 3, "issues": soak_issues(drifting)})
-    assert "stable" in verdict("stability", {"trial": 3, "issues": soak_issues(steady)})
+    assert "DRIFTS" in verdict("stability", R(trial=3, issues=soak_issues(drifting)))
+    assert "stable" in verdict("stability", R(trial=3, issues=soak_issues(steady)))
     assert soak_issues(steady) == []
     # Rule: a precision ruled out is named; a failed stage says FAILED.
-    assert "fp16" in verdict("correctness", {"ruled_out": {"precision": {"fp16": "strays"}}})
-    assert "FAILED" in verdict("throughput", {"failed": True, "lines": ["too many failures"]})
-    assert verdict("memory", {"fit": 3, "points": 5, "tight": 1, "over": 1}).startswith(
+    assert "fp16" in verdict("correctness", R(ruled_out={"precision": {"fp16": "strays"}}))
+    assert "FAILED" in verdict("throughput", R(failed=True, lines=["too many failures"]))
+    assert verdict("memory", R(fit=3, points=5, tight=1, over=1)).startswith(
         "memory: 3 of 5 points fit")

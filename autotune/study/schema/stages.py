@@ -21,6 +21,15 @@ class StageResult(Blob):
     lines: list[str] = field(default_factory=list)  # the sentences the report shows
     #: knob -> {value (as text): why the sweep must not launch it}
     ruled_out: dict[str, dict[str, str]] = field(default_factory=dict)
+    # The memory stage: how many points of the space fit with headroom, only without, not
+    # at all (``fit`` None: the stage made no estimate).
+    fit: int | None = None
+    points: int | None = None
+    tight: int = 0
+    over: int = 0
+    # The stability stage: the soaked trial and what its soak found wrong.
+    trial: int | None = None
+    issues: list[str] | None = None
 
 
 def stage_results(study) -> dict[str, StageResult]:
