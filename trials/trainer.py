@@ -24,6 +24,7 @@ from trials import checkpoint
 from trials.cache import cache_dir
 from trials.calibrate import peak_for
 from trials.contract.events import CheckpointRecord, Phase, StartRecord, StepRecord
+from trials.contract.health import unhealthy_updates
 from trials.contract.knob_reach import config_problem
 from trials.contract.metrics import MetricsLog
 from trials.contract.performance import Performance, spike_limit
@@ -53,7 +54,8 @@ COMM_PROBES = 5
 
 
 class Diverged(RuntimeError):
-    """Non-finite loss for too long, or a loss spike; raised before the update lands."""
+    """Non-finite loss for too long, or a loss spike (raised before the update lands), or
+    most measured updates skipped (trials/contract/health.py)."""
 
 
 class OverBudget(MemoryError):
@@ -213,6 +215,10 @@ class Trainer:
             elif self.measurement.after_step(record.step_s):
                 break
         if not production:
+            # A finite loss is not enough: most updates skipped is a run that did not train.
+            unhealthy = unhealthy_updates(self.steps)
+            if unhealthy:
+                raise Diverged(unhealthy)
             self.pipeline = self._probe_pipeline(iterator)
             self.communication = self._time_gradient_allreduce()
             if cfg.run.profile_steps:

@@ -15,5 +15,6 @@ and ``autotune`` imports nothing else from ``trials``.
   definition of tokens/s, pooling of runs, loss spikes and MFU;
 - :mod:`.jsonsafe`: how numbers travel as JSON (non-finite floats as "nan"/"inf");
 - :mod:`.scorecard`: the four-layer scorecard, computed the same way on both sides;
+- :mod:`.health`: whether a run trained at all (its measured updates mostly skipped);
 - :mod:`.launch`: the one recipe (argv + environment) that starts a trial.
 """
