@@ -175,8 +175,8 @@ class Trainer:
                            f"({limit / g.spike_factor:.4g}); update skipped")
         peak = self.memory.peak_gib
         if peak > self.budget_gib:
-            raise OverBudget(f"peak RSS {peak:.2f} GiB over the memory budget "
-                             f"{self.budget_gib:.2f} GiB")
+            raise OverBudget(f"peak memory {peak:.2f} GiB (proportional set size of the trial's "
+                             f"processes) over the memory budget {self.budget_gib:.2f} GiB")
 
     def run(self) -> dict:
         cfg = self.cfg
@@ -236,7 +236,7 @@ class Trainer:
                             peak_rss_gib=self.memory.peak_gib,
                             clipped=bool(norm > self.cfg.train.clip_norm), overflow=overflow,
                             updated=updated, loss_scale=scale,
-                            rss_gib=self.memory.current_gib())
+                            rss_gib=self.memory.anon_gib)
         self.steps.append(record)
         self.metrics.emit(record)
         return record
@@ -361,7 +361,10 @@ class Trainer:
                             unit=self.workload.unit, checkpoint=str(last) if last else None)
 
     def _summary(self) -> dict:
-        peaks = gather_floats(self.memory.sample(), self.world)
+        # The peak the guard held against the budget, as it stood after the last guarded
+        # step: the pipeline probe's second dataset (its own workers) after measuring is
+        # the measurement's, not the workload's, and no job runs it.
+        peaks = gather_floats(self.memory.peak_gib, self.world)
         peak = peak_for(self.cfg)
         card = scorecard(self.steps, flops_per_token=self.flops_per_token, peak_flops=peak.flops,
                          recompute=self.cfg.train.recompute is Recompute.full,
