@@ -38,7 +38,8 @@ from trials.contract.schema import ConfigError
 
 #: The verbs, in the order ``--help`` lists them; each is ``autotune.commands.<verb>``, whose
 #: ``run(composed, overrides, console)`` runs it (imported only when chosen; a hyphen in the
-#: verb is an underscore in the module's name).
+#: verb is an underscore in the module's name). A ``run`` that takes ``config`` is handed the
+#: typed config validate_settings returned, instead of converting the composed one again.
 COMMANDS = ("sweep", "plan", "report", "confirm", "export", "profile", "commbench", "soak",
             "dashboard", "tune", "calibrate-host", "calibrate")
 #: The verbs that compose the search space's config-group choices too.
@@ -97,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
             composed = compose("sweep", args.overrides,
                                with_choices=args.command in SEARCHING,
                                schema=SweepConfig)
-            validate_settings(composed)
+            config = validate_settings(composed)
             if args.print_config:
                 from autotune.study.urls import redact
 
@@ -105,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
                 shown.sweep.storage = redact(shown.sweep.storage)  # never a password
                 console.print(OmegaConf.to_yaml(shown), end="", markup=False)
                 return 0
-            return run_command(args.command, composed, args.overrides, console)
+            return run_command(args.command, composed, args.overrides, console, config=config)
     except ConfigError as exc:
         err.print(f"autotune: error: {exc}", markup=False, soft_wrap=True)
         return 2
@@ -150,8 +151,14 @@ def stopped_text(command: str) -> str:
     return getattr(module, "STOPPED", STOPPED)
 
 
-def run_command(command: str, composed, overrides: list[str], console: Console) -> int:
+def run_command(command: str, composed, overrides: list[str], console: Console, *,
+                config=None) -> int:
+    """Run the verb's module; ``config``: the typed config (autotune.settings.SweepConfig)
+    for the commands whose ``run`` takes it (those that do not yet re-convert ``composed``)."""
     import importlib
+    import inspect
 
     module = importlib.import_module(command_module(command))
+    if config is not None and "config" in inspect.signature(module.run).parameters:
+        return module.run(composed, overrides, console, config=config)
     return module.run(composed, overrides, console)

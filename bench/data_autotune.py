@@ -36,6 +36,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from autotune.study.layout import study_url
 from bench._common import (
     REPO,
     add_quiet_argument,
@@ -161,7 +162,7 @@ def sweep(workload: str, runs: Path, args: argparse.Namespace) -> dict:
         raise RuntimeError(f"the sweep failed (rc {proc.returncode}):\n{proc.stderr[-2000:]}")
     composed = compose("sweep", overrides, with_choices=True, schema=SweepConfig)
     study = optuna.load_study(study_name=workload,
-                              storage=f"sqlite:///{runs / workload / 'study.db'}")
+                              storage=study_url(runs, workload))
     records = load_records(study)
     pick = study_verdict(records, composed).pick
     trials = [{"trial": r.number, "params": r.params, "outcome": r.reason_text,

@@ -58,6 +58,9 @@ from typing import Any
 
 import yaml
 
+from autotune.study.layout import DB_NAME, sqlite_url
+from autotune.study.schema.confirm import ConfirmVerdict
+from autotune.study.schema.keys import BASELINE_ROLE
 from bench._common import (
     RESULTS_DIR,
     LoadMeter,
@@ -70,6 +73,7 @@ from bench._common import (
     write_result,
 )
 from bench.seam_overhead import Checkout, add_worktree, remove_worktree, repo_root, resolve
+from trials.contract.outcomes import Outcome
 from trials.contract.schema import CostPriors
 
 NAME = "drift"
@@ -99,7 +103,7 @@ HOG = ("import sys, time\n"
 PROBE = r"""
 import json, sys
 import optuna
-from autotune.study.records import load_records
+from autotune.study.records import CONFIRM_STUDY_KEY, load_records
 try:
     from autotune.study.selection import annotate
 except ImportError:
@@ -116,7 +120,7 @@ for r in records:
                 "reason": None if reason is None else str(reason),
                 "tokens_per_s": r.tokens_per_s, "reused_from": r.reused_from, "role": r.role,
                 "gain": None if g is None else [g.ratio, g.low, g.high]})
-print(json.dumps({"trials": out, "confirm": study.user_attrs.get("autotune.confirm") or {}},
+print(json.dumps({"trials": out, "confirm": study.user_attrs.get(CONFIRM_STUDY_KEY) or {}},
                  default=str))
 """
 
@@ -201,7 +205,7 @@ def autotune_cmd(checkout: Checkout, verb: str, overrides: list[str], log_path: 
 
 def run_condition(checkout: Checkout, condition: str, where: Path, args) -> dict[str, Any]:
     where.mkdir(parents=True, exist_ok=True)
-    storage = f"sqlite:///{where / 'study.db'}"
+    storage = sqlite_url(where / DB_NAME)
     common = [f"sweep.storage={storage}", f"sweep.runs_dir={where / 'runs'}", "sweep.study=drift",
               "sweep.progress=false"]
     sweep = [*common, *(QUICK_SWEEP if args.quick else SWEEP)]
@@ -297,12 +301,16 @@ def label(params: dict, baseline: dict) -> str:
         or "the baseline"
 
 
+#: The reasons (as the probe prints them) of a configuration stopped as slow.
+LOST_AS_SLOW = (Outcome.SLOW.value, Outcome.CONTENDED.value)
+
+
 def lost_as_slow(trials: list[dict]) -> list[dict]:
     """Configurations a sweep stopped as slow (or contended) and never completed."""
     completed = {key(t["params"]) for t in trials if t["state"] == "COMPLETE"}
     lost: dict[str, dict] = {}
     for t in trials:
-        if t["reason"] in ("slow", "contended") and key(t["params"]) not in completed:
+        if t["reason"] in LOST_AS_SLOW and key(t["params"]) not in completed:
             lost.setdefault(key(t["params"]), t["params"])
     return list(lost.values())
 
@@ -318,13 +326,13 @@ def coverage(study: dict) -> list[dict]:
     by_number = {t["number"]: t for t in study["trials"]}
     rows = []
     for number, summary in sorted(study["confirm"].items(), key=lambda kv: int(kv[0])):
-        test = summary.get("vs_baseline")
+        test = ConfirmVerdict.from_json(summary).vs_baseline
         trial = by_number.get(int(number))
-        if not test or trial is None or trial["gain"] is None:
+        if test is None or trial is None or trial["gain"] is None:
             continue
         _, low, high = trial["gain"]
         rows.append({"trial": int(number), "sweep_gain": trial["gain"],
-                     "confirm_gain": test["ratio"], "covered": low <= test["ratio"] <= high})
+                     "confirm_gain": test.ratio, "covered": low <= test.ratio <= high})
     return rows
 
 
@@ -364,7 +372,7 @@ def analyse(metas: dict[str, dict], ref: dict[str, Any] | None) -> dict[str, Any
     for name, meta in metas.items():
         trials = meta["study"]["trials"]
         params_of = {t["number"]: t["params"] for t in trials}
-        base = next((t["params"] for t in trials if t["role"] == "baseline"), {})
+        base = next((t["params"] for t in trials if t["role"] == BASELINE_ROLE), {})
         named = meta["named"]
         configs = {verb: (None if n is None else key(params_of.get(n, {})))
                    for verb, n in named.items()}
@@ -390,8 +398,9 @@ def analyse(metas: dict[str, dict], ref: dict[str, Any] | None) -> dict[str, Any
             # What covering costs: a wide interval covers more and claims less.
             "median_interval_width": median([c["sweep_gain"][2] - c["sweep_gain"][1]
                                              for c in cover]) if cover else None,
-            "stopped_slow_trials": sum(1 for t in trials if t["reason"] == "slow"),
-            "contended_trials": sum(1 for t in trials if t["reason"] == "contended"),
+            "stopped_slow_trials": sum(1 for t in trials if t["reason"] == Outcome.SLOW.value),
+            "contended_trials": sum(1 for t in trials
+                                    if t["reason"] == Outcome.CONTENDED.value),
         }
     out["export_agrees"] = {rev: (None if None in (d.get("quiet"), d.get("loaded"))
                                   else d["quiet"] == d["loaded"]) for rev, d in exported.items()}

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import yaml
 
+from autotune.study.layout import study_url
 from bench._common import REPO, child_env, log, print_table, write_result
 
 NAME = "false_gains"
@@ -51,7 +52,7 @@ def verdicts(runs: Path, study: str, prior_cv: float) -> dict:
     from autotune.study.choice import choose_trial
     from autotune.study.records import load_records
 
-    s = optuna.load_study(study_name=study, storage=f"sqlite:///{runs / study / 'study.db'}")
+    s = optuna.load_study(study_name=study, storage=study_url(runs, study))
     records = load_records(s)
     level = selection.annotate(records, prior_cv)
     base = selection.baseline(records)

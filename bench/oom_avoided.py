@@ -23,7 +23,10 @@ from pathlib import Path
 
 import optuna
 
+from autotune.study.layout import study_url
+from autotune.study.records import load_records
 from bench._common import REPO, child_env, log, print_table, write_result
+from trials.contract.outcomes import Outcome
 
 SPACE = """name: oomspace
 knobs:
@@ -50,24 +53,24 @@ def sweep(runs: Path, conf: Path, study: str, budget: float, extra: list[str]) -
 
 
 def summarise(runs: Path, study: str, wall: float) -> dict:
-    s = optuna.load_study(study_name=study, storage=f"sqlite:///{runs / study / 'study.db'}")
-    reasons = [t.user_attrs.get("reason") for t in s.trials]
-    launched = [t for t in s.trials if t.user_attrs.get("launched")]
-    ok = [t for t in s.trials if t.state.name == "COMPLETE" and t.user_attrs.get("reason") == "ok"
-          and all(v <= 0 for v in t.constraints.values())]
+    s = optuna.load_study(study_name=study, storage=study_url(runs, study))
+    trials = s.trials
+    records = load_records(s, trials=trials)
+    launched = [r for r in records if r.launched]
+    feasible = {t.number for t in trials if all(v <= 0 for v in t.constraints.values())}
+    ok = [t for t, r in zip(trials, records) if r.ok and r.reason is Outcome.OK
+          and t.number in feasible]
     best = max(ok, key=lambda t: t.value, default=None)
     return {"wall_s": wall, "launched": len(launched),
-            "oom_launches": sum(1 for t in launched if t.user_attrs.get("reason") == "oom"),
-            "predicted_oom": reasons.count("predicted_oom"),
+            "oom_launches": sum(1 for r in launched if r.reason is Outcome.OOM),
+            "predicted_oom": sum(1 for r in records if r.reason is Outcome.PREDICTED_OOM),
             "best_params": best.params if best else None,
             "best_tokens_per_s": best.value if best else None,
-            "trials": [{"number": t.number, "params": t.params,
-                        "reason": t.user_attrs.get("reason"),
-                        "detail": t.user_attrs.get("detail", "")[:200],
-                        "peak_gib": (t.user_attrs.get("scorecard") or {}).get(
-                            "resources", {}).get("peak_rss_gib_max_rank"),
-                        "predicted_peak_gib": (t.user_attrs.get("prediction") or {}).get(
-                            "peak_gib")} for t in s.trials]}
+            "trials": [{"number": r.number, "params": r.params,
+                        "reason": r.reason.value if r.reason is not None else None,
+                        "detail": r.detail[:200], "peak_gib": r.peak_memory_gib,
+                        "predicted_peak_gib": r.prediction.peak_gib if r.prediction else None}
+                       for r in records]}
 
 
 def main() -> None:

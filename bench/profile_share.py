@@ -19,6 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from autotune.profiling.profile import stored_profiles
+from autotune.study.layout import study_url
 from bench._common import REPO, child_env, log, print_table, write_result
 
 NAME = "profile_share"
@@ -39,21 +41,21 @@ def main() -> None:
     if proc.returncode != 0:
         raise SystemExit(f"sweep failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
     study = optuna.load_study(study_name="default",
-                              storage=f"sqlite:///{runs / 'default' / 'study.db'}")
-    profiles = study.user_attrs.get("autotune.profile") or {}
+                              storage=study_url(runs, "default"))
+    profiles = stored_profiles(study)
     line = next((ln for ln in proc.stdout.splitlines() if "profiling the winner" in ln), "")
     log(line or "the winner was not profiled")
     if not profiles:
         raise SystemExit("no profile stored: " + line)
     (trial, p), = profiles.items()
-    row = [args.n_trials, trial, f"{p['wall_s']:.1f}", f"{p['sweep_s']:.0f}",
-           f"{100 * p['share_of_sweep']:.1f} %", f"{sweep_wall:.0f}",
-           f"{100 * p['wall_s'] / sweep_wall:.1f} %"]
+    row = [args.n_trials, trial, f"{p.wall_s:.1f}", f"{p.sweep_s:.0f}",
+           f"{100 * p.share_of_sweep:.1f} %", f"{sweep_wall:.0f}",
+           f"{100 * p.wall_s / sweep_wall:.1f} %"]
     headers = ["launches", "winner", "profile wall s", "launched trials s",
                "share of trials' time", "sweep wall s", "share of sweep wall"]
     print_table(headers, [row])
     path = write_result(NAME, {"headers": headers, "rows": [row], "decision": line,
-                               "shares": p["profile"]["shares"]})
+                               "shares": p.profile.shares})
     log(f"wrote {path}")
 
 

@@ -261,9 +261,10 @@ def search_once(searcher: str, seed: int, *, landscape: Landscape, budget_gib: f
     from autotune.study import records as R
     from autotune.study import selection
     from autotune.sweep import Sweep
+    from autotune.sweep_context import SweepContext
 
     composed = compose("sweep", overrides, with_choices=True, schema=SweepConfig)
-    validate_settings(composed)
+    config = validate_settings(composed)
     runner = ReplayRunner(landscape, seed, cv, budget_gib)
     timeline: list[tuple[float, float | None]] = []  # (trial-seconds, the pick's true value)
 
@@ -274,8 +275,8 @@ def search_once(searcher: str, seed: int, *, landscape: Landscape, budget_gib: f
                              if pick is not None else None))
 
     # The replayed runs are real measurements: they refit the cost model as a sweep's do.
-    sweep = Sweep(composed, overrides, Console(file=io.StringIO()), runner=runner,
-                  measured=True, observe=observe)
+    context = SweepContext.build(composed, config, overrides, runner=runner, measured=True)
+    sweep = Sweep(context, Console(file=io.StringIO()), observe=observe)
     outcome = sweep.run()
     decisions = decisions_of(outcome.study)
     seeded = outcome.study.user_attrs.get(SEEDED)

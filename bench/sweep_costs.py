@@ -27,6 +27,8 @@ from typing import Any
 
 import optuna
 
+from autotune.study import records as R
+from autotune.study.layout import study_url
 from bench._common import REPO, RESULTS_DIR, child_env
 
 NO_STOPPING = ["sweep.stop.slow_ratio=0", "sweep.stop.slow_warmup_ratio=0",
@@ -51,18 +53,18 @@ def sweep(runs: Path, study: str, n_trials: int, extra: list[str], *, cwd: Path 
 
 
 def load(runs: Path, study: str) -> optuna.Study:
-    return optuna.load_study(study_name=study, storage=f"sqlite:///{runs / study / 'study.db'}")
+    return optuna.load_study(study_name=study, storage=study_url(runs, study))
 
 
 def launched(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
-    return [t for t in study.trials if t.user_attrs.get("launched")]
+    return [t for t in study.trials if t.user_attrs.get(R.LAUNCHED)]
 
 
 def overhead(study: optuna.Study, wall: float) -> dict[str, float]:
     """(a): overhead = (sweep wall time - sum of the launched trials' process wall times)
     / sweep wall time."""
     trials = launched(study)
-    trial_wall = sum(t.user_attrs.get("wall_s", 0.0) for t in trials)
+    trial_wall = sum(t.user_attrs.get(R.WALL_S, 0.0) for t in trials)
     return {"sweep_wall_s": wall, "sum_trial_wall_s": trial_wall,
             "orchestrator_s": wall - trial_wall, "overhead": (wall - trial_wall) / wall,
             "launches": len(trials)}
@@ -88,14 +90,14 @@ def orchestration_phases(trials: Sequence[Any], wall: float, finished_at: float
     if not spans:
         return {"startup_s": wall, "tail_s": 0.0, "in_slot_s": 0.0, "between_s": 0.0,
                 "not_launched_s": 0.0, "per_launch_s": 0.0, "unaccounted_s": 0.0}
-    in_slot = [end - begin - t.user_attrs.get("wall_s", 0.0) for begin, end, t in spans
-               if t.user_attrs.get("launched")]
-    not_launched = sum(end - begin for begin, end, t in spans if not t.user_attrs.get("launched"))
+    in_slot = [end - begin - t.user_attrs.get(R.WALL_S, 0.0) for begin, end, t in spans
+               if t.user_attrs.get(R.LAUNCHED)]
+    not_launched = sum(end - begin for begin, end, t in spans if not t.user_attrs.get(R.LAUNCHED))
     between = sum(max(0.0, spans[i + 1][0] - spans[i][1]) for i in range(len(spans) - 1))
     startup = spans[0][0] - started_at
     tail = finished_at - max(end for _, end, _ in spans)
-    trial_wall = sum(t.user_attrs.get("wall_s", 0.0) for _, _, t in spans
-                     if t.user_attrs.get("launched"))
+    trial_wall = sum(t.user_attrs.get(R.WALL_S, 0.0) for _, _, t in spans
+                     if t.user_attrs.get(R.LAUNCHED))
     accounted = startup + sum(in_slot) + between + not_launched + tail
     return {"startup_s": startup, "tail_s": tail, "in_slot_s": sum(in_slot),
             "between_s": between, "not_launched_s": not_launched,
@@ -126,20 +128,20 @@ def main() -> None:
     trial_wall, share = cost["sum_trial_wall_s"], cost["overhead"]
 
     # Replay the same proposals, in order, with every stop switched off.
-    storage = f"sqlite:///{args.runs / no_stop / 'study.db'}"
+    storage = study_url(args.runs, no_stop)
     (args.runs / no_stop).mkdir(parents=True, exist_ok=True)
     b = optuna.create_study(study_name=no_stop, storage=storage, direction="maximize")
     for t in launched(a):
-        b.enqueue_trial(t.params, user_attrs={"role": t.user_attrs.get("role", "sampled")})
+        b.enqueue_trial(t.params, user_attrs={R.ROLE: t.user_attrs.get(R.ROLE, R.SAMPLED_ROLE)})
     sweep(args.runs, no_stop, len(launched(a)), NO_STOPPING + ["sweep.allow_changed_space=true"])
     b = load(args.runs, no_stop)
-    full_wall = sum(t.user_attrs.get("wall_s", 0.0) for t in launched(b))
-    reasons_a = [t.user_attrs.get("reason") for t in launched(a)]
+    full_wall = sum(t.user_attrs.get(R.WALL_S, 0.0) for t in launched(b))
+    reasons_a = [t.user_attrs.get(R.REASON) for t in launched(a)]
     result = {
         "date": time.strftime("%Y-%m-%d"), "n_trials": args.n_trials,
         "sweep_wall_s": wall, "sum_trial_wall_s": trial_wall, "overhead": share,
         "reasons_with_stopping": reasons_a,
-        "reasons_without_stopping": [t.user_attrs.get("reason") for t in launched(b)],
+        "reasons_without_stopping": [t.user_attrs.get(R.REASON) for t in launched(b)],
         "trial_time_with_stopping_s": trial_wall, "trial_time_without_stopping_s": full_wall,
         "saved_fraction": 1 - trial_wall / full_wall if full_wall else None,
         "best_with_stopping": best(a), "best_without_stopping": best(b),

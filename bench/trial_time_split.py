@@ -25,6 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from autotune.study.layout import study_url
 from bench._common import REPO, child_env, log, median, print_table, write_result
 
 NAME = "trial_time_split"
@@ -71,7 +72,7 @@ def run_variant(runs: Path, study: str, n_trials: int, extra: list[str]) -> list
     if proc.returncode != 0:
         raise SystemExit(f"sweep failed ({proc.returncode}):\n{proc.stdout[-2000:]}")
     log(f"{study}: sweep took {time.perf_counter() - started:.0f} s")
-    s = optuna.load_study(study_name=study, storage=f"sqlite:///{runs / study / 'study.db'}")
+    s = optuna.load_study(study_name=study, storage=study_url(runs, study))
     return [t for t in (split_trial(t) for t in s.get_trials(deepcopy=False)) if t]
 
 

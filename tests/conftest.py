@@ -55,6 +55,37 @@ def verified_peak_in_the_tests_cache():
                 cores=os.cpu_count(), measured_at="by tests/conftest.py (a fixed figure)"))
 
 
+#: What a process that trains with MindSpore is started as: the trial program, msrun, an
+#: exported job's copy of the trial program or its launch script. (An orchestrator started
+#: as a process of its own is not looked into: its trials are its grandchildren.)
+MINDSPORE_PROGRAMS = ("trials.train", "msrun", "train.py", "launch.sh")
+
+
+def starts_mindspore(argv) -> bool:
+    args = [str(a) for a in ([argv] if isinstance(argv, (str, Path)) else argv)]
+    return any(Path(a).name in MINDSPORE_PROGRAMS for a in args)
+
+
+@pytest.fixture(autouse=True)
+def mindspore_tests_are_marked_slow(request, monkeypatch):
+    """A test that starts MindSpore carries the ``slow`` mark (``-m "not slow"`` is the
+    suite of fakes, in seconds): every process a test starts is looked at."""
+    started: list = []
+    real = subprocess.Popen
+
+    class Watched(real):
+        def __init__(self, args, *rest, **kwargs):
+            if starts_mindspore(args):
+                started.append(args)
+            super().__init__(args, *rest, **kwargs)
+
+    monkeypatch.setattr(subprocess, "Popen", Watched)
+    yield
+    if started and request.node.get_closest_marker("slow") is None:
+        pytest.fail(f"{request.node.nodeid} starts MindSpore ({started[0]}) but is not marked "
+                    "@pytest.mark.slow", pytrace=False)
+
+
 def read_events(path: Path) -> list[dict]:
     if not path.exists():
         return []

@@ -202,7 +202,9 @@ class _Script:
         return Settled(launched=True)
 
     def verdict(self, idle):
-        return "done" if self.claimed >= self.budget or idle > 3 else None
+        from autotune.study.sweep_end import DONE
+
+        return DONE if self.claimed >= self.budget or idle > 3 else None
 
 
 def _dispatch(script, pool, slots):
@@ -217,7 +219,7 @@ def _dispatch(script, pool, slots):
 
 def test_proposals_in_line_when_the_budget_is_claimed_still_run():
     script = _Script([1, 8, 1, 1, 4, 2], budget=6)
-    assert _dispatch(script, DevicePool("GPU", 8, cores=[0]), 8) == "done"
+    assert _dispatch(script, DevicePool("GPU", 8, cores=[0]), 8).message == "done"
     assert sorted(n for n, _ in script.ran) == [0, 1, 2, 3, 4, 5] and not script.released
 
 
@@ -241,5 +243,5 @@ def test_a_proposal_waiting_for_its_twin_in_line_does_not_deadlock():
     twin = Ready(trial=99, params={"n": 1}, cfg=None, label="twin", devices=0, twin=1)
     script.line.insert(2, twin)
     start = time.time()
-    assert _dispatch(script, DevicePool("GPU", 8, cores=[0]), 8) == "done"
+    assert _dispatch(script, DevicePool("GPU", 8, cores=[0]), 8).message == "done"
     assert time.time() - start < 10 and sorted(n for n, _ in script.ran) == [0, 1]

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from autotune.cli import main
 from tests.test_cli_errors import assert_one_line_error
 from trials.contract.outcomes import Outcome
@@ -14,6 +16,7 @@ SHORT = ("run.warmup_steps=1", "run.measure_steps=4", "run.adaptive=false",
          "run.probe_batches=4")
 
 
+@pytest.mark.slow
 def test_data_knobs_reach_the_image_pipeline(run_trial):
     run = run_trial("workload=image_cnn", "data.prefetch=3", "data.num_workers=2", *SHORT,
                     tiny=False)
@@ -30,6 +33,7 @@ def test_data_knobs_reach_the_image_pipeline(run_trial):
         assert perf[key] > 0, key
 
 
+@pytest.mark.slow
 def test_a_no_op_knob_is_refused_by_the_trial(run_trial):
     run = run_trial("workload=image_cnn", "train.recompute=full", *SHORT, tiny=False)
     # Rule: recompute on a workload without blocks is a config error, not a measurement.
@@ -74,6 +78,7 @@ def bare_samples_per_s(workers: int) -> float:
         timeout_s=240)["samples_per_s"]
 
 
+@pytest.mark.slow
 def test_a_data_bound_baseline_opens_the_report_and_the_pick_is_the_bare_fastest(harness):
     space = harness.space("workers", {"data.num_workers": [1, 2]})
     # 20 ms a sample and a shallow prefetch: a few steps show the wait even under load (at

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from autotune.cli import main
 from tests.test_data_bound import SHORT, _image_overrides
 
@@ -66,6 +68,7 @@ def test_tune_data_stage_on_a_baseline_not_data_bound_launches_only_it(harness):
     assert _changes(harness.study()) == []
 
 
+@pytest.mark.slow
 def test_tune_data_stage_on_the_image_preset(harness):
     space = harness.space("workers", {"data.num_workers": [1, 2]})
     # Slow enough storage (20 ms a sample: 50 samples/s at one worker, a third of the

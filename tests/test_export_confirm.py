@@ -114,6 +114,7 @@ def test_export_refuses_a_non_empty_directory(real_study, tmp_path):
     assert proc.returncode == 0 and (out / "job.yaml").exists()
 
 
+@pytest.mark.slow
 def test_confirm_measures_the_baseline_beside_the_finalists_and_export_follows_the_test(
         real_study, tmp_path):
     _, common = real_study
@@ -179,6 +180,7 @@ def _confirm_runs(runs) -> dict[str, list[dict]]:
     return by_id
 
 
+@pytest.mark.slow
 def test_a_second_profile_measures_anew(real_study):
     runs, common = real_study
     seen = []
@@ -196,6 +198,7 @@ def test_a_second_profile_measures_anew(real_study):
     assert first_s != second_s
 
 
+@pytest.mark.slow
 def test_a_stopped_confirm_resumes_and_a_second_confirm_measures_anew(real_study):
     runs, common = real_study
     before = set(_confirm_runs(runs))

@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 
+import pytest
 import yaml
 
 from tests.conftest import project_env
@@ -28,6 +29,7 @@ def autotune(*args: str, cwd) -> subprocess.CompletedProcess:
                           env=project_env(), capture_output=True, text=True, timeout=400)
 
 
+@pytest.mark.slow
 def test_an_own_models_job_has_no_gpt_keys_and_runs_from_a_copy(tmp_path):
     user = tmp_path / "user"
     user.mkdir()

@@ -134,6 +134,7 @@ def test_a_preset_with_dimensions_only_is_not_launched(harness):
     assert not harness.runs.exists()
 
 
+@pytest.mark.slow
 def test_predicted_oom_is_ruled_out_before_launch_with_real_trials(harness):
     # 4,096 layers of the tiny GPT need gigabytes of states and activations; 2 layers run.
     space = harness.space("deep", {"workload.n_layers": [2, 4096]})

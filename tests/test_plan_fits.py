@@ -47,16 +47,18 @@ def cache(tmp_path, monkeypatch):
 def replayed_sweep(study: str, seed: int, runs, n_trials: int = 6):
     """The real sweep on recorded CPU runs (bench/search_efficiency.py), refitting."""
     from autotune.sweep import Sweep
+    from autotune.sweep_context import SweepContext
 
     overrides = [o for o in sweep_overrides("default", seed, budget_gib=BUDGET_GIB,
                                             n_trials=n_trials, runs=runs)
                  if not o.startswith(("sweep.study=", "sweep.predict.refit="))]
     overrides.append(f"sweep.study={study}")
     composed = compose("sweep", overrides, with_choices=True, schema=SweepConfig)
-    validate_settings(composed)
+    config = validate_settings(composed)
     out = io.StringIO()
-    sweep = Sweep(composed, overrides, Console(file=out, width=200),
-                  runner=ReplayRunner(Landscape(), seed, 0.0, BUDGET_GIB), measured=True)
+    context = SweepContext.build(composed, config, overrides, measured=True,
+                                 runner=ReplayRunner(Landscape(), seed, 0.0, BUDGET_GIB))
+    sweep = Sweep(context, Console(file=out, width=200))
     return sweep, sweep.run().study, out.getvalue()
 
 
@@ -75,17 +77,17 @@ def test_two_studies_on_one_machine_refit_independently(tmp_path, cache):
     # Rule: B's refits changed nothing of A's: not its stored fit, not what its commands use.
     study_a = optuna.load_study(study_name="A", storage=f"sqlite:///{runs}/A/study.db")
     assert study_a.user_attrs[fits.STUDY_FIT] == fit_a
-    hw = sweep_a.base.hardware
+    hw = sweep_a.context.base.hardware
     model_a = fits.study_model(study_a, hw)
     assert dataclasses.asdict(model_a.constants) == fit_a["constants"]
     assert dataclasses.asdict(fits.study_model(study_b, hw).constants) == fit_b["constants"]
     # Rule: A's export predicts with A's fit and names it.
-    headroom = predicted_headroom(sweep_a.base, model_a)
+    headroom = predicted_headroom(sweep_a.context.base, model_a)
     assert headroom["constants"].endswith("of study A")
-    assert headroom["peak_gib"] == model_a.predict_config(sweep_a.base).peak_gib
+    assert headroom["peak_gib"] == model_a.predict_config(sweep_a.context.base).peak_gib
     # Rule: A's resumed sweep starts from A's fit, not B's (B refitted last on this machine).
     resumed, _, out = replayed_sweep("A", 0, runs, n_trials=6)
-    assert resumed.model.constants.source.endswith("of study A")
+    assert resumed.context.model.constants.source.endswith("of study A")
     assert f"cost model: {fit_a['constants']['source']}" in out
     # Rule: prediction.md names the fit of each prediction and the study's fit now.
     report = tmp_path / "report"

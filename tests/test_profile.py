@@ -136,6 +136,7 @@ def test_the_slow_rank_rule_needs_more_than_one_rank():
 
 
 # -- real MindSpore ------------------------------------------------------------------------
+@pytest.mark.slow
 def test_profile_a_tiny_config_lists_top_ops_splits_the_step_and_writes_a_trace(
         tmp_path, monkeypatch, capsys):
     from autotune.cli import main

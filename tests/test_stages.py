@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import math
 
+import pytest
+
 from autotune.stages.correctness import agreement, learns
 from autotune.study.stage_results import ruling
 
@@ -33,6 +35,7 @@ def test_a_ruled_out_value_is_refused_with_its_reason():
     assert ruling(ruled, {"precision": "fp32", "train.micro_batches": 1}) is None
 
 
+@pytest.mark.slow
 def test_tune_rules_out_a_precision_forced_to_disagree_then_sweeps_without_it(harness):
     from autotune.cli import main
 

@@ -7,9 +7,13 @@ import subprocess
 import sys
 
 import optuna
+import pytest
 from optuna.trial import TrialState
 
 from tests.conftest import ROOT, project_env
+
+#: Every test here runs real MindSpore trials.
+pytestmark = pytest.mark.slow
 
 
 def test_real_sweep_with_data_parallel_trial(harness):

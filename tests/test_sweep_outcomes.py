@@ -231,9 +231,9 @@ def test_a_baseline_killed_from_outside_is_not_called_the_workloads_fault():
 
     killed = TrialResult(Outcome.CRASH, detail="msrun killed by signal 9 (SIGKILL)",
                          exit_code=-9)
-    assert "stopped from outside" in fatal_baseline(0, killed)
-    assert "would fail the same way" not in fatal_baseline(0, killed)
+    assert "stopped from outside" in fatal_baseline(0, killed).message
+    assert "would fail the same way" not in fatal_baseline(0, killed).message
     own = TrialResult(Outcome.CRASH, detail="python killed by signal 11 (SIGSEGV)",
                       exit_code=-11)
-    assert "would fail the same way" in fatal_baseline(0, own)
+    assert "would fail the same way" in fatal_baseline(0, own).message
     assert fatal_baseline(0, TrialResult(Outcome.SLOW)) is None

@@ -210,6 +210,7 @@ def test_a_stopped_orchestrator_takes_its_trial_down_and_a_rerun_retries_it_firs
                and t.user_attrs.get("reason") != "interrupted") == 3
 
 
+@pytest.mark.slow
 def test_sigterm_kills_every_msrun_worker_of_a_real_trial(harness):
     # A space of one point has nothing to search (refused): 1x1x1 is there, never reached.
     space = harness.space("dp", {"parallel.split": ["2x1x1", "1x1x1"]})

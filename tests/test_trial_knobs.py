@@ -16,6 +16,9 @@ import pytest
 from tests.conftest import run_trial_in
 from trials.contract.outcomes import Outcome
 
+#: Every test here runs real MindSpore trials.
+pytestmark = pytest.mark.slow
+
 
 def applied(run) -> dict:
     return run.of("start")[0]["applied"]

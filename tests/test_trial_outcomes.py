@@ -9,6 +9,9 @@ import pytest
 
 from trials.contract.outcomes import Outcome
 
+#: Every test here runs real MindSpore trials.
+pytestmark = pytest.mark.slow
+
 
 def test_absurd_learning_rate_diverges_before_the_update(run_trial):
     run = run_trial("train.lr=1000", "train.clip_norm=1e9", "run.measure_steps=12")

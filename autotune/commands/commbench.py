@@ -8,7 +8,7 @@ import os
 import time
 from pathlib import Path
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 from rich.console import Console
 
 from autotune.running.commbench import (
@@ -25,13 +25,13 @@ from autotune.running.commbench import (
     result_name,
 )
 from autotune.running.launcher import Process, start, stop
-from autotune.settings import CommbenchSettings, SweepSettings
+from autotune.settings import CommbenchSettings, SweepConfig, SweepSettings
 from trials.contract.schema import to_trial_config
 
 
-def run_commbench(composed: DictConfig, console: Console) -> int:
-    settings: CommbenchSettings = OmegaConf.to_object(composed.commbench)
-    sweep: SweepSettings = OmegaConf.to_object(composed.sweep)
+def run_commbench(composed: DictConfig, console: Console, config: SweepConfig) -> int:
+    settings: CommbenchSettings = config.commbench
+    sweep: SweepSettings = config.sweep
     hw = to_trial_config(composed).hardware
     check(settings, hw)
     out = out_dir(settings, sweep).absolute()  # msrun runs in the log directory
@@ -113,5 +113,6 @@ def failure_tail(work: Path) -> str:
     return "\n".join(parts) or f"no log under {work}"
 
 
-def run(composed: DictConfig, overrides: list[str], console: Console) -> int:
-    return run_commbench(composed, console)
+def run(composed: DictConfig, overrides: list[str], console: Console, *,
+        config: SweepConfig) -> int:
+    return run_commbench(composed, console, config)

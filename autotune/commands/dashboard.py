@@ -19,11 +19,11 @@ from socketserver import ThreadingMixIn
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 import optuna
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 from rich.console import Console
 
 from autotune.profiling.profile import stored_profiles
-from autotune.settings import DashboardSettings, SweepSettings
+from autotune.settings import DashboardSettings, SweepConfig
 from autotune.study.artifacts import open_store, publish
 from autotune.study.layout import StudyLayout
 from autotune.study.storage import load_existing, open_storage, redact, storage_url
@@ -69,7 +69,7 @@ def publish_study_files(study: optuna.Study, layout: StudyLayout, report_dir: Pa
                 uploaded += publish(study, store, path)
     trials = {t.number: t for t in study.get_trials(deepcopy=False)}
     for number, profile in sorted(stored_profiles(study).items()):
-        figure = Path(profile.get("figure") or "")
+        figure = Path(profile.figure)
         if number in trials and figure.is_file():
             uploaded += publish(study, store, figure, trial=trials[number])
     return uploaded
@@ -80,14 +80,12 @@ def url_of(server: WSGIServer, host: str) -> str:
     return f"http://{shown}:{server.server_port}/dashboard/"
 
 
-def run_dashboard(composed: DictConfig, console: Console) -> int:
+def run_dashboard(composed: DictConfig, console: Console, config: SweepConfig) -> int:
     """Entry point of ``python -m autotune dashboard``; a missing study raises ConfigError."""
     import optuna_dashboard
     from optuna.artifacts import FileSystemArtifactStore
 
-    settings = OmegaConf.to_object(composed.sweep)
-    assert isinstance(settings, SweepSettings)
-    options = OmegaConf.to_object(composed.dashboard)
+    settings, options = config.sweep, config.dashboard
     study = load_existing(settings)
     layout = StudyLayout.of(settings)
     app = optuna_dashboard.wsgi(open_storage(settings, create=False),
@@ -95,7 +93,7 @@ def run_dashboard(composed: DictConfig, console: Console) -> int:
     server = listen(options, app)  # before anything is written: a port in use is bad input
     try:
         uploaded = publish_study_files(study, layout,
-                                       Path(composed.report.out or layout.report))
+                                       Path(config.report.out or layout.report))
         console.print(f"study {settings.study} in {redact(storage_url(settings))}; artifacts: "
                       f"{layout.artifacts} ({uploaded} report/profile file(s) published)",
                       markup=False, soft_wrap=True)
@@ -107,5 +105,6 @@ def run_dashboard(composed: DictConfig, console: Console) -> int:
     return 0
 
 
-def run(composed: DictConfig, overrides: list[str], console: Console) -> int:
-    return run_dashboard(composed, console)
+def run(composed: DictConfig, overrides: list[str], console: Console, *,
+        config: SweepConfig) -> int:
+    return run_dashboard(composed, console, config)

@@ -40,6 +40,7 @@ from autotune.settings import ExportSettings, SweepSettings
 from autotune.study import selection
 from autotune.study import storage as S
 from autotune.study.choice import choose_trial
+from autotune.study.layout import StudyLayout
 from autotune.study.records import load_records
 from trials.contract.schema import (
     ConfigError,
@@ -74,7 +75,7 @@ def mindformers_files(job: TrialConfig, options: ExportSettings) -> tuple[dict, 
 def run_export(composed: DictConfig, console: Console) -> int:
     settings: SweepSettings = OmegaConf.to_object(composed.sweep)
     options: ExportSettings = OmegaConf.to_object(composed.export)
-    out = Path(options.out) if options.out else S.study_dir(settings) / "export"
+    out = Path(options.out) if options.out else StudyLayout.of(settings).export
     # An export killed mid-way first: its previous export back in place, its debris gone.
     for line in recover(out):
         console.print(line, highlight=False, soft_wrap=True)
@@ -82,7 +83,7 @@ def run_export(composed: DictConfig, console: Console) -> int:
         raise ConfigError(f"{out} is not empty: choose another export.out=DIR or set "
                           "export.overwrite=true")
     study = S.load_existing(settings)
-    records = load_records(study)
+    records = load_records(study, layout=StudyLayout.of(settings))
     base_cfg = to_trial_config(composed)
     chosen, why = choose_trial(study, records, options,
                                prior_cv=base_cfg.hardware.cost.run_to_run_cv,

@@ -24,15 +24,15 @@ import dataclasses
 from pathlib import Path
 
 import optuna
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 from rich.console import Console
 
 from autotune.profiling.profile import profile_config, show, store, write_result
 from autotune.running.runner import runner_for
-from autotune.settings import ProfileSettings, SweepSettings
+from autotune.settings import ProfileSettings, SweepConfig, SweepSettings
 from autotune.study import storage as S
 from autotune.study.choice import study_verdict
-from autotune.study.layout import StudyLayout
+from autotune.study.layout import StudyLayout, sqlite_path
 from autotune.study.records import TrialRecord, load_records
 from trials.contract.schema import ConfigError, TrialConfig, runnable_problem, to_trial_config
 from trials.contract.trial_dir import TrialDir
@@ -49,9 +49,10 @@ def trial_overrides(overrides: list[str]) -> list[str]:
             and o.split("=", 1)[0].lstrip("+~").split(".", 1)[0] in TRIAL_SECTIONS]
 
 
-def run_profile(composed: DictConfig, console: Console, overrides: list[str] = ()) -> int:
-    settings: SweepSettings = OmegaConf.to_object(composed.sweep)
-    options: ProfileSettings = OmegaConf.to_object(composed.profile)
+def run_profile(composed: DictConfig, console: Console, config: SweepConfig,
+                overrides: list[str] = ()) -> int:
+    settings: SweepSettings = config.sweep
+    options: ProfileSettings = config.profile
     study, record = None, None
     if options.trial is not None:
         study = S.load_existing(settings)
@@ -94,7 +95,8 @@ def _existing_study(settings: SweepSettings) -> optuna.Study | None:
     """The study when it exists; None when there is none yet (a fresh checkout). A storage
     that fails for any other reason still fails, with its one line."""
     url = S.storage_url(settings)
-    if url.startswith("sqlite:///") and not Path(url[len("sqlite:///"):]).exists():
+    db = sqlite_path(url)
+    if db is not None and not db.exists():
         return None
     try:
         return optuna.load_study(study_name=settings.study,
@@ -126,5 +128,6 @@ def _trial(records: list[TrialRecord], number: int) -> TrialRecord:
 STOPPED = "the profile run was killed: run the same command again to profile from the start"
 
 
-def run(composed: DictConfig, overrides: list[str], console: Console) -> int:
-    return run_profile(composed, console, overrides)
+def run(composed: DictConfig, overrides: list[str], console: Console, *,
+        config: SweepConfig) -> int:
+    return run_profile(composed, console, config, overrides)

@@ -26,10 +26,13 @@ from autotune.report import index, plots, prediction, stages, tables, where_time
 from autotune.report.diagnosis import Finding, diagnose
 from autotune.settings import SweepSettings
 from autotune.study import selection
-from autotune.study import stage_results as stage_store
+from autotune.study.layout import StudyLayout
 from autotune.study.records import TrialRecord, load_records
+from autotune.study.schema.soak import last_soak
+from autotune.study.schema.stages import StageResult
+from autotune.study.schema.stages import stage_results as stored_stage_results
 from autotune.study.selection import baseline, export_verdict
-from autotune.study.storage import STOP_RULES, load_existing, redact, storage_url, study_dir
+from autotune.study.storage import STOP_RULES, load_existing, redact, storage_url
 from trials.contract.schema import ConfigError, TrialConfig, memory_budget_gib, to_trial_config
 
 __all__ = ["Finding", "diagnose", "run_report", "write_report"]
@@ -59,7 +62,7 @@ def ran_with(records: list[TrialRecord], composed: DictConfig) -> TrialConfig:
 def write_report(records: list[TrialRecord], out: Path, *, summary: index.Summary,
                  budget_gib: float | None, config: dict[str, Any],
                  profiles: dict[int, dict] | None = None,
-                 stage_results: dict[str, dict] | None = None,
+                 stage_results: dict[str, StageResult] | None = None,
                  soak: str = "", fit: str | None = None) -> list[Finding]:
     """Write every report file into ``out`` (created); returns the diagnosis findings.
 
@@ -98,16 +101,17 @@ def soak_markdown(study, out: Path) -> str:
     """The study's soak as a section, its figure copied next to the report."""
     import shutil
 
-    from autotune.soak.report import SOAK_KEY, soak_section
+    from autotune.soak.report import soak_section
 
-    soak = study.user_attrs.get(SOAK_KEY) or {}
-    if soak.get("trial") is None:
+    soak = last_soak(study)
+    if soak is None or soak.trial is None:
         return ""
-    plot = Path(soak.get("plot") or "")
-    if plot.is_file():
+    plot = Path(soak.plot)
+    if soak.plot and plot.is_file():
         out.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(plot, out / SOAK_FIGURE)
-    return soak_section(study, soak["trial"], plot=SOAK_FIGURE if plot.is_file() else None)
+    return soak_section(study, soak.trial,
+                        plot=SOAK_FIGURE if soak.plot and plot.is_file() else None)
 
 
 SOAK_FIGURE = "soak.png"
@@ -118,12 +122,12 @@ def run_report(composed: DictConfig, console: Console) -> int:
     settings = OmegaConf.to_object(composed.sweep)
     assert isinstance(settings, SweepSettings)
     study = load_existing(settings)
-    records = load_records(study)
+    records = load_records(study, layout=StudyLayout.of(settings))
     cfg = ran_with(records, composed)
     selection.annotate(records, cfg.hardware.cost.run_to_run_cv)
     stop = study.user_attrs.get(STOP_RULES) or OmegaConf.to_container(composed.sweep.stop)
     budget = memory_budget_gib(cfg)
-    out = Path(composed.report.out) if composed.report.out else study_dir(settings) / "report"
+    out = Path(composed.report.out) if composed.report.out else StudyLayout.of(settings).report
     # The one answer to "which trial is best", under export's options: the summary, the
     # diagnosis, export and soak all name the same trials.
     study_verdict = export_verdict(records, OmegaConf.to_object(composed.export),
@@ -135,7 +139,7 @@ def run_report(composed: DictConfig, console: Console) -> int:
     try:
         write_report(records, out, summary=summary, budget_gib=budget,
                      config=config_values(cfg, stop), profiles=stored_profiles(study),
-                     stage_results=stage_store.results(study), soak=soak_markdown(study, out),
+                     stage_results=stored_stage_results(study), soak=soak_markdown(study, out),
                      fit=None if cfg.workload.entry
                      else fits.study_model(study, cfg.hardware).constants.source)
     except OSError as exc:

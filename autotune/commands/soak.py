@@ -37,36 +37,39 @@ import json
 import shutil
 import time
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 from rich.console import Console
 
 from autotune.running.repeat import copy_config
 from autotune.running.runner import runner_for
-from autotune.settings import SoakSettings, SweepSettings
+from autotune.settings import SoakSettings, SweepConfig, SweepSettings
 from autotune.soak.attempts import clocks_for, run_attempts
 from autotune.soak.plan import output_dir, pick_trial, plan_soak
 from autotune.soak.report import SOAK_KEY, plot, render, soak_section, summarise
 from autotune.study import storage as S
+from autotune.study.layout import SoakFiles, StudyLayout
 from autotune.study.records import load_records
+from autotune.study.schema.soak import SoakVerdict, store_soak
 from trials.contract.trial_dir import TrialDir
 
 __all__ = ["SOAK_KEY", "run_soak", "soak_section"]
 
 
-def run_soak(composed: DictConfig, console: Console) -> int:
-    settings: SweepSettings = OmegaConf.to_object(composed.sweep)
-    options: SoakSettings = OmegaConf.to_object(composed.soak)
+def run_soak(composed: DictConfig, console: Console, config: SweepConfig) -> int:
+    settings: SweepSettings = config.sweep
+    options: SoakSettings = config.soak
 
     def say(text: str) -> None:
         console.print(text, markup=False, highlight=False, soft_wrap=True)
 
     study = S.load_existing(settings)
-    records = load_records(study)
+    records = load_records(study, layout=StudyLayout.of(settings))
     record, why = pick_trial(study, records, composed, options)
     out = output_dir(settings, options)
-    run_dir = out / "run"
+    files = SoakFiles(out)
+    run_dir = files.run
     source = record.run_dir
-    plan = plan_soak(record, why, source.read_config(), options, run_dir=run_dir,
+    plan = plan_soak(record, why, source.read_config(), options, files=files,
                      leak_mib=float(composed.run.inject_leak_mib))
     runner = runner_for(settings)
     # Everything is validated: from here on the soak writes.
@@ -85,12 +88,13 @@ def run_soak(composed: DictConfig, console: Console) -> int:
     attempts, failed = run_attempts(plan, TrialDir(run_dir), runner,
                                     clocks_for(plan, settings), say)
     result = summarise(plan, attempts, failed, options, time.time() - started, out)
-    plot(attempts, result, out / "soak.png")
-    (out / "soak.json").write_text(json.dumps(result, indent=2) + "\n")
-    study.set_user_attr(SOAK_KEY, result)
-    say(render(result))
-    say(f"wrote {out / 'soak.json'} and {out / 'soak.png'}")
-    return result["exit_code"]
+    verdict = SoakVerdict.from_json(result)
+    plot(attempts, verdict, files.plot)
+    files.result.write_text(json.dumps(result, indent=2) + "\n")
+    store_soak(study, result)
+    say(render(verdict))
+    say(f"wrote {files.result} and {files.plot}")
+    return verdict.exit_code
 
 
 
@@ -101,5 +105,6 @@ STOPPED = ("the soak run was killed; a soak does not resume: run the same comman
            "to start it over from step 0")
 
 
-def run(composed: DictConfig, overrides: list[str], console: Console) -> int:
-    return run_soak(composed, console)
+def run(composed: DictConfig, overrides: list[str], console: Console, *,
+        config: SweepConfig) -> int:
+    return run_soak(composed, console, config)

@@ -7,8 +7,8 @@
 2. memory (autotune/stages/memory.py): which configurations fit, with headroom;
 3. data (autotune/stages/data.py): a data-bound baseline has the space's data knobs
    tried first, one at a time;
-4. throughput: the sweep (``python -m autotune sweep``), which skips what stage 1
-   ruled out and goes on from the data stage's trials;
+4. throughput (autotune/stages/throughput.py): the sweep (``python -m autotune
+   sweep``), which skips what stage 1 ruled out and goes on from the data stage's trials;
 5. stability: ``python -m autotune soak`` of the configuration export would choose.
 
 Each stage's result is stored on the study (``autotune.stages``) and shown by the
@@ -18,28 +18,31 @@ sweep resumes where it stopped. ``tune.stages`` picks a subset.
 
 from __future__ import annotations
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 from rich.console import Console
 
-from autotune.settings import TuneSettings
+from autotune.settings import SweepConfig, TuneSettings
 from autotune.stages.correctness import run_correctness
 from autotune.stages.data import run_data
 from autotune.stages.memory import run_memory
+from autotune.stages.throughput import run_throughput
 from autotune.stages.verdicts import soak_issues, verdict
-from autotune.study import budget
 from autotune.study import stage_results as store
+from autotune.sweep import Sweep
+from autotune.sweep_context import SweepContext
 
 #: What ``autotune`` says when it is stopped during ``tune``.
 STOPPED = ("the running trial was killed and re-queued; finished stages are kept: run the "
            "same command again to resume")
 
 
-def run_tune(composed: DictConfig, overrides: list[str], console: Console) -> int:
-    from autotune.sweep import Sweep
-
-    options: TuneSettings = OmegaConf.to_object(composed.tune)
-    sweep = Sweep(composed, overrides, console)  # validates everything before anything runs
-    study = sweep.open_study()
+def run_tune(composed: DictConfig, overrides: list[str], console: Console, *,
+             config: SweepConfig) -> int:
+    options: TuneSettings = config.tune
+    # Checks everything before anything runs.
+    context = SweepContext.build(composed, config, overrides)
+    sweep = Sweep(context, console)
+    study = context.open_study()
     stored = store.results(study)
     verdicts = []
     for i, stage in enumerate(options.stages, 1):
@@ -51,15 +54,15 @@ def run_tune(composed: DictConfig, overrides: list[str], console: Console) -> in
             continue
         console.print(f"{head} ...", markup=False)
         if stage == "correctness":
-            result = run_correctness(sweep, options, console)
+            result = run_correctness(context, options, console)
         elif stage == "memory":
-            result = run_memory(sweep, options)
+            result = run_memory(context, options)
         elif stage == "data":
-            result = run_data(sweep)
+            result = run_data(context, lambda n: sweep.run(limit=n))
         elif stage == "throughput":
-            result = _throughput(sweep, study, console)
+            result = run_throughput(context, study, sweep.run)
         else:
-            result = _stability(composed, study, console)
+            result = _stability(composed, config, study, console)
         store.save(study, stage, result)
         verdicts.append(verdict(stage, result))
         if stage != "stability":  # the soak has printed its own verdicts
@@ -70,7 +73,7 @@ def run_tune(composed: DictConfig, overrides: list[str], console: Console) -> in
             return 1
     console.print("all stages done; the verdicts:", markup=False)
     _lines(console, {"lines": verdicts})
-    console.print(f"details: python -m autotune report sweep.study={sweep.settings.study}",
+    console.print(f"details: python -m autotune report sweep.study={context.settings.study}",
                   markup=False)
     return 0
 
@@ -80,16 +83,7 @@ def _lines(console: Console, result: dict) -> None:
         console.print(f"  {line}", markup=False, soft_wrap=True)
 
 
-def _throughput(sweep, study, console: Console) -> dict:
-    launched = budget.count_launches(study)
-    if launched >= sweep.settings.n_trials:
-        return {"done": True, "lines": [f"the sweep's budget is spent: {launched} launched"]}
-    outcome = sweep.run()
-    return {"done": outcome.exit_code == 0, "failed": outcome.exit_code != 0,
-            "lines": [outcome.message.splitlines()[0]]}
-
-
-def _stability(composed: DictConfig, study, console: Console) -> dict:
+def _stability(composed: DictConfig, config: SweepConfig, study, console: Console) -> dict:
     """The soak of the trial export would choose; one already run (``python -m autotune
     soak``) of that trial is taken as it is, not run again."""
     from autotune.commands.soak import SOAK_KEY, run_soak
@@ -97,20 +91,20 @@ def _stability(composed: DictConfig, study, console: Console) -> dict:
     from autotune.study.records import load_records
 
     soak = study.user_attrs.get(SOAK_KEY) or {}
-    chosen, _ = pick_trial(study, load_records(study), composed,
-                           OmegaConf.to_object(composed.soak))
+    chosen, _ = pick_trial(study, load_records(study), composed, config.soak)
     if soak.get("finished") and soak.get("trial") == chosen.number:
         console.print(f"  trial {chosen.number} was soaked already: its result is taken "
                       "(python -m autotune soak runs it again)", markup=False)
         _lines(console, {"lines": soak.get("verdicts") or []})
         return {"done": True, "trial": chosen.number, "lines": list(soak.get("verdicts") or []),
                 "issues": soak_issues(soak)}
-    code = run_soak(composed, console)
+    code = run_soak(composed, console, config)
     soak = study.user_attrs.get(SOAK_KEY) or {}
     lines = soak.get("verdicts") or soak.get("lines") or [f"soak ended with exit code {code}"]
     return {"done": code == 0, "failed": code != 0, "trial": soak.get("trial"),
             "lines": list(lines), "issues": soak_issues(soak)}
 
 
-def run(composed: DictConfig, overrides: list[str], console: Console) -> int:
-    return run_tune(composed, overrides, console)
+def run(composed: DictConfig, overrides: list[str], console: Console, *,
+        config: SweepConfig) -> int:
+    return run_tune(composed, overrides, console, config=config)

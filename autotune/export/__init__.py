@@ -1,9 +1,15 @@
 """``python -m autotune export``: the chosen trial as a production job that runs as it is.
 
-- :mod:`.job`: writes job.yaml, launch.sh, mindformers.yaml, provenance, CHANGES.md;
-- :mod:`.carry`: the job's own copy of the trial program and workload, with digests;
-- :mod:`.environment`: env.sh and requirements.txt (which Python runs the job);
-- :mod:`.choose`: which trial (named, best confirmed, best feasible, headroom);
-- :mod:`.changes`: what changed against the baseline, and the caveats;
-- :mod:`.mindformers`: the knobs under MindFormers' YAML keys.
+- :mod:`.atomic`: an export directory put in place whole;
+- :mod:`.carry`: what an exported job carries so that it runs away from this checkout, and
+  where it came from;
+- :mod:`.changes`: what the exported job changes against the baseline, what each change
+  measured, and what to watch out for when it goes to production;
+- :mod:`.environment`: the exported job's environment;
+- :mod:`.job`: ``python -m autotune export``;
+- :mod:`.mindformers`: the tuned job under MindFormers' YAML keys;
+- :mod:`.mindformers_train`: the tuned job in the schema of MindFormers' PyNative trainer
+  (``mindformers_train.yaml``);
+- :mod:`.mindformers_transfer`: which tuned values may go into a MindFormers base config
+  (``export.mindformers_base``).
 """

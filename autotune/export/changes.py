@@ -79,7 +79,7 @@ def describe_changes(chosen: TrialRecord, baseline: TrialRecord | None, job: Tri
                      f"{chosen.rate} ({_pct(chosen.tokens_per_s, baseline.tokens_per_s)}); "
                      "peak memory "
                      f"{_gib(baseline.peak_memory_gib)} -> {_gib(chosen.peak_memory_gib)}.\n")
-        confirmed = [(r.attrs.get("confirm") or {}).get("median") for r in (baseline, chosen)]
+        confirmed = [r.confirmed_tokens_per_s for r in (baseline, chosen)]
         if all(confirmed):
             lines.append(f"Confirmed medians of the re-runs: {_num(confirmed[0])} -> "
                          f"{_num(confirmed[1])} {chosen.rate} "

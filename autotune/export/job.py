@@ -43,6 +43,8 @@ from autotune.settings import ExportSettings, SweepSettings
 from autotune.study import selection
 from autotune.study import storage as S
 from autotune.study.records import TrialRecord
+from autotune.study.schema.fingerprint import stored_fingerprint
+from autotune.study.schema.soak import last_soak
 from trials.contract.launch import shell_script, trial_argv
 from trials.contract.mindformers import ADAPTER_ENTRY
 from trials.contract.performance import Performance
@@ -77,9 +79,10 @@ SOAK_FIGURE = "soak.png"
 def stability_note(study: optuna.Study, trial: int) -> tuple[str, bytes | None]:
     """The soak of this trial (``python -m autotune soak``), or how to run one; and the
     soak's figure, to be written beside it as :data:`SOAK_FIGURE`."""
-    from autotune.soak.report import SOAK_KEY, soak_section
+    from autotune.soak.report import soak_section
 
-    figure = Path(str((study.user_attrs.get(SOAK_KEY) or {}).get("plot", "")))
+    soak = last_soak(study)
+    figure = Path(soak.plot if soak is not None else "")
     data = figure.read_bytes() if figure.name and figure.is_file() else None
     section = soak_section(study, trial, plot=SOAK_FIGURE if data else None)
     if section:
@@ -284,12 +287,12 @@ def provenance(study: optuna.Study, settings: SweepSettings, record: TrialRecord
             "peak_memory_gib": record.peak_memory_gib,
             "confirmed_tokens_per_s": record.confirmed_tokens_per_s,
             "confirmed_is": selection.CONFIRMED_LABEL,
-            "confirmed": record.attrs.get("confirm"),
+            "confirmed": record.confirmed.to_json() if record.confirmed else None,
         },
         "versions": versions,
         "source": source,
-        "hardware_profile": (study.user_attrs.get(S.FINGERPRINT_PARTS) or {}).get("hardware"),
-        "fingerprint": study.user_attrs.get(S.FINGERPRINT),
+        "hardware_profile": stored_fingerprint(study)[1].hardware or None,
+        "fingerprint": stored_fingerprint(study)[0],
         "host": platform.node(),
         "exported_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
     }

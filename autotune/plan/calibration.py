@@ -34,6 +34,7 @@ from autotune.plan import memory, steptime
 from autotune.plan.layout import Cluster, Job, Recompute, host_contention
 from autotune.plan.model_dims import ModelDims
 from autotune.plan.predict import Constants, Prediction, predict
+from autotune.study.schema.fit import FitRecord
 from trials.contract.machine import default_cache_dir
 from trials.contract.schema import Mode
 
@@ -350,17 +351,21 @@ def imported_path(profile: str, cache_dir: Path | None = None) -> Path:
 
 def to_record(constants: Constants, profile: str) -> dict:
     """A fit as JSON-ready data: its constants, its profile, when it was fitted."""
-    return {"profile": profile, "fitted_at": time.time(), "constants": asdict(constants)}
+    return FitRecord(profile=profile, fitted_at=time.time(),
+                     constants=asdict(constants)).to_json()
 
 
 def from_record(data: object, prior: Constants, profile: str) -> Constants | None:
     """The constants of a stored record, or None: not a record, another profile's, or from
     another version of the model (other fields, other shapes)."""
+    if not isinstance(data, dict):
+        return None
     try:
-        if data.get("profile") != profile:
+        record = FitRecord.from_json(data)
+        if record.profile != profile or record.constants is None:
             return None
-        stored = replace(prior, **data["constants"])
-    except (AttributeError, KeyError, TypeError):
+        stored = replace(prior, **record.constants)
+    except TypeError:  # another model version's fields
         return None
     shapes_match = all(isinstance(getattr(stored, f.name), type(getattr(prior, f.name)))
                        for f in dataclasses.fields(prior))

@@ -21,10 +21,11 @@ from pathlib import Path
 from autotune.plan import calibration
 from autotune.plan.costmodel import CostModel
 from autotune.plan.predict import Constants
+from autotune.study.schema.keys import COST_MODEL_FIT
 from trials.contract.schema import HardwareConfig
 
 #: The study user attr that holds the study's own fit (calibration.to_record's record).
-STUDY_FIT = "cost_model_fit"
+STUDY_FIT = COST_MODEL_FIT
 
 
 def study_fit(study, model: CostModel) -> Constants | None:

@@ -14,6 +14,7 @@ from autotune.plan.calibration import Measurement
 from autotune.plan.costmodel import CostModel
 from autotune.plan.plausible import plausible_part
 from autotune.study.records import PREDICTION, TrialRecord
+from autotune.study.schema.prediction import StoredPrediction
 from autotune.study.selection import distinct
 from trials.contract.outcomes import Outcome
 from trials.contract.schema import TrialConfig, memory_budget_gib
@@ -52,7 +53,7 @@ def measurement_of(record: TrialRecord, model: CostModel,
         return model.measurement(cfg, peak_gib=record.peak_memory_gib, step_s=step,
                                  data_wait_s=wait)
     if record.reason is Outcome.OOM:
-        budget = (record.scorecard.get("resources") or {}).get("memory_budget_gib")
+        budget = record.card.resources.memory_budget_gib
         return model.measurement(cfg, oom_budget_gib=budget or memory_budget_gib(cfg))
     return None
 
@@ -91,11 +92,11 @@ def needs_refit(record: TrialRecord, margin: float) -> bool:
     slow by its measured steps' tokens/s)."""
     if record.reason is Outcome.OOM:
         return True
-    predicted = (record.attrs.get(PREDICTION) or {})
+    predicted = StoredPrediction.from_json(record.attrs.get(PREDICTION))
     measured = (record.perf.tokens_per_s if record.reason is Outcome.SLOW
                 else record.tokens_per_s)
-    pairs = [(predicted.get("peak_gib"), record.peak_memory_gib),
-             (predicted.get("tokens_per_s"), measured)]
+    pairs = [(predicted.peak_gib, record.peak_memory_gib),
+             (predicted.tokens_per_s, measured)]
     return any(p and m and abs(p / m - 1) > margin for p, m in pairs)
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, replace
 from autotune.plan import memory, steptime
 from autotune.plan.layout import Cluster, Job, Recompute
 from autotune.plan.model_dims import ModelDims, model_flops_per_token
+from autotune.study.schema.prediction import StoredPrediction
 from trials.contract.schema import ConfigError, CostPriors, DType, HardwareConfig, Mode
 
 
@@ -155,13 +156,13 @@ class Prediction:
 
     def record(self) -> dict:
         """JSON-ready: what a trial record stores as its prediction."""
-        return {"peak_gib": self.peak_gib, "peak_interval_gib": list(self.peak_interval_gib),
-                "memory_gib": self.memory.gib(),
-                "step_s": self.step_s, "tokens_per_s": self.tokens_per_s, "mfu": self.mfu,
-                "time_s": self.time.seconds() if self.time else None,
-                "memory_uncertainty": self.constants.memory_uncertainty,
-                "time_uncertainty": self.constants.time_uncertainty,
-                "constants": self.constants.source}
+        return StoredPrediction(
+            peak_gib=self.peak_gib, peak_interval_gib=list(self.peak_interval_gib),
+            memory_gib=self.memory.gib(), step_s=self.step_s, tokens_per_s=self.tokens_per_s,
+            mfu=self.mfu, time_s=self.time.seconds() if self.time else None,
+            memory_uncertainty=self.constants.memory_uncertainty,
+            time_uncertainty=self.constants.time_uncertainty,
+            constants=self.constants.source).to_json()
 
 
 def check_links(job: Job, cluster: Cluster) -> None:

@@ -1,4 +1,5 @@
-"""Short names of knobs, and a point's knob values in one line (tables, progress lines)."""
+"""Short names of knobs, a point's knob values in one line (tables, progress lines), and a
+share as a percentage (findings, reports)."""
 
 from __future__ import annotations
 
@@ -16,3 +17,8 @@ def short(knob: str) -> str:
 
 def params_label(params: dict) -> str:
     return " ".join(f"{short(k)}={v}" for k, v in params.items())
+
+
+def share_text(fraction: float) -> str:
+    """A share of a whole as a percentage: 0.123 -> '12.3 %'."""
+    return f"{100 * fraction:.1f} %"

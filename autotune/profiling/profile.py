@@ -7,7 +7,7 @@ on the study (``autotune.profile``) and printout. ``python -m autotune profile``
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import optuna
@@ -20,7 +20,16 @@ from autotune.profiling.figure import where_the_time_goes
 from autotune.running.job import Runner
 from autotune.running.repeat import run_once
 from autotune.settings import SweepSettings
+from autotune.study.schema.keys import PROFILES
+from autotune.study.schema.profile import (
+    Interconnect,
+    ProfileResult,
+    store_profile,
+    stored_profiles,  # noqa: F401  (the report, dashboard and winner read it here)
+)
+from trials.contract.events import ProfileRecord
 from trials.contract.outcomes import Outcome
+from trials.contract.performance import Performance
 from trials.contract.schema import TrialConfig
 from trials.contract.trial_dir import TrialDir
 
@@ -30,7 +39,7 @@ from trials.contract.trial_dir import TrialDir
 #: the reference for the profiler's overhead, and adaptive measuring could run 4x longer.
 PROFILE_RUN = ("run.compile_cache=false", "run.adaptive=false")
 #: Study attribute holding profiles, keyed by trial number (as a string).
-PROFILE_STUDY_KEY = "autotune.profile"
+PROFILE_STUDY_KEY = PROFILES
 
 
 
@@ -39,7 +48,7 @@ PROFILE_STUDY_KEY = "autotune.profile"
 
 def profile_config(runner: Runner, cfg: TrialConfig, out: Path, settings: SweepSettings,
                    steps: int, *, console: Console | None = None, trial: int | None = None,
-                   label: str | None = None) -> dict | None:
+                   label: str | None = None) -> ProfileResult | None:
     """Run ``cfg`` with ``steps`` profiled steps in ``out`` through ``runner``; the stored
     result, or None (with the reason printed) when the run failed. ``label`` names what
     was profiled in the figure's title (default: ``trial N``)."""
@@ -56,94 +65,88 @@ def profile_config(runner: Runner, cfg: TrialConfig, out: Path, settings: SweepS
             console.print(f"profile failed: {run.reason.value}: {why}\n{run.log_tail}",
                           markup=False, soft_wrap=True)
         return None
-    profile = asdict(run.profile)
-    perf = run.summary.performance if run.summary else {}
+    profile = run.profile
+    perf = run.summary.perf if run.summary else Performance()
     evidence = rules.from_profile(profile, perf, trial=trial, dp=cfg.parallel.dp)
     findings = rules.diagnose(evidence)
     label = label or (f"trial {trial}" if trial is not None else "the composed configuration")
     where_the_time_goes(profile, out / "profile.png",
-                        title=f"Where the time goes: {label}, {profile['steps']} profiled steps")
-    result = {"trial": trial, "dir": str(out), "wall_s": run.wall_s, "profile": profile,
-              "performance": {k: v for k, v in perf.items() if k != "step_times_s"},
-              "interconnect": interconnect(perf, cfg, Path(settings.runs_dir)),
-              "findings": [asdict(f) for f in findings],
-              "figure": str(out / "profile.png"), "label": label}
-    return result
+                        title=f"Where the time goes: {label}, {profile.steps} profiled steps")
+    return ProfileResult(trial=trial, dir=str(out), wall_s=run.wall_s, profile=profile,
+                         performance=perf.replace(step_times_s=()),
+                         interconnect=interconnect(perf, cfg, Path(settings.runs_dir)),
+                         findings=[asdict(f) for f in findings],
+                         figure=str(out / "profile.png"), label=label)
 
 
-def write_result(result: dict) -> None:
+def write_result(result: ProfileResult) -> None:
     """``profile.json`` beside the profile, once its caller has added what it knows."""
-    (Path(result["dir"]) / "profile.json").write_text(
-        json.dumps(result, indent=1, default=str) + "\n")
+    (Path(result.dir) / "profile.json").write_text(
+        json.dumps(result.to_json(), indent=1, default=str) + "\n")
 
 
-def interconnect(perf: dict, cfg: TrialConfig, runs_dir: Path) -> dict | None:
+def interconnect(perf: Performance, cfg: TrialConfig, runs_dir: Path) -> Interconnect | None:
     """The trial's gradient all-reduce against what commbench measured at that message size
     on this hardware profile (bus bandwidth, as nccl-tests defines it), where both exist."""
     from autotune.running.commbench import bandwidth_at, load_commbench
 
-    nbytes, comm_s = perf.get("allreduce_bytes"), perf.get("comm_s")
+    nbytes, comm_s = perf.allreduce_bytes, perf.comm_s
     bench = load_commbench(runs_dir, cfg.hardware.name)
     if not nbytes or not comm_s or bench is None:
         return None
     ranks = max(2, cfg.parallel.dp)
     trial_bus = nbytes / comm_s / 1e9 * 2 * (ranks - 1) / ranks
     bench_bus = bandwidth_at(bench, nbytes)
-    return {"trial_busbw_gbs": trial_bus, "commbench_busbw_gbs": bench_bus,
-            "fraction": trial_bus / bench_bus if bench_bus else None,
-            "commbench_ranks": bench.get("ranks"), "commbench_date": bench.get("date")}
+    return Interconnect(trial_busbw_gbs=trial_bus, commbench_busbw_gbs=bench_bus,
+                        fraction=trial_bus / bench_bus if bench_bus else None,
+                        commbench_ranks=bench.get("ranks"), commbench_date=bench.get("date"))
 
 
-def store(study: optuna.Study, trial: int, result: dict) -> None:
-    """Keep the profile on the study (as JSON: what the report reads back)."""
-    kept = json.loads(json.dumps(result, default=str))
-    kept["trial"] = trial
-    profiles = dict(study.user_attrs.get(PROFILE_STUDY_KEY) or {})
-    profiles[str(trial)] = kept
-    study.set_user_attr(PROFILE_STUDY_KEY, profiles)
+def store(study: optuna.Study, trial: int, result: ProfileResult) -> None:
+    """Keep the profile on the study (what the report reads back)."""
+    store_profile(study, trial, result)
 
 
-def stored_profiles(study: optuna.Study) -> dict[int, dict]:
-    return {int(k): v for k, v in (study.user_attrs.get(PROFILE_STUDY_KEY) or {}).items()}
+def findings_of(result: ProfileResult) -> list[Finding]:
+    found = [Finding(**f) for f in result.findings]
+    return [replace(f, trials=tuple(f.trials)) for f in found]  # a JSON list, as a tuple
 
 
-def findings_of(result: dict) -> list[Finding]:
-    return [Finding(f["rule"], tuple(f["trials"]), f["sentence"], f.get("numbers", {}))
-            for f in result.get("findings", [])]
-
-
-def overhead_text(profile: dict) -> str:
-    """The profiler's overhead against the unprofiled steps. A profiled step cannot be
-    faster for being profiled: a negative figure is the run's own step-time noise."""
-    pct = 100 * (profile["overhead"] - 1)
-    against = f"against the unprofiled {1e3 * profile['unprofiled_step_s']:.2f} ms"
+def overhead_text(profile: ProfileRecord | dict) -> str:
+    """The profiler's overhead against the unprofiled steps (of a profile event, or its
+    JSON). A profiled step cannot be faster for being profiled: a negative figure is the
+    run's own step-time noise."""
+    if isinstance(profile, dict):
+        profile = ProfileRecord.from_json(profile)
+    pct = 100 * (profile.overhead - 1)
+    against = f"against the unprofiled {1e3 * profile.unprofiled_step_s:.2f} ms"
     if pct < 0:
         return (f"profiler overhead {pct:+.1f} % {against}: below zero, so within the "
                 "step-time noise; the profiler's cost did not show")
     return f"profiler overhead {pct:+.1f} % {against}"
 
 
-def show(result: dict, console: Console) -> None:
+def show(result: ProfileResult, console: Console) -> None:
     """The step split and the top operators as tables, then the findings and the files."""
-    p = result["profile"]
-    console.print(f"Where the time goes ({result.get('label') or 'profile'}): {p['steps']} "
-                  f"profiled steps, {1e3 * p['step_s']:.2f} ms a step ({overhead_text(p)})",
+    p = result.profile
+    console.print(f"Where the time goes ({result.label or 'profile'}): {p.steps} "
+                  f"profiled steps, {1e3 * p.step_s:.2f} ms a step ({overhead_text(p)})",
                   markup=False, soft_wrap=True)
     split = Table()
     split.add_column("part")
     split.add_column("ms/step", justify="right")
     split.add_column("share", justify="right")
-    for cat, share in p["shares"].items():
-        split.add_row(cat, f"{1e3 * p['seconds'][cat]:.2f}", f"{100 * share:.1f} %")
+    for cat, share in p.shares.items():
+        split.add_row(cat, f"{1e3 * p.seconds[cat]:.2f}", f"{100 * share:.1f} %")
     console.print(split)
     ops = Table(title="Top operators by time", title_justify="left")
     for col in ("op", "part", "calls/step", "ms/step", "share"):
         ops.add_column(col, justify="left" if col in ("op", "part") else "right")
-    for r in p["top_ops"]:
+    for r in p.top_ops:
         ops.add_row(r["type"], r["category"], f"{r['calls_per_step']:.0f}",
                     f"{r['ms_per_step']:.3f}", f"{100 * r['share']:.1f} %")
     console.print(ops)
-    m = p.get("memory") or {}
+    m = p.memory or {}
     if m.get("peak_mib") is not None:
         console.print(f"memory ({m['source']}): peak {m['peak_mib']:,.1f} MiB, mean "
                       f"{m['mean_mib']:,.1f} MiB, peak/mean {m['peak_over_mean']:.2f}",
@@ -152,28 +155,28 @@ def show(result: dict, console: Console) -> None:
         if rss.get("peak_mib") and m["source"] != "host RSS":
             console.print(f"host RSS (sampled every 2 ms): peak {rss['peak_mib']:,.1f} MiB, "
                           f"mean {rss['mean_mib']:,.1f} MiB", markup=False, soft_wrap=True)
-    c = p.get("communication") or {}
-    perf = result.get("performance") or {}
-    if perf.get("comm_s") is not None:
-        console.print(f"gradient all-reduce: {1e3 * perf['comm_s']:.2f} ms a step "
-                      f"({100 * perf['comm_share']:.1f} % of the step, "
-                      f"{perf['allreduce_bytes'] / 2**20:.2f} MiB at "
-                      f"{perf['comm_algbw_gbs']:.2f} GB/s); in the profile "
+    c = p.communication or {}
+    perf = result.performance
+    if perf.comm_s is not None:
+        console.print(f"gradient all-reduce: {1e3 * perf.comm_s:.2f} ms a step "
+                      f"({100 * (perf.comm_share or 0):.1f} % of the step, "
+                      f"{(perf.allreduce_bytes or 0) / 2**20:.2f} MiB at "
+                      f"{perf.comm_algbw_gbs or 0:.2f} GB/s); in the profile "
                       f"{1e3 * c.get('exposed_s', 0):.2f} ms exposed, "
                       f"{1e3 * c.get('overlapped_s', 0):.2f} ms overlapped", markup=False,
                       soft_wrap=True)
-        link = result.get("interconnect")
-        if link and link.get("fraction") is not None:
-            console.print(f"  bus bandwidth {link['trial_busbw_gbs']:.3f} GB/s = "
-                          f"{100 * link['fraction']:.0f} % of what commbench measured at this "
-                          f"size ({link['commbench_busbw_gbs']:.3f} GB/s)", markup=False,
+        link = result.interconnect
+        if link is not None and link.fraction is not None:
+            console.print(f"  bus bandwidth {link.trial_busbw_gbs:.3f} GB/s = "
+                          f"{100 * link.fraction:.0f} % of what commbench measured at this "
+                          f"size ({link.commbench_busbw_gbs:.3f} GB/s)", markup=False,
                           soft_wrap=True)
         else:
             console.print("  (run python -m autotune commbench to judge it against what the "
                           "interconnect can do)", markup=False, soft_wrap=True)
     for f in findings_of(result) or [Finding("none", (), "No rule fired: nothing stands out.")]:
         console.print(f"- {f.rule}: {f.sentence}", markup=False, soft_wrap=True)
-    out = Path(result["dir"])
+    out = Path(result.dir)
     console.print(f"files: {out / 'profile.png'}, {out / 'trace.json'} (Perfetto, "
                   f"chrome://tracing), {out / 'raw'} (MindStudio Insight)", markup=False,
                   soft_wrap=True)

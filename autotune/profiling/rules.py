@@ -40,9 +40,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from autotune.presentation.findings import Finding
+from autotune.presentation.labels import share_text as _pct
+from autotune.study.data_bound import DATA_WAIT_HIGH
+from trials.contract.events import ProfileRecord
+from trials.contract.performance import Performance
 
 COMM_SHARE_HIGH = 0.20
-DATA_WAIT_SHARE_HIGH = 0.10
+DATA_WAIT_SHARE_HIGH = DATA_WAIT_HIGH  # the study judges a data-bound trial by it too
 DATA_WAIT_S_HIGH = 0.010
 DOMINANT_OP_SHARE = 0.40
 MEMORY_PEAK_FACTOR = 3.0
@@ -77,36 +81,33 @@ class Evidence:
         return "This configuration" if self.trial is None else f"Trial #{self.trial}"
 
 
-def from_profile(profile: dict, performance: dict | None = None, *, trial: int | None = None,
-                 dp: int = 1) -> Evidence:
-    """Evidence from a profile event (as stored) and, optionally, the run's performance."""
-    perf = performance or {}
-    shares = profile.get("shares") or {}
+def from_profile(profile: ProfileRecord, performance: Performance | None = None, *,
+                 trial: int | None = None, dp: int = 1) -> Evidence:
+    """Evidence from a profile event and, optionally, the run's performance."""
+    perf = performance or Performance()
+    shares = dict(profile.shares)
     comm = shares.get("communication")
     source = "profiled (exposed)"
-    if perf.get("comm_share") is not None and (comm is None or comm == 0):
-        comm, source = perf["comm_share"], "all-reduce timed alone"
-    return Evidence(trial=trial, step_s=profile.get("step_s"), shares=shares,
-                    seconds=profile.get("seconds") or {}, comm_share=comm, comm_source=source,
-                    top_ops=profile.get("top_ops") or [], memory=profile.get("memory") or {},
-                    rank_step_s=perf.get("rank_step_s") or [], dp=dp)
+    if perf.comm_share is not None and (comm is None or comm == 0):
+        comm, source = perf.comm_share, "all-reduce timed alone"
+    return Evidence(trial=trial, step_s=profile.step_s, shares=shares,
+                    seconds=dict(profile.seconds), comm_share=comm, comm_source=source,
+                    top_ops=list(profile.top_ops), memory=dict(profile.memory),
+                    rank_step_s=list(perf.rank_step_s), dp=dp)
 
 
-def from_performance(performance: dict, *, trial: int | None = None, dp: int = 1) -> Evidence:
+def from_performance(performance: Performance, *, trial: int | None = None,
+                     dp: int = 1) -> Evidence:
     """Evidence from a trial's scorecard alone (no profile): data wait, communication and
     rank spread."""
-    step_s = performance.get("step_time_median_s")
-    wait = performance.get("data_wait_share")
+    step_s = performance.step_time_median_s
+    wait = performance.data_wait_share
     return Evidence(trial=trial, step_s=step_s,
                     shares={} if wait is None else {"data_wait": wait},
                     seconds={} if wait is None or step_s is None else {"data_wait": wait * step_s},
-                    comm_share=performance.get("comm_share"),
+                    comm_share=performance.comm_share,
                     comm_source="all-reduce timed alone",
-                    rank_step_s=performance.get("rank_step_s") or [], dp=dp)
-
-
-def _pct(x: float) -> str:
-    return f"{100 * x:.1f} %"
+                    rank_step_s=list(performance.rank_step_s), dp=dp)
 
 
 def communication(e: Evidence) -> Finding | None:

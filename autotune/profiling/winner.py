@@ -16,6 +16,7 @@ from autotune.running.job import Runner
 from autotune.settings import ProfileSettings, SweepSettings
 from autotune.study.layout import StudyLayout
 from autotune.study.records import TrialRecord
+from autotune.study.schema.profile import ProfileResult
 from trials.contract.schema import TrialConfig
 
 #: Seconds the profiler adds on top of the profiled steps: start-up and parsing (measured
@@ -44,7 +45,7 @@ def sweep_time_s(records: list[TrialRecord]) -> float:
 
 def profile_winner(study: optuna.Study, records: list[TrialRecord], winner: TrialRecord | None,
                    settings: SweepSettings, options: ProfileSettings,
-                   console: Console, runner: Runner) -> dict | None:
+                   console: Console, runner: Runner) -> ProfileResult | None:
     if winner is None or not options.after_sweep:
         return None
     run_dir = winner.run_dir
@@ -68,15 +69,15 @@ def profile_winner(study: optuna.Study, records: list[TrialRecord], winner: Tria
     if result is None:
         console.print(f"profiling trial {winner.number} failed; see {out}", markup=False)
         return None
-    result["sweep_s"] = spent
-    result["share_of_sweep"] = result["wall_s"] / spent
+    result.sweep_s = spent
+    result.share_of_sweep = (result.wall_s or 0.0) / spent
     write_result(result)
     store(study, winner.number, result)
-    shares = result["profile"]["shares"]
+    shares = result.profile.shares
     parts = ", ".join(f"{k} {100 * v:.0f} %" for k, v in shares.items() if v >= 0.005)
     console.print(f"where trial {winner.number}'s step goes: {parts}; "
-                  f"{len(result['findings'])} finding(s); the profile took "
-                  f"{result['wall_s']:.0f} s ({100 * result['share_of_sweep']:.1f} % of the "
+                  f"{len(result.findings)} finding(s); the profile took "
+                  f"{result.wall_s or 0:.0f} s ({100 * result.share_of_sweep:.1f} % of the "
                   f"{spent:.0f} s its trials ran); {out / 'profile.png'}", markup=False,
                   soft_wrap=True)
     return result

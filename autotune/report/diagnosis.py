@@ -17,9 +17,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from autotune.presentation.findings import Finding
+from autotune.presentation.labels import share_text as _pct
 from autotune.report import importance
 from autotune.study.data_bound import DATA_KNOBS, data_bound_evidence
-from autotune.study.records import TrialRecord, unit_of
+from autotune.study.records import LOG_TAIL, TrialRecord, unit_of
 from autotune.study.selection import (
     Verdict,
     baseline,
@@ -66,10 +67,6 @@ def _n(records: list[TrialRecord]) -> str:
     return f"{len(records)} trial{'s' if len(records) != 1 else ''}"
 
 
-def _pct(fraction: float) -> str:
-    return f"{100 * fraction:.1f} %"
-
-
 def _change(key: str, value: Any, factor: float) -> str:
     """``key=v -> v*factor`` when the current value is known, else ``key``."""
     if isinstance(value, bool) or not isinstance(value, int | float):
@@ -78,8 +75,6 @@ def _change(key: str, value: Any, factor: float) -> str:
     return f"{key}={value:g} -> {new:g}"
 
 
-def _card(record: TrialRecord, section: str, key: str) -> Any:
-    return (record.scorecard.get(section) or {}).get(key)
 
 
 # --- rules --------------------------------------------------------------------------------
@@ -199,8 +194,8 @@ def diverged_fp16(ctx: _Context) -> list[Finding]:
     hit = [r for r in ctx.of(Outcome.DIVERGED) if ctx.value(r, "precision") == "fp16"]
     if not hit:
         return []
-    nonfinite = sum(_card(r, "correctness", "nonfinite_steps") or 0 for r in hit)
-    overflow = sum(_card(r, "stability", "overflow_steps") or 0 for r in hit)
+    nonfinite = sum(r.card.correctness.nonfinite_steps for r in hit)
+    overflow = sum(r.card.stability.overflow_steps for r in hit)
     bf16 = ("" if ctx.config.get("hardware.supports.bf16") is not False else
             "; this hardware profile has no bf16, so loss scaling is the way here")
     return [Finding("diverged_fp16", tuple(r.number for r in hit), (
@@ -215,8 +210,8 @@ def diverged(ctx: _Context) -> list[Finding]:
     hit = [r for r in ctx.of(Outcome.DIVERGED) if ctx.value(r, "precision") != "fp16"]
     if not hit:
         return []
-    norms = [g for r in hit if (g := _card(r, "correctness", "grad_norm_max")) is not None]
-    spikes = sum(_card(r, "stability", "loss_spikes") or 0 for r in hit)
+    norms = [g for r in hit if (g := r.card.correctness.grad_norm_max) is not None]
+    spikes = sum(r.card.stability.loss_spikes for r in hit)
     nums = {"trials": len(hit), "loss_spikes": spikes}
     seen = f"{spikes} loss spikes"
     if norms:
@@ -352,7 +347,7 @@ def crash(ctx: _Context, *, limit: int = 3) -> list[Finding]:
     out = []
     for r in ctx.of(Outcome.CRASH)[:limit]:
         where = f"{r.trial_dir}/stderr.log" if r.trial_dir else "its trial directory"
-        last = _last_log_line(str(r.attrs.get("log_tail") or ""))
+        last = _last_log_line(str(r.attrs.get(LOG_TAIL) or ""))
         ended = f'its log ends with "{last}"' if last else "it left no log output"
         after = f" after {r.wall_s:.1f} s" if r.wall_s is not None else ""
         out.append(Finding("crash", (r.number,), (

@@ -108,10 +108,10 @@ def throughput_columns(unit: str | None) -> dict[str, str]:
 def confirm_test(record: TrialRecord) -> tuple[Gain, int] | None:
     """confirm's paired within-round gain of a finalist against the baseline and its
     number of rounds; None for a trial confirm did not test."""
-    test = (record.attrs.get("confirm") or {}).get("vs_baseline")
-    if not test:
+    test = record.confirmed.vs_baseline if record.confirmed is not None else None
+    if test is None:
         return None
-    return Gain(test["ratio"], test["low"], test["high"], method="paired"), test["rounds"]
+    return Gain(test.ratio, test.low, test.high, method="paired"), test.rounds
 
 
 def confirmed_gain(record: TrialRecord) -> str | float:
@@ -178,10 +178,10 @@ def _numbered_repeats(record: TrialRecord):
     """(source, its run number within that source from 1, conditions) of each repeat: the
     third confirm run is "confirm run 3", however many re-measurements came before it."""
     seen: Counter = Counter()
-    for rep, conditions in zip(record.repeats, record.repeat_conditions):
-        source = rep.get("source", "repeat")
+    for rep in record.repeat_records:
+        source = rep.source or "repeat"
         seen[source] += 1
-        yield source, seen[source], conditions
+        yield source, seen[source], rep.conditions
 
 
 def flagged_lines(records: list[TrialRecord]) -> list[str]:

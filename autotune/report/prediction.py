@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from autotune.presentation.tables import markdown_table
-from autotune.study.records import PREDICTION, TrialRecord
+from autotune.study.records import TrialRecord
 from autotune.study.selection import distinct
 from trials.contract.outcomes import Outcome
 
@@ -23,14 +23,14 @@ def pairs(records: list[TrialRecord]) -> pd.DataFrame:
     """Predicted and measured peak memory and tokens/s of every measured, predicted trial."""
     rows = []
     for r in distinct(records):
-        predicted = r.attrs.get(PREDICTION) or {}
-        if r.simulated or not predicted or not r.launched:
+        predicted = r.prediction
+        if r.simulated or predicted is None or not r.launched:
             continue
         rows.append({"trial": r.number, "reason": r.reason_text,
-                     "predicted peak GiB": predicted.get("peak_gib"),
+                     "predicted peak GiB": predicted.peak_gib,
                      "measured peak GiB": r.peak_memory_gib,
-                     "predicted tok/s": predicted.get("tokens_per_s"),
-                     "measured tok/s": r.tokens_per_s, "fit": predicted.get("constants")})
+                     "predicted tok/s": predicted.tokens_per_s,
+                     "measured tok/s": r.tokens_per_s, "fit": predicted.constants})
     return pd.DataFrame(rows)
 
 

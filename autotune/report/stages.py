@@ -3,20 +3,22 @@
 from __future__ import annotations
 
 from autotune.settings import STAGES as STAGE_ORDER
+from autotune.study.schema.stages import StageResult
 
 
-def markdown(results: dict[str, dict]) -> list[str]:
+def markdown(results: dict[str, StageResult | dict]) -> list[str]:
     if not results:
         return []
     out = ["## Tuning stages", "",
            "Correctness, then memory, then the data pipeline, then throughput, then stability "
            "(`python -m autotune tune`).", ""]
     for stage in STAGE_ORDER:
-        result = results.get(stage)
-        if result is None:
+        stored = results.get(stage)
+        if stored is None:
             out.append(f"- **{stage}**: not run")
             continue
-        state = "done" if result.get("done") else "stopped" if result.get("failed") else "open"
+        result = stored if isinstance(stored, StageResult) else StageResult.from_json(stored)
+        state = "done" if result.done else "stopped" if result.failed else "open"
         out.append(f"- **{stage}** ({state})")
-        out += [f"  - {line}" for line in result.get("lines", [])]
+        out += [f"  - {line}" for line in result.lines]
     return [*out, ""]

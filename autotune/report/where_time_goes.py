@@ -17,6 +17,7 @@ from autotune.profiling import rules
 from autotune.profiling.figure import where_the_time_goes
 from autotune.profiling.profile import findings_of
 from autotune.study.records import TrialRecord
+from autotune.study.schema.profile import ProfileResult
 
 FIGURE = "where_the_time_goes.png"
 
@@ -28,41 +29,43 @@ class TimeSection:
     findings: list[Finding] = field(default_factory=list)
 
 
-def _chosen(profiles: dict[int, dict], best: TrialRecord | None) -> dict | None:
+def _chosen(profiles: dict[int, ProfileResult], best: TrialRecord | None
+            ) -> ProfileResult | None:
     """The best trial's profile, else the latest stored (the highest trial number)."""
     if best is not None and best.number in profiles:
         return profiles[best.number]
     return profiles[max(profiles)] if profiles else None
 
 
-def section(records: list[TrialRecord], profiles: dict[int, dict], best: TrialRecord | None,
+def section(records: list[TrialRecord], profiles: dict[int, ProfileResult],
+            best: TrialRecord | None,
             out: Path) -> TimeSection:
     chosen = _chosen(profiles, best)
     if chosen is None:
         return _without_profile(best)
-    p, trial = chosen["profile"], chosen["trial"]
+    p, trial = chosen.profile, chosen.trial
     note = [] if best is None or trial == best.number else [
         f"Not the best trial (#{best.number}), which has no profile: `python -m autotune "
         f"profile profile.trial={best.number}` profiles it.", ""]
     where_the_time_goes(p, out / FIGURE, title=f"Where the time goes: trial {trial}, "
-                                               f"{p['steps']} profiled steps")
-    lines = [*note, f"Trial #{trial}, {p['steps']} steps profiled after its measured steps: "
-             f"{1e3 * p['step_s']:.2f} ms a step under the profiler, "
-             f"{1e3 * p['unprofiled_step_s']:.2f} ms without it "
-             f"(overhead {100 * (p['overhead'] - 1):+.1f} %).", "",
+                                               f"{p.steps} profiled steps")
+    lines = [*note, f"Trial #{trial}, {p.steps} steps profiled after its measured steps: "
+             f"{1e3 * p.step_s:.2f} ms a step under the profiler, "
+             f"{1e3 * p.unprofiled_step_s:.2f} ms without it "
+             f"(overhead {100 * (p.overhead - 1):+.1f} %).", "",
              "| part | ms/step | share |", "|---|---:|---:|"]
-    lines += [f"| {cat} | {1e3 * p['seconds'][cat]:.2f} | {100 * share:.1f} % |"
-              for cat, share in p["shares"].items()]
+    lines += [f"| {cat} | {1e3 * p.seconds[cat]:.2f} | {100 * share:.1f} % |"
+              for cat, share in p.shares.items()]
     lines += ["", "| top operator | part | calls/step | ms/step | share |",
               "|---|---|---:|---:|---:|"]
     lines += [f"| {r['type']} | {r['category']} | {r['calls_per_step']:.0f} | "
-              f"{r['ms_per_step']:.3f} | {100 * r['share']:.1f} % |" for r in p["top_ops"]]
-    m = p.get("memory") or {}
+              f"{r['ms_per_step']:.3f} | {100 * r['share']:.1f} % |" for r in p.top_ops]
+    m = p.memory or {}
     if m.get("peak_mib") is not None:
         lines += ["", f"Memory ({m['source']}): peak {m['peak_mib']:,.1f} MiB, mean "
                       f"{m['mean_mib']:,.1f} MiB (peak/mean {m['peak_over_mean']:.2f})."
                   + _rss(m)]
-    lines += ["", f"Files: `{chosen['dir']}` (trace.json opens in Perfetto or "
+    lines += ["", f"Files: `{chosen.dir}` (trace.json opens in Perfetto or "
                   "chrome://tracing; raw/ in MindStudio Insight)."]
     return TimeSection(lines=lines, figure=FIGURE, findings=findings_of(chosen))
 
@@ -78,19 +81,18 @@ def _rss(memory: dict) -> str:
 def _without_profile(best: TrialRecord | None) -> TimeSection:
     if best is None:
         return TimeSection(lines=["No completed trial to say where its time goes."])
-    perf = best.scorecard.get("performance") or {}
-    evidence = rules.from_performance(perf, trial=best.number,
-                                      dp=len(perf.get("rank_step_s") or []) or 1)
+    perf = best.perf
+    evidence = rules.from_performance(perf, trial=best.number, dp=len(perf.rank_step_s) or 1)
     lines = [f"No profile of trial #{best.number} yet: run `python -m autotune profile "
              f"profile.trial={best.number}` for the step split, the top operators and the "
              "memory curve."]
-    if perf.get("data_wait_share") is not None:
-        lines.append(f"From its measured steps: data wait {100 * perf['data_wait_share']:.1f} % "
+    if perf.data_wait_share is not None:
+        lines.append(f"From its measured steps: data wait {100 * perf.data_wait_share:.1f} % "
                      "of the step.")
-    if perf.get("comm_share") is not None:
-        lines.append(f"Gradient all-reduce (timed alone): {1e3 * perf['comm_s']:.2f} ms, "
-                     f"{100 * perf['comm_share']:.1f} % of the step; per-rank step spread "
-                     f"{100 * perf.get('rank_spread', 0):.1f} %.")
+    if perf.comm_share is not None:
+        lines.append(f"Gradient all-reduce (timed alone): {1e3 * (perf.comm_s or 0):.2f} ms, "
+                     f"{100 * perf.comm_share:.1f} % of the step; per-rank step spread "
+                     f"{100 * (perf.rank_spread or 0):.1f} %.")
     return TimeSection(lines=lines, findings=rules.diagnose(evidence))
 
 

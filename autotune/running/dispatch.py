@@ -24,6 +24,7 @@ from typing import Any
 
 from autotune.running.devices import UNPLACED, DevicePool, Placement
 from autotune.settings import Launcher
+from autotune.study.sweep_end import DONE, SweepEnd
 
 #: How many times a waiting proposal may be passed over by smaller ones.
 MAX_PASSED = 4
@@ -49,7 +50,7 @@ class Settled:
     """What one proposal came to."""
 
     launched: bool
-    stop: str | None = None  # a reason to end the sweep now
+    stop: SweepEnd | None = None  # a reason to end the sweep now
 
 
 class Dispatcher:
@@ -62,7 +63,7 @@ class Dispatcher:
     """
 
     def __init__(self, pool: DevicePool | None, slots: int, *, prepare: Callable,
-                 run: Callable, verdict: Callable[[int], str | None],
+                 run: Callable, verdict: Callable[[int], SweepEnd | None],
                  release: Callable[[Ready], None], stopping: threading.Event,
                  on_stop: Callable[[BaseException], None] = lambda exc: None) -> None:
         self.pool = pool
@@ -76,10 +77,10 @@ class Dispatcher:
         self.waiting: list[Ready] = []
         self.running: dict[Future, tuple[Ready, Placement]] = {}
 
-    def loop(self) -> str:
+    def loop(self) -> SweepEnd:
         idle = 0
-        halted: str | None = None  # a reason to stop now: proposals in line are given back
-        finished: str | None = None  # nothing more to propose: the line still runs (claimed)
+        halted: SweepEnd | None = None  # stop now: proposals in line are given back
+        finished: SweepEnd | None = None  # nothing more to propose: the line still runs
         executor = ThreadPoolExecutor(max_workers=2 * self.slots, thread_name_prefix="trial")
         try:
             while True:
@@ -91,7 +92,7 @@ class Dispatcher:
                     self._start_what_fits(executor)
                     if finished is None and self._room_to_prepare():
                         end = self.verdict(idle)
-                        if end is not None and end.startswith("stopped"):
+                        if end is not None and end.kind.halts:
                             halted = end
                             self._release_waiting()
                         elif end is not None:
@@ -120,7 +121,7 @@ class Dispatcher:
         if halted is not None:
             return halted
         # Re-read now that every trial in flight has finished (launch counts are final).
-        return self.verdict(idle) or finished or "done"
+        return self.verdict(idle) or finished or DONE
 
     def _release_waiting(self) -> None:
         for ready in self.waiting:
@@ -128,7 +129,7 @@ class Dispatcher:
         self.waiting.clear()
 
     # -- steps ----------------------------------------------------------------------------
-    def _collect(self) -> str | None:
+    def _collect(self) -> SweepEnd | None:
         """Settle finished trials, return their devices; the first reason to stop."""
         stop = None
         for future in [f for f in self.running if f.done()]:

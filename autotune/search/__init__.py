@@ -1,7 +1,12 @@
 """The search side: the space of knobs and the rules that rule points out before launch.
 
-- :mod:`.space`: knobs (override paths) and values, the baseline point, composition;
-- :mod:`.feasibility`: structural rules, backend capability, OOM dominance;
-- :mod:`.proposals`: the baseline first, its one-knob neighbours, then the sampler;
-- :mod:`.unrepeated`: the sampler draws again rather than repeat a configuration.
+- :mod:`.baseline_checks`: the baseline re-measured while the sweep runs
+  (``sweep.baseline_every=K``), so that every trial's gain is measured against a baseline
+  run close to it in time;
+- :mod:`.feasibility`: rules that reject a proposal before it costs a launch;
+- :mod:`.filters`: what a proposal meets before it costs a launch;
+- :mod:`.proposals`: where proposals come from;
+- :mod:`.racing`: racing (``sweep.race.rounds=R``);
+- :mod:`.space`: the search space as data;
+- :mod:`.unrepeated`: a sampler that does not propose a configuration the study already has.
 """

@@ -18,14 +18,11 @@ import optuna
 from autotune.search.racing import Measure
 from autotune.study import records as R
 from autotune.study import selection
+from autotune.study.confirmation import speed_changed
 from autotune.study.layout import StudyLayout
+from autotune.study.schema.repeats import BASELINE_CHECK_SOURCE
 from trials.contract.performance import Performance
 from trials.contract.units import rate
-
-#: A re-measured baseline this far from its first run (a factor) is reported as the
-#: machine's speed having changed: beyond the 5-10 % run-to-run noise of a quiet
-#: shared machine (BENCHMARKS.md, "repeatability").
-SPEED_CHANGE = 1.25
 
 
 class BaselineChecks:
@@ -58,17 +55,17 @@ class BaselineChecks:
         base = selection.baseline(records)
         if base is None or not base.ok or base.run_dir is None or not base.run_dir.has_config():
             return None
-        index = sum(1 for r in base.repeats if r.get("source") == "baseline-check")
+        index = sum(1 for r in base.repeat_records if r.source == BASELINE_CHECK_SOURCE)
         perf = self.measure(base.run_dir, self.layout.baseline_check(base.number, index),
                             f"{study.study_name}/baseline-check")
         if perf is None:
             self.note(f"re-measuring the baseline (trial {base.number}) failed; gains keep "
                       "its earlier runs")
             return None
-        R.add_repeats(study, {base.number: [perf]}, "baseline-check")
+        R.add_repeats(study, {base.number: [perf]}, BASELINE_CHECK_SOURCE)
         now, first = Performance.from_dict(perf).tokens_per_s, base.perf.tokens_per_s
         ratio = now / first if now and first else None
-        moved = ratio is not None and not 1 / SPEED_CHANGE < ratio < SPEED_CHANGE
+        moved = speed_changed(ratio)
         self.note(f"baseline (trial {base.number}) re-measured: {now:,.0f} "
                   f"{rate(base.perf.unit, short=True)}"
                   + (f", {ratio:.2f}x its first run" if ratio else "")

@@ -13,12 +13,11 @@ from autotune.search.unrepeated import NoRepeats
 from autotune.settings import Sampler, SweepSettings
 from autotune.study.data_bound import DATA_KNOBS, data_bound_evidence
 from autotune.study.records import ROLE, load_records
+from autotune.study.schema.keys import NEIGHBOUR_ROLE, PREDICTED_ROLE, PREDICTED_SEEDED
 from autotune.study.selection import BASELINE_ROLE, baseline
 
-NEIGHBOUR_ROLE = "neighbour"
-PREDICTED_ROLE = "predicted"
 #: Study user attr: the cost model's best predictions were queued (once per study).
-SEEDED = "predicted_seeded"
+SEEDED = PREDICTED_SEEDED
 
 
 def seed_baseline(study: optuna.Study, space: SearchSpace) -> None:

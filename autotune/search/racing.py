@@ -14,6 +14,7 @@ import optuna
 from autotune.study import noise
 from autotune.study import records as R
 from autotune.study.layout import StudyLayout
+from autotune.study.schema.repeats import RACE_SOURCE
 from trials.contract.performance import Performance
 from trials.contract.trial_dir import TrialDir
 
@@ -44,5 +45,5 @@ def race(study: optuna.Study, number: int, performance: dict, leader: R.TrialRec
                            f"{study.study_name}/race/{entrant}")
             if perf is not None:
                 perfs[entrant].append(perf)
-    R.add_repeats(study, perfs, "race")
+    R.add_repeats(study, perfs, RACE_SOURCE)
     return Performance.pool([performance, *perfs[number]])

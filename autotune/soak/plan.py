@@ -10,13 +10,13 @@ import optuna
 from omegaconf import DictConfig, OmegaConf
 
 from autotune.settings import SoakSettings, SweepSettings
-from autotune.study import storage as S
 from autotune.study.choice import choose_trial
+from autotune.study.layout import SoakFiles, StudyLayout
 from autotune.study.records import TrialRecord
 from trials.contract.schema import ConfigError, TrialConfig, memory_budget_gib, to_trial_config
 
 #: What <out> may hold from an earlier soak (anything else: refuse to write there).
-OWN_FILES = {"run", "soak.json", "soak.png"}
+OWN_FILES = SoakFiles.NAMES
 
 
 # -- which trial, how long ------------------------------------------------------------------
@@ -116,7 +116,7 @@ def planned_kill(steps: int, every: int, kill_from: int, replay: int) -> int | N
 
 
 def plan_soak(record: TrialRecord, why: str, cfg: TrialConfig, options: SoakSettings, *,
-              run_dir: Path, leak_mib: float) -> SoakPlan:
+              files: SoakFiles, leak_mib: float) -> SoakPlan:
     own = trial_steps(record, cfg)
     if options.minutes is not None:
         if not record.step_time_s:
@@ -144,8 +144,8 @@ def plan_soak(record: TrialRecord, why: str, cfg: TrialConfig, options: SoakSett
                               "soak.checkpoint_every or soak.kill_at, or soak.kill_at=0 for "
                               "no kill")
     overrides = ["run.mode=production", f"run.steps={steps}", f"run.checkpoint_every={every}",
-                 f"run.checkpoint_dir={run_dir / 'checkpoints'}", "run.resume=true",
-                 f"run.metrics_path={run_dir / 'metrics.jsonl'}"]
+                 f"run.checkpoint_dir={files.checkpoints}", "run.resume=true",
+                 f"run.metrics_path={files.metrics}"]
     if leak_mib:
         overrides.append(f"run.inject_leak_mib={leak_mib:g}")
     return SoakPlan(trial=record.number, why=why, config=record.run_dir.config,
@@ -158,7 +158,7 @@ def plan_soak(record: TrialRecord, why: str, cfg: TrialConfig, options: SoakSett
 
 def output_dir(settings: SweepSettings, options: SoakSettings) -> Path:
     """<out>; ConfigError when it holds anything but an earlier soak's files."""
-    out = Path(options.out).resolve() if options.out else S.study_dir(settings) / "soak"
+    out = Path(options.out).resolve() if options.out else StudyLayout.of(settings).soak
     if out.exists() and not out.is_dir():
         raise ConfigError(f"soak.out={out} is a file: choose a directory")
     if out.is_dir():

@@ -11,11 +11,14 @@ from autotune.settings import SoakSettings
 from autotune.soak import stability
 from autotune.soak.attempts import Attempt, kill_and_resume, stitch
 from autotune.soak.plan import SoakPlan
+from autotune.study.layout import SoakFiles
+from autotune.study.schema.keys import SOAK
+from autotune.study.schema.soak import Kill, SoakAnalysis, SoakVerdict, last_soak
 from trials.contract.jsonsafe import float_of, to_json
 from trials.contract.units import rate
 
 #: Study attribute with the latest soak's result (tune's stability stage reads it too).
-SOAK_KEY = "autotune.soak"
+SOAK_KEY = SOAK
 
 
 # -- the result -----------------------------------------------------------------------------
@@ -39,8 +42,8 @@ def summarise(plan: SoakPlan, attempts: list[Attempt], failed: str | None,
     replayed = sum(len(a.steps) for a in attempts) - len(steps)
     # JSON-safe (the study attribute and soak.json): non-finite numbers as "nan"/"inf".
     return to_json({
-        **plan.to_dict(), "out": str(out), "plot": str(out / "soak.png"),
-        "metrics": str(out / "run" / "metrics.jsonl"),
+        **plan.to_dict(), "out": str(out), "plot": str(SoakFiles(out).plot),
+        "metrics": str(SoakFiles(out).metrics),
         "finished": finished, "failure": failed, "exit_code": 0 if finished else 1,
         "wall_s": round(wall_s, 2), "steps_trained": len(steps), "steps_replayed": replayed,
         "kill": ({"after_step": resume["kill_done"] - 1, "checkpoint_step":
@@ -59,55 +62,54 @@ def _fmt(value, spec: str, none: str = "-") -> str:
     return none if value is None else format(float_of(value), spec)
 
 
-def render(r: dict) -> str:
+def render(r: SoakVerdict) -> str:
     """The result table and the verdict lines."""
-    a = r["analysis"]
-    t, m, rates = a["throughput"], a["memory"], a["rates"]
-    resume = r["resume"]
-    per_s = rate(r.get("unit"))
+    a = r.analysis or SoakAnalysis()
+    t, m, rates, lt = a.throughput, a.memory, a.rates, a.loss_trend
+    resume, kill = r.resume, r.kill or Kill()
+    per_s = rate(r.unit)
     rows = [
-        ("trial", str(r["trial"])),
-        ("steps", f"{r['steps_trained']} of {r['steps']} trained"
-                  + (f", {r['steps_replayed']} replayed after the kill" if resume else "")
-                  + f"; {len(r['attempts'])} launch(es), {r['wall_s']:.1f} s"),
-        ("loss first -> last", f"{_fmt(a['loss']['first'], '.4f')} -> "
-                               f"{_fmt(a['loss']['last'], '.4f')}"),
-        ("loss, second half", (f"{lt['pct_per_100_steps']:+.2f} %/100 steps (95 % CI "
-                               f"{lt['low']:+.2f}..{lt['high']:+.2f})"
-                               + (": RISING" if lt["rising"] else ""))
-         if (lt := a.get("loss_trend") or {}).get("judged") else "not judged"),
-        ("loss spikes", f"{a['loss']['spikes']} (> {a['loss']['spike_factor']:g} x running "
-                        f"median); non-finite {a['loss']['nonfinite']}"),
-        ("overflow / skipped", f"{100 * rates['overflow']:.1f} % / "
-                               f"{100 * rates['skipped_updates']:.1f} %"),
-        (f"{per_s} median", _fmt(t.get("median_tokens_per_s"), ",.0f")),
-        (f"{per_s} drift", (f"{t['drift_pct_per_100_steps']:+.2f} %/100 steps (95 % CI "
-                            f"{t['drift_low']:+.2f}..{t['drift_high']:+.2f})")
-         if t.get("judged") else "not judged"),
-        ("RSS first -> last", f"{_fmt(m['rss_first_gib'], '.3f')} -> "
-                              f"{_fmt(m['rss_last_gib'], '.3f')} GiB"),
-        ("RSS growth in a launch", (f"{m['slope_mib_per_100_steps']:+.1f} MiB/100 steps "
-                                    f"(95 % CI {m['slope_low']:+.1f}..{m['slope_high']:+.1f})")
-         if m.get("judged") else "not judged"),
-        ("kill -9 / resume", (f"after step {r['kill']['after_step']}, resumed from "
-                              f"{resume['resume_step']}: {resume['compared']} replayed, max "
-                              f"rel diff {_fmt(resume['max_rel_diff'], '.3g')}")
+        ("trial", str(r.trial)),
+        ("steps", f"{r.steps_trained} of {r.steps} trained"
+                  + (f", {r.steps_replayed} replayed after the kill" if resume else "")
+                  + f"; {len(r.attempts)} launch(es), {r.wall_s:.1f} s"),
+        ("loss first -> last", f"{_fmt(a.loss.first, '.4f')} -> {_fmt(a.loss.last, '.4f')}"),
+        ("loss, second half", (f"{lt.pct_per_100_steps:+.2f} %/100 steps (95 % CI "
+                               f"{lt.low:+.2f}..{lt.high:+.2f})"
+                               + (": RISING" if lt.rising else ""))
+         if lt.judged else "not judged"),
+        ("loss spikes", f"{a.loss.spikes} (> {a.loss.spike_factor:g} x running "
+                        f"median); non-finite {a.loss.nonfinite}"),
+        ("overflow / skipped", f"{100 * rates.overflow:.1f} % / "
+                               f"{100 * rates.skipped_updates:.1f} %"),
+        (f"{per_s} median", _fmt(t.median_tokens_per_s, ",.0f")),
+        (f"{per_s} drift", (f"{t.drift_pct_per_100_steps:+.2f} %/100 steps (95 % CI "
+                            f"{t.drift_low:+.2f}..{t.drift_high:+.2f})")
+         if t.judged else "not judged"),
+        ("RSS first -> last", f"{_fmt(m.rss_first_gib, '.3f')} -> "
+                              f"{_fmt(m.rss_last_gib, '.3f')} GiB"),
+        ("RSS growth in a launch", (f"{m.slope_mib_per_100_steps:+.1f} MiB/100 steps "
+                                    f"(95 % CI {m.slope_low:+.1f}..{m.slope_high:+.1f})")
+         if m.judged else "not judged"),
+        ("kill -9 / resume", (f"after step {kill.after_step}, resumed from "
+                              f"{resume.resume_step}: {resume.compared} replayed, max "
+                              f"rel diff {_fmt(resume.max_rel_diff, '.3g')}")
          if resume else "none"),
     ]
     width = max(len(k) for k, _ in rows)
     lines = ["", f"{'soak':<{width}}  result", *(f"{k:<{width}}  {v}" for k, v in rows), ""]
-    lines += [f"- {v}" for v in r["verdicts"]]
+    lines += [f"- {v}" for v in r.verdicts]
     return "\n".join(lines)
 
 
-def plot(attempts: list[Attempt], r: dict, path: Path) -> Path:
+def plot(attempts: list[Attempt], r: SoakVerdict, path: Path) -> Path:
     """Loss, throughput and RSS against the step, one colour per launch, kill and resume
     marked, the memory fit drawn."""
     from matplotlib.figure import Figure
 
     from autotune.presentation.figures import DPI, placeholder
 
-    title = f"Soak of trial {r['trial']}"
+    title = f"Soak of trial {r.trial}"
     if not any(a.steps for a in attempts):
         return placeholder(path, title, "The run made no step.")
     fig = Figure(figsize=(9, 8.5))
@@ -124,29 +126,29 @@ def plot(attempts: list[Attempt], r: dict, path: Path) -> Path:
         ax_tps.plot([s.step for s in train], [s.tokens / s.step_s for s in train], color=c,
                     lw=0.8, label=label)
         ax_rss.plot(xs, [s.rss_gib * 1024 for s in a.steps], color=c, lw=1, label=label)
-        m = r["analysis"]["memory"]
+        m = (r.analysis or SoakAnalysis()).memory
         fit = stability.steady(a.steps)
-        if m.get("judged") and fit:
-            slope = m["slope_mib_per_100_steps"] / 100
+        if m.judged and fit:
+            slope = m.slope_mib_per_100_steps / 100
             x = np.array([s.step for s in fit], float)
             y = np.array([s.rss_gib * 1024 for s in fit], float)
             intercept = float(np.median(y - slope * x))
             ax_rss.plot(x, intercept + slope * x, color="k", ls="--", lw=0.8)
-    spikes = set(r["analysis"]["loss"]["spike_steps"])
+    spikes = set((r.analysis or SoakAnalysis()).loss.spike_steps)
     pts = [(s.step, s.loss) for a in attempts for s in a.steps if s.step in spikes]
     if pts:
         ax_loss.scatter(*zip(*pts), marker="x", color="tab:red", zorder=3, label="spike")
-    if r["kill"]:
+    if r.kill is not None and r.resume is not None:
         for ax in (ax_loss, ax_tps, ax_rss):
-            ax.axvline(r["kill"]["after_step"], color="tab:red", ls="--", lw=1,
+            ax.axvline(r.kill.after_step, color="tab:red", ls="--", lw=1,
                        label="kill -9" if ax is ax_loss else None)
-            ax.axvline(r["resume"]["resume_step"], color="tab:green", ls=":", lw=1,
+            ax.axvline(r.resume.resume_step, color="tab:green", ls=":", lw=1,
                        label="resumed from checkpoint" if ax is ax_loss else None)
-    m = r["analysis"]["memory"]
-    leak = (f"{m['slope_mib_per_100_steps']:+.1f} MiB/100 steps"
-            f"{' LEAK' if m['leak'] else ''}") if m.get("judged") else "not judged"
+    m = (r.analysis or SoakAnalysis()).memory
+    leak = (f"{m.slope_mib_per_100_steps:+.1f} MiB/100 steps"
+            f"{' LEAK' if m.leak else ''}") if m.judged else "not judged"
     ax_loss.set(title=title, ylabel="loss")
-    ax_tps.set(ylabel=rate(r.get("unit")))
+    ax_tps.set(ylabel=rate(r.unit))
     ax_rss.set(ylabel="host RSS (MiB)", xlabel="step", title=f"memory growth: {leak}")
     for ax in (ax_loss, ax_tps, ax_rss):
         ax.grid(alpha=0.3)
@@ -159,41 +161,41 @@ def plot(attempts: list[Attempt], r: dict, path: Path) -> Path:
 def soak_section(study: optuna.Study, trial_number: int, *, plot: str | None = None) -> str:
     """Markdown on the study's soak of ``trial_number``; "" when it was not soaked.
     ``plot``: a link for the figure next to the markdown (else its path in the study)."""
-    r = study.user_attrs.get(SOAK_KEY) or {}
-    if r.get("trial") != trial_number or not r.get("analysis"):
+    r = last_soak(study)
+    if r is None or r.trial != trial_number or r.analysis is None:
         return ""
-    a = r["analysis"]
-    t, m, rates, resume = a["throughput"], a["memory"], a["rates"], r.get("resume")
+    a = r.analysis
+    t, m, rates, resume = a.throughput, a.memory, a.rates, r.resume
     lines = ["## Soak", "",
-             f"`python -m autotune soak` ran this configuration for {r['steps_trained']} of "
-             f"{r['steps']} steps ({r['steps_from']}), checkpointing every "
-             f"{r['checkpoint_every']}: {'finished' if r['finished'] else 'FAILED: '}"
-             f"{r.get('failure') or ''} in {r['wall_s']:.0f} s.", ""]
+             f"`python -m autotune soak` ran this configuration for {r.steps_trained} of "
+             f"{r.steps} steps ({r.steps_from}), checkpointing every "
+             f"{r.checkpoint_every}: {'finished' if r.finished else 'FAILED: '}"
+             f"{r.failure or ''} in {r.wall_s:.0f} s.", ""]
     if resume:
-        lines.append(f"- kill -9 after step {r['kill']['after_step']}, resumed from the "
-                     f"checkpoint at step {resume['resume_step']}: "
-                     + ("loss continued" if resume["continued"] else "loss DID NOT continue")
-                     + f" ({resume['compared']} replayed steps, max relative difference "
-                       f"{_fmt(resume['max_rel_diff'], '.3g')}, tolerance "
-                       f"{resume['tolerance']:g}).")
+        lines.append(f"- kill -9 after step {(r.kill or Kill()).after_step}, resumed from the "
+                     f"checkpoint at step {resume.resume_step}: "
+                     + ("loss continued" if resume.continued else "loss DID NOT continue")
+                     + f" ({resume.compared} replayed steps, max relative difference "
+                       f"{_fmt(resume.max_rel_diff, '.3g')}, tolerance "
+                       f"{resume.tolerance:g}).")
     else:
         lines.append("- not killed and resumed.")
-    if m.get("judged"):
-        lines.append(f"- Host memory: {m['slope_mib_per_100_steps']:+.1f} MiB per 100 steps "
-                     f"(95 % CI {m['slope_low']:+.1f}..{m['slope_high']:+.1f}): "
-                     + ("**leak**" if m["leak"] else "no leak")
-                     + f" (threshold {m['threshold_mib_per_100_steps']:g}).")
-    if t.get("judged"):
-        lines.append(f"- {rate(r.get('unit'))}: median {t['median_tokens_per_s']:,.0f}, drift "
-                     f"{t['drift_pct_per_100_steps']:+.2f} % per 100 steps (95 % CI "
-                     f"{t['drift_low']:+.2f}..{t['drift_high']:+.2f}), first to last decile "
-                     f"{t['decile_change_pct']:+.1f} %"
-                     + (": **drifts**." if t["drifting"] else ": steady."))
-    lines.append(f"- Loss spikes: {a['loss']['spikes']} (loss > {a['loss']['spike_factor']:g}"
-                 f" x the running median); non-finite losses: {a['loss']['nonfinite']}; "
-                 f"overflow {100 * rates['overflow']:.1f} %, skipped updates "
-                 f"{100 * rates['skipped_updates']:.1f} %.")
+    if m.judged:
+        lines.append(f"- Host memory: {m.slope_mib_per_100_steps:+.1f} MiB per 100 steps "
+                     f"(95 % CI {m.slope_low:+.1f}..{m.slope_high:+.1f}): "
+                     + ("**leak**" if m.leak else "no leak")
+                     + f" (threshold {m.threshold_mib_per_100_steps:g}).")
+    if t.judged:
+        lines.append(f"- {rate(r.unit)}: median {t.median_tokens_per_s:,.0f}, drift "
+                     f"{t.drift_pct_per_100_steps:+.2f} % per 100 steps (95 % CI "
+                     f"{t.drift_low:+.2f}..{t.drift_high:+.2f}), first to last decile "
+                     f"{t.decile_change_pct:+.1f} %"
+                     + (": **drifts**." if t.drifting else ": steady."))
+    lines.append(f"- Loss spikes: {a.loss.spikes} (loss > {a.loss.spike_factor:g}"
+                 f" x the running median); non-finite losses: {a.loss.nonfinite}; "
+                 f"overflow {100 * rates.overflow:.1f} %, skipped updates "
+                 f"{100 * rates.skipped_updates:.1f} %.")
     lines += ["", f"[![Soak]({plot})]({plot})" if plot else
-              f"Plot: `{r['plot']}` (the study's latest soak; the next one overwrites it)", ""]
+              f"Plot: `{r.plot}` (the study's latest soak; the next one overwrites it)", ""]
     return "\n".join(lines)
 

@@ -19,6 +19,7 @@ from rich.console import Console
 from autotune.running.repeat import run_once
 from autotune.search import feasibility
 from autotune.settings import TuneSettings
+from autotune.sweep_context import SweepContext
 from trials.contract.outcomes import Outcome
 
 #: Steps of the moving average the curves are compared through (step-to-step noise of
@@ -62,10 +63,10 @@ def agreement(reference: list[float], other: list[float], tolerance: float) -> d
             "reference_loss": float(ref[half + worst]), "loss": float(oth[half + worst])}
 
 
-def run_correctness(sweep, options: TuneSettings, console: Console) -> dict:
+def run_correctness(context: SweepContext, options: TuneSettings, console: Console) -> dict:
     """The stage's result: the baseline's verdict, each precision's agreement, and the
     precisions ruled out (``ruled_out: {"precision": {value: reason}}``)."""
-    space = sweep.space
+    space = context.space
     base = dict(space.baseline)
     steps = options.correctness_steps
 
@@ -73,10 +74,10 @@ def run_correctness(sweep, options: TuneSettings, console: Console) -> dict:
         cfg, problem = feasibility.structural_problem(space, params)
         if problem:
             return [], problem
-        run_dir = sweep.layout.stage("correctness", name)
+        run_dir = context.layout.stage("correctness", name)
         run_dir.write_config(cfg)
         console.print(f"  correctness: {name}, {steps} steps ...", markup=False)
-        result = run_once(sweep.runner, run_dir, sweep.settings, name="stage/correctness",
+        result = run_once(context.runner, run_dir, context.settings, name="stage/correctness",
                           overrides=("run.adaptive=false", "run.warmup_steps=0",
                                      f"run.measure_steps={steps - 1}"))
         losses = [s.loss for s in result.steps]

@@ -12,18 +12,24 @@ neighbours, when ``sweep.neighbours=true``, keep the data knobs first).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from autotune.search.space import format_value
 from autotune.study.budget import count_launches
 from autotune.study.data_bound import DATA_KNOBS, data_bound_evidence
 from autotune.study.records import TrialRecord, load_records
 from autotune.study.selection import baseline
+from autotune.study.sweep_end import SweepOutcome
+from autotune.sweep_context import SweepContext
 
 
-def run_data(sweep) -> dict:
-    study = sweep.open_study()
+def run_data(context: SweepContext, sweep_until: Callable[[int], SweepOutcome]) -> dict:
+    """The stage's result; ``sweep_until(n)`` runs the sweep until the study has launched
+    ``n`` trials (the baseline's one-knob changes first)."""
+    study = context.open_study()
     base = _baseline(study)
     if base is None:
-        outcome = sweep.run(limit=count_launches(study) + 1)
+        outcome = sweep_until(count_launches(study) + 1)
         if outcome.exit_code != 0:
             return {"done": False, "failed": True, "lines": [outcome.message.splitlines()[0]]}
         base = _baseline(study)
@@ -36,14 +42,15 @@ def run_data(sweep) -> dict:
             f"the baseline (trial #{base.number}) is not data-bound: {_pipeline(base)}; the "
             "data knobs are searched with the rest"]}
     head = f"the baseline (trial #{base.number}) is data-bound: it {evidence[0]}"
-    changes = [p for p in sweep.space.neighbours(first=DATA_KNOBS) if _data_change(p, sweep)]
+    changes = [p for p in context.space.neighbours(first=DATA_KNOBS)
+               if _data_change(p, context.space.baseline)]
     if not changes:
         return {"done": True, "data_bound": True, "baseline": base.number, "lines": [
             head, "the search space has no data knobs to try: add data.num_workers, "
             "data.multiprocessing, data.prefetch under search.knobs (search=data has them)"]}
     seen = [r.params for r in load_records(study)]
     todo = [p for p in changes if p not in seen]
-    outcome = sweep.run(limit=count_launches(study) + len(todo)) if todo else None
+    outcome = sweep_until(count_launches(study) + len(todo)) if todo else None
     if outcome is not None and outcome.exit_code != 0:
         return {"done": False, "failed": True, "lines": [head, outcome.message.splitlines()[0]]}
     tried = _tried(load_records(study), changes, base)
@@ -56,10 +63,9 @@ def _baseline(study) -> TrialRecord | None:
     return base if base is not None and base.ok else None
 
 
-def _data_change(point: dict, sweep) -> str | None:
-    """The data knob this neighbour changes, or None (it changes another knob)."""
-    return next((p for p in DATA_KNOBS if p in point and point[p] != sweep.space.baseline[p]),
-                None)
+def _data_change(point: dict, baseline: dict) -> str | None:
+    """The data knob this neighbour of ``baseline`` changes, or None (it changes another)."""
+    return next((p for p in DATA_KNOBS if p in point and point[p] != baseline[p]), None)
 
 
 def _pipeline(record: TrialRecord) -> str:

@@ -14,26 +14,28 @@ import random
 
 from autotune.search import feasibility
 from autotune.settings import TuneSettings
+from autotune.sweep_context import SweepContext
 
 MAX_POINTS = 4096
 
 
-def run_memory(sweep, options: TuneSettings) -> dict:
-    if sweep.model is None:
+def run_memory(context: SweepContext, options: TuneSettings) -> dict:
+    model = context.model
+    if model is None:
         return {"done": True, "lines": ["no cost model for a user workload (workload.entry): "
                                         "the sweep measures memory trial by trial"]}
-    points = sweep.space.points()
+    points = context.space.points()
     if len(points) > MAX_POINTS:
         points = random.Random(0).sample(points, MAX_POINTS)
-    budget = sweep.budget_gib
+    budget = context.budget_gib
     limit = budget * (1 - options.headroom)
     fits, tight, over, impossible = [], [], [], 0
     for params in points:
-        cfg, problem = feasibility.structural_problem(sweep.space, params)
+        cfg, problem = feasibility.structural_problem(context.space, params)
         if problem:
             impossible += 1
             continue
-        peak = sweep.model.predict_config(cfg).peak_gib
+        peak = model.predict_config(cfg).peak_gib
         row = {"params": params, "peak_gib": peak}
         (fits if peak <= limit else tight if peak <= budget else over).append(row)
     possible = len(fits) + len(tight) + len(over)
@@ -51,5 +53,5 @@ def run_memory(sweep, options: TuneSettings) -> dict:
                      f"({100 * (1 - best_fit['peak_gib'] / budget):.0f} % headroom)")
     return {"done": True, "budget_gib": budget, "headroom": options.headroom,
             "points": possible, "fit": len(fits), "tight": len(tight), "over": len(over),
-            "impossible": impossible, "model": sweep.model.constants.source, "lines": lines,
+            "impossible": impossible, "model": model.constants.source, "lines": lines,
             "over_examples": [r["params"] for r in sorted(over, key=lambda r: -r["peak_gib"])[:5]]}

@@ -32,6 +32,7 @@ from optuna.artifacts import FileSystemArtifactStore, upload_artifact
 from optuna.artifacts.exceptions import ArtifactNotFound
 from optuna.trial import FrozenTrial
 
+from autotune.study.schema.keys import PUBLISHED
 from trials.contract.trial_dir import TrialDir
 
 log = logging.getLogger(__name__)
@@ -40,9 +41,9 @@ log = logging.getLogger(__name__)
 LOG_TAIL_FILE = "log_tail.txt"
 #: Lines of each log (stderr, then stdout) kept in the tail.
 LOG_TAIL_LINES = 200
-#: Study user attribute: what :func:`publish` uploaded, ``{"<scope>/<name>": {"sha256",
-#: "artifact_id"}}`` (scope ``study`` or ``trial-NNNN``), so that it uploads once per content.
-PUBLISHED = "autotune.published"
+#: Study user attribute (schema.keys.PUBLISHED): what :func:`publish` uploaded,
+#: ``{"<scope>/<name>": {"sha256", "artifact_id"}}`` (scope ``study`` or ``trial-NNNN``),
+#: so that it uploads once per content.
 #: Optuna's key prefix for an artifact's meta (optuna/artifacts/_upload.py), and the one
 #: optuna-dashboard also reads from the *study's* system attributes for a trial's artifacts
 #: (optuna_dashboard/artifact/_backend.py, list_trial_artifacts): the one way to attach a

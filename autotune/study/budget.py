@@ -22,6 +22,7 @@ from autotune.study.claims import launch_lock
 from autotune.study.records import LAUNCHED, counts_as_launch, evaluated, outcome_of
 from autotune.study.result import TrialResult
 from autotune.study.surviving import SurvivingStorage
+from autotune.study.sweep_end import EndKind, SweepEnd
 from trials.contract.outcomes import Outcome
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
@@ -96,16 +97,17 @@ def failed_launches(study: optuna.Study) -> int:
 
 
 def failure_rate_verdict(study: optuna.Study, launched: int, settings: SweepSettings,
-                         study_dir: Path) -> str | None:
+                         study_dir: Path) -> SweepEnd | None:
     """Why the sweep must stop: more than ``sweep.max_failure_rate`` of launches failed."""
     if launched < settings.min_trials_for_failure_rate:
         return None
     failed = failed_launches(study)
     if failed / launched <= settings.max_failure_rate:
         return None
-    return (f"stopped: {failed} of {launched} launched trials failed (crash/hang/timeout), "
-            f"above sweep.max_failure_rate={settings.max_failure_rate:g}; see the log tails "
-            f"in {study_dir}/trial-*/stderr.log")
+    return SweepEnd.stopped(
+        f"stopped: {failed} of {launched} launched trials failed (crash/hang/timeout), above "
+        f"sweep.max_failure_rate={settings.max_failure_rate:g}; see the log tails in "
+        f"{study_dir}/trial-*/stderr.log")
 
 
 def evaluated_result(trials: list[FrozenTrial], params: dict) -> FrozenTrial | None:
@@ -122,21 +124,22 @@ def n_evaluated_points(study: optuna.Study) -> int:
 
 
 def end_verdict(study: optuna.Study, idle: int, settings: SweepSettings, space_size: int,
-                study_dir: Path, *, max_idle: int) -> str | None:
+                study_dir: Path, *, max_idle: int) -> SweepEnd | None:
     """Why the sweep ends before its next proposal (budget spent, too many failures, the
     space exhausted, the sampler proposing nothing new), or None."""
     launched = count_launches(study)
     if launched >= settings.n_trials:
-        return f"done: {launched} trial(s) launched (budget {settings.n_trials})"
+        return SweepEnd(EndKind.DONE,
+                        f"done: {launched} trial(s) launched (budget {settings.n_trials})")
     stop = failure_rate_verdict(study, launched, settings, study_dir)
     if stop:
         return stop
     if n_evaluated_points(study) >= space_size:
-        return (f"search space exhausted: all {space_size} configurations are "
-                f"evaluated or ruled out ({launched} launched)")
+        return SweepEnd(EndKind.EXHAUSTED, f"search space exhausted: all {space_size} "
+                        f"configurations are evaluated or ruled out ({launched} launched)")
     if idle >= max_idle:
-        return (f"stopped early: the sampler proposed {idle} evaluated or infeasible "
-                "configurations in a row")
+        return SweepEnd(EndKind.IDLE, f"stopped early: the sampler proposed {idle} evaluated "
+                        "or infeasible configurations in a row")
     return None
 
 
@@ -155,7 +158,7 @@ FATAL_FOR_BASELINE = (Outcome.CONFIG_ERROR, Outcome.CRASH)
 EXTERNAL_SIGNALS = (signal.SIGKILL, signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
-def fatal_baseline(number: int, result: TrialResult) -> str | None:
+def fatal_baseline(number: int, result: TrialResult) -> SweepEnd | None:
     """Why the sweep ends when its baseline (trial ``number``) ended config_error or crash,
     with its log tail; None otherwise."""
     if result.reason not in FATAL_FOR_BASELINE:
@@ -164,10 +167,12 @@ def fatal_baseline(number: int, result: TrialResult) -> str | None:
     code = result.exit_code
     if result.reason is Outcome.CRASH and code is not None and code < 0 and \
             -code in EXTERNAL_SIGNALS:
-        return (f"stopped: the baseline (trial {number}) was stopped from outside: "
-                f"{result.detail}. Nothing says the workload failed, but the other trials "
-                "would be compared with no baseline; find what sent the signal (a user, the "
-                "scheduler, dmesg), then start again with a new sweep.study.")
-    return (f"stopped: the baseline (trial {number}) ended {result.reason.value}: "
-            f"{result.detail}; every other trial would fail the same way. Fix the "
-            f"baseline, then run the same command again.{tail}")
+        return SweepEnd.stopped(
+            f"stopped: the baseline (trial {number}) was stopped from outside: "
+            f"{result.detail}. Nothing says the workload failed, but the other trials would "
+            "be compared with no baseline; find what sent the signal (a user, the scheduler, "
+            "dmesg), then start again with a new sweep.study.")
+    return SweepEnd.stopped(
+        f"stopped: the baseline (trial {number}) ended {result.reason.value}: "
+        f"{result.detail}; every other trial would fail the same way. Fix the baseline, "
+        f"then run the same command again.{tail}")

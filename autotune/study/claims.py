@@ -37,6 +37,8 @@ from pathlib import Path
 import sqlalchemy
 from sqlalchemy.pool import NullPool
 
+from autotune.study.layout import sqlite_path
+
 #: Threads of one process take this first: each thread's storage connection is its own.
 _THREAD_LOCK = threading.Lock()
 _ENGINES: dict[str, sqlalchemy.Engine] = {}
@@ -61,8 +63,8 @@ def launch_lock(url: str, study: str, *, connect_args: dict | None = None) -> It
     ``connect_args`` are the storage engine's (its connect timeout)."""
     connect_args = connect_args or {}
     with _THREAD_LOCK:
-        if url.startswith("sqlite:///"):
-            with _file_lock(Path(url[len("sqlite:///"):]).with_suffix(".launch-lock")):
+        if (db := sqlite_path(url)) is not None:
+            with _file_lock(db.with_suffix(".launch-lock")):
                 yield
         elif url.startswith("postgresql"):
             with _engine(url, connect_args).connect() as con:

@@ -10,7 +10,7 @@ one measures anew.
     progress = ConfirmProgress.open(study, trials=[0, 3], orders=[[3, 0], [0, 3]])
     progress.done(3, 0)                  # measured (or failed) before the stop
     progress.store(3, 0, perf)           # a finished run's performance layer; None: failed
-    progress.runs(3)                     # its stored repeat of each round, None where none
+    progress.runs(3)                     # its stored Repeat of each round, None where none
     progress.finish()
 """
 
@@ -19,18 +19,20 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 
-from autotune.study.records import CONFIRM_SOURCE, REPEAT_RUN, REPEATS_STUDY_KEY, add_repeats
-
-#: Study attribute with the latest confirm: its id, plan, failed runs, whether it finished.
-CONFIRM_RUN_KEY = "autotune.confirm_run"
+from autotune.study.schema.confirm import (
+    ConfirmPlan,
+    ConfirmRun,
+    last_confirm_run,
+    store_confirm_run,
+)
+from autotune.study.schema.repeats import CONFIRM_SOURCE, Repeat, add_repeats, stored_repeats
 
 
 @dataclass
 class ConfirmProgress:
     study: object
     id: str
-    #: The runs this confirm makes: the finalists, and the order of each round.
-    plan: dict
+    plan: ConfirmPlan
     failed: list[str] = field(default_factory=list)
     #: Whether it continues a confirm that was stopped.
     resumed: bool = False
@@ -38,10 +40,10 @@ class ConfirmProgress:
     @classmethod
     def open(cls, study, *, trials: list[int], orders: list[list[int]]) -> ConfirmProgress:
         """The unfinished confirm of this plan, resumed; else a new one."""
-        plan = {"trials": list(trials), "orders": [list(order) for order in orders]}
-        last = study.user_attrs.get(CONFIRM_RUN_KEY) or {}
-        if last and not last.get("finished") and last.get("plan") == plan:
-            return cls(study, last["id"], plan, list(last.get("failed", [])), resumed=True)
+        plan = ConfirmPlan(trials=list(trials), orders=[list(order) for order in orders])
+        last = last_confirm_run(study)
+        if last is not None and not last.finished and _same(last.plan, plan):
+            return cls(study, last.id, plan, list(last.failed), resumed=True)
         progress = cls(study, uuid.uuid4().hex[:12], plan)
         progress._save(finished=False)
         return progress
@@ -49,12 +51,11 @@ class ConfirmProgress:
     def tag(self, trial: int, round_index: int) -> str:
         return f"confirm/{self.id}/{trial}/{round_index}"
 
-    def _stored(self, trial: int) -> dict[int, dict]:
+    def _stored(self, trial: int) -> dict[int, Repeat]:
         """This confirm's stored runs of ``trial``, by round."""
         prefix = f"confirm/{self.id}/{trial}/"
-        repeats = (self.study.user_attrs.get(REPEATS_STUDY_KEY) or {}).get(str(trial), [])
-        return {int(r[REPEAT_RUN][len(prefix):]): r for r in repeats
-                if str(r.get(REPEAT_RUN, "")).startswith(prefix)}
+        return {int(r.run[len(prefix):]): r for r in stored_repeats(self.study).get(trial, [])
+                if (r.run or "").startswith(prefix)}
 
     def done(self, trial: int, round_index: int) -> bool:
         return (self.tag(trial, round_index) in self.failed
@@ -66,18 +67,23 @@ class ConfirmProgress:
             self.failed.append(self.tag(trial, round_index))
             self._save(finished=False)
         else:
-            add_repeats(self.study, {trial: [{**perf, REPEAT_RUN: self.tag(trial, round_index)}]},
-                        CONFIRM_SOURCE)
+            tagged = {**perf, Repeat.RUN: self.tag(trial, round_index)}
+            add_repeats(self.study, {trial: [tagged]}, CONFIRM_SOURCE)
 
-    def runs(self, trial: int) -> list[dict | None]:
+    def runs(self, trial: int) -> list[Repeat | None]:
         """The stored repeat of each round of ``trial`` (None: it failed)."""
         stored = self._stored(trial)
-        return [stored.get(i) for i in range(len(self.plan["orders"]))]
+        return [stored.get(i) for i in range(len(self.plan.orders))]
 
     def finish(self) -> None:
         self._save(finished=True)
 
     def _save(self, *, finished: bool) -> None:
-        self.study.set_user_attr(CONFIRM_RUN_KEY, {"id": self.id, "plan": self.plan,
-                                                   "failed": self.failed,
-                                                   "finished": finished})
+        store_confirm_run(self.study, ConfirmRun(id=self.id, plan=self.plan,
+                                                 failed=self.failed, finished=finished))
+
+
+def _same(stored: ConfirmPlan, plan: ConfirmPlan) -> bool:
+    """The same finalists and rounds (a plan stored as JSON reads its rounds as lists)."""
+    return (list(stored.trials) == plan.trials
+            and [list(order) for order in stored.orders] == plan.orders)

@@ -9,6 +9,7 @@ neighbours, ``tune``'s data stage)::
 
 from __future__ import annotations
 
+from autotune.presentation.labels import share_text as _pct
 from autotune.study.records import TrialRecord
 
 #: A data-wait share above this (fraction of step time) means the input pipeline is short.
@@ -20,10 +21,6 @@ COMPUTE_SHARE_LOW = 0.67
 #: The data knobs (override paths; ``data`` is the source's config group): what a fix of
 #: a data-bound trial changes.
 DATA_KNOBS = ("data.num_workers", "data.multiprocessing", "data.prefetch", "data")
-
-
-def _pct(fraction: float) -> str:
-    return f"{100 * fraction:.1f} %"
 
 
 def data_bound_evidence(record: TrialRecord) -> tuple[str, dict[str, float]] | None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections import Counter
 
 from autotune.study.records import TrialRecord
+from autotune.study.sweep_end import SweepEnd
 from trials.contract.outcomes import Outcome
 
 PRECISION = "precision"
@@ -32,17 +33,18 @@ def diverged_at_step_1(record: TrialRecord) -> bool:
 WORKLOAD_DIVERGES = "stopped: every trial diverged at step 1: the workload, not a knob"
 
 
-def baseline_diverged(record: TrialRecord, knobs: dict[str, list]) -> str | None:
+def baseline_diverged(record: TrialRecord, knobs: dict[str, list]) -> SweepEnd | None:
     """Why the sweep ends after its baseline diverged at step 1 (``knobs``: the space's
     values per knob); None when it did not, or a precision of the space may not."""
     if not diverged_at_step_1(record) or len(knobs.get(PRECISION, [])) > 1:
         return None
-    return (f"{WORKLOAD_DIVERGES}: the baseline (trial {record.number}) had no finite loss "
-            f"after its first step ({record.detail}); check the workload's model, data and "
-            "train.lr, then run the same command again")
+    return SweepEnd.stopped(
+        f"{WORKLOAD_DIVERGES}: the baseline (trial {record.number}) had no finite loss after "
+        f"its first step ({record.detail}); check the workload's model, data and train.lr, "
+        "then run the same command again")
 
 
-def nothing_completed(records: list[TrialRecord]) -> str | None:
+def nothing_completed(records: list[TrialRecord]) -> SweepEnd | None:
     """Why a sweep whose trials all ended without a result failed; None when one completed,
     nothing was tried at all, or a trial still runs (another worker's)."""
     ended = [r for r in records if r.reason is not None and r.reused_from is None
@@ -51,9 +53,10 @@ def nothing_completed(records: list[TrialRecord]) -> str | None:
         return None
     launched = [r for r in ended if r.launched]
     if launched and all(diverged_at_step_1(r) for r in launched):
-        return (f"{WORKLOAD_DIVERGES}: all {len(launched)} launched trial(s) had no finite "
-                "loss after their first step; check the workload's model, data and train.lr")
+        return SweepEnd.stopped(
+            f"{WORKLOAD_DIVERGES}: all {len(launched)} launched trial(s) had no finite loss "
+            "after their first step; check the workload's model, data and train.lr")
     counts = Counter(r.reason.value for r in ended)
     summary = ", ".join(f"{n} {reason}" for reason, n in counts.most_common())
-    return (f"stopped: no trial completed: {summary}; see the leaderboard's reasons and the "
-            "log tails in the trials' stderr.log")
+    return SweepEnd.stopped(f"stopped: no trial completed: {summary}; see the leaderboard's "
+                            "reasons and the log tails in the trials' stderr.log")

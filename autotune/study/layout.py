@@ -1,4 +1,6 @@
-"""Where a study's runs live on disk: the one owner of ``<runs_dir>/<study>/``.
+"""Where a study's runs live on disk: the one owner of ``<runs_dir>/<study>/``, and of
+the SQLite storage URL that names its database (:func:`sqlite_url`, :func:`sqlite_path`:
+the one parser of such URLs).
 
     <study>/study.db                         the SQLite study (the default storage)
     <study>/trial-0003/                      trial 3 (a TrialDir)
@@ -7,7 +9,8 @@
     <study>/confirm/trial-0003-run-1/        confirm: round 1's run of trial 3
     <study>/profile/trial-0003/              profile of trial 3 (or profile/composed/)
     <study>/stages/correctness/baseline/     a tuning stage's run
-    <study>/soak/  <study>/report/  <study>/export/
+    <study>/soak/run/ soak.json soak.png     a soak (SoakFiles; soak.out may move it)
+    <study>/report/  <study>/export/
     <study>/artifacts/                       the Optuna artifact store (optuna-dashboard's)
 """
 
@@ -15,9 +18,30 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 from autotune.settings import SweepSettings
 from trials.contract.trial_dir import TrialDir, trial_name
+
+#: The scheme prefix of a SQLite URL with a path (``sqlite:////abs/study.db`` is absolute).
+SQLITE_PREFIX = "sqlite:///"
+DB_NAME = "study.db"
+
+
+def sqlite_url(path: Path | str) -> str:
+    """The storage URL of the SQLite database at ``path``."""
+    return f"{SQLITE_PREFIX}{path}"
+
+
+def sqlite_path(url: str) -> Path | None:
+    """The database file a SQLite storage URL names; None for any other storage."""
+    return Path(url[len(SQLITE_PREFIX):]) if url.startswith(SQLITE_PREFIX) else None
+
+
+def study_url(runs_dir: Path | str, study: str) -> str:
+    """The default storage of study ``study`` under ``runs_dir`` (what bench scripts and
+    tests open a finished sweep by)."""
+    return sqlite_url(Path(runs_dir) / study / DB_NAME)
 
 
 @dataclass(frozen=True)
@@ -27,6 +51,26 @@ class StudyLayout:
     @classmethod
     def of(cls, settings: SweepSettings) -> StudyLayout:
         return cls(Path(settings.runs_dir).resolve() / settings.study)
+
+    @property
+    def db(self) -> Path:
+        """The SQLite study, the default storage."""
+        return self.root / DB_NAME
+
+    @property
+    def storage_url(self) -> str:
+        return sqlite_url(self.db)
+
+    def relocated(self, recorded: str | Path) -> Path | None:
+        """A run directory the study recorded under another root (the study was copied or
+        moved: ``/old/runs/<study>/trial-0003`` -> ``<root>/trial-0003``), where it exists
+        under this root; None otherwise."""
+        parts = Path(recorded).parts
+        if self.root.name not in parts:
+            return None
+        last = len(parts) - 1 - parts[::-1].index(self.root.name)
+        moved = self.root.joinpath(*parts[last + 1:])
+        return moved if moved.exists() else None
 
     def trial(self, number: int) -> TrialDir:
         return TrialDir.for_trial(self.root, number)
@@ -65,3 +109,34 @@ class StudyLayout:
     def artifacts(self) -> Path:
         """The study's Optuna artifact store (autotune/study/artifacts.py)."""
         return self.root / "artifacts"
+
+
+@dataclass(frozen=True)
+class SoakFiles:
+    """What a soak writes in its directory (``<study>/soak``, or ``soak.out``)."""
+
+    #: The names it may find there from an earlier soak.
+    NAMES: ClassVar[frozenset[str]] = frozenset({"run", "soak.json", "soak.png"})
+
+    root: Path
+
+    @property
+    def run(self) -> Path:
+        """The soak's own run directory (its config, checkpoints, metrics)."""
+        return self.root / "run"
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.run / "checkpoints"
+
+    @property
+    def metrics(self) -> Path:
+        return self.run / "metrics.jsonl"
+
+    @property
+    def result(self) -> Path:
+        return self.root / "soak.json"
+
+    @property
+    def plot(self) -> Path:
+        return self.root / "soak.png"

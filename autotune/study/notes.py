@@ -11,8 +11,8 @@ import logging
 import optuna
 from optuna_dashboard import save_note
 
+from autotune.study.schema.scorecard import Scorecard
 from trials.contract.outcomes import Outcome
-from trials.contract.performance import Performance
 
 log = logging.getLogger(__name__)
 
@@ -33,8 +33,8 @@ def outcome_note(outcome: Outcome, detail: str, *, scorecard: dict | None = None
 
 def measured(scorecard: dict) -> list[tuple[str, str]]:
     """The headline figures of a scorecard that were measured, as (name, text)."""
-    perf = Performance.from_dict(scorecard.get("performance"))
-    peak = (scorecard.get("resources") or {}).get("peak_rss_gib_max_rank")
+    card = Scorecard.from_json(scorecard)
+    perf, peak = card.performance, card.resources.peak_rss_gib_max_rank
     figures = [("tokens/s", perf.tokens_per_s, "{:,.0f}"), ("MFU", perf.mfu, "{:.2%}"),
                ("step time (median)", perf.step_time_median_s, "{:.4f} s"),
                ("compile", perf.compile_s, "{:.1f} s"),

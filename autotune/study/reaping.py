@@ -33,11 +33,8 @@ from optuna.trial import FrozenTrial, TrialState
 from autotune.settings import SweepSettings
 from autotune.study import notes
 from autotune.study.records import DETAIL, HEARTBEAT, REASON, ROLE, WORKER
+from autotune.study.schema.keys import RETRY_OF, RETRY_ROLE
 from trials.contract.outcomes import Outcome
-
-RETRY_ROLE = "retry"
-#: On a retry: the number of the trial whose configuration it runs again.
-RETRY_OF = "retry_of"
 
 
 def worker_identity() -> dict[str, Any]:

@@ -2,48 +2,65 @@
 
 Everything a trial learned is stored as Optuna user attributes (JSON), so the
 study database alone is enough: optuna-dashboard and the ``optuna`` CLI see it too.
+What is stored, and under which key, is autotune/study/schema/; a record reads it
+through the schema's dataclasses (:attr:`TrialRecord.card`, :attr:`~TrialRecord.confirmed`,
+:attr:`~TrialRecord.repeat_records`, :attr:`~TrialRecord.prediction`).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from optuna.trial import FrozenTrial, TrialState
 
 from autotune.study.conditions import Conditions, load_flag
+from autotune.study.layout import StudyLayout
+from autotune.study.schema.confirm import ConfirmVerdict
+
+# The attribute keys live in the schema (one owner); imported here under the names that
+# many modules read them by (records.REASON, ...).
+from autotune.study.schema.keys import (  # noqa: F401
+    CONDITIONS,
+    CONFIRM,
+    CONTENDED_RETRY,
+    DETAIL,
+    HEARTBEAT,
+    IMPRECISE,
+    LAUNCHED,
+    LOG_TAIL,
+    MEMORY_FIT,
+    MICRO_BATCH_SIZE,
+    PLACEMENT,
+    PREDICTION,
+    PROCESS,
+    REASON,
+    REUSED_FROM,
+    ROLE,
+    SAMPLED_ROLE,
+    SCORECARD,
+    TRIAL_DIR,
+    WALL_S,
+    WORKER,
+)
+from autotune.study.schema.keys import CONFIRM_VERDICTS as CONFIRM_STUDY_KEY  # noqa: F401
+from autotune.study.schema.keys import REPEATS as REPEATS_STUDY_KEY  # noqa: F401
+from autotune.study.schema.prediction import StoredPrediction
+from autotune.study.schema.repeats import (  # noqa: F401
+    CONFIRM_SOURCE,
+    REPEAT_FIELDS,
+    Repeat,
+    add_repeats,
+    stored_repeats,
+)
+from autotune.study.schema.scorecard import Scorecard
 from trials.contract.outcomes import Outcome
 from trials.contract.performance import Performance
 from trials.contract.schema import ConfigError, TrialConfig
 from trials.contract.trial_dir import TrialDir, of_record
 from trials.contract.units import rate
-
-#: User-attribute keys written by the orchestrator (one place, so readers agree).
-REASON = "reason"  # an Outcome value (trials/contract/outcomes.py)
-DETAIL = "detail"  # one line of explanation
-LAUNCHED = "launched"  # True when a process ran (counts against n_trials)
-ROLE = "role"  # baseline, neighbour, sampled, retry
-REUSED_FROM = "reused_from"
-TRIAL_DIR = "trial_dir"
-SCORECARD = "scorecard"
-MICRO_BATCH_SIZE = "micro_batch_size"
-WALL_S = "wall_s"
-LOG_TAIL = "log_tail"
-HEARTBEAT = "heartbeat"
-WORKER = "worker"  # {"host": ..., "pid": ...} of the orchestrator that runs it
-PLACEMENT = "placement"  # the devices and cores of a concurrent trial ("devices 0,1 cores 0")
-PROCESS = "process"  # {"host": ..., "pgid": ..., "marker": ...} of the trial's process group
-PREDICTION = "prediction"  # the cost model's prediction before launch (autotune/plan)
-MEMORY_FIT = "memory_fit"  # fits / tight / over: the budget against the predicted interval
-CONFIRM = "confirm"  # confirmation runs: {"tokens_per_s": [...], "median": ..., ...}
-#: The source of a repeat that ``confirm`` ran (its rounds compare only with each other).
-CONFIRM_SOURCE = "confirm"
-CONDITIONS = "conditions"  # the host's state over its run (autotune/study/conditions.py)
-#: On a re-queued trial: its configuration was stopped as slow under load once already.
-CONTENDED_RETRY = "contended_retry"
-IMPRECISE = "imprecise"  # the baseline missed run.target_interval: "interval +-17.1 % > ..."
 
 
 def outcome_of(trial: FrozenTrial) -> Outcome | None:
@@ -131,9 +148,14 @@ class TrialRecord:
         return launch_counts(bool(self.launched), self.reason)
 
     @property
+    def card(self) -> Scorecard:
+        """:attr:`scorecard`, read as the schema's Scorecard."""
+        return Scorecard.from_json(self.scorecard)
+
+    @property
     def perf(self) -> Performance:
         """What the trial's own run measured (its scorecard's performance layer)."""
-        return Performance.from_dict(self.scorecard.get("performance"))
+        return self.card.performance
 
     @property
     def rate(self) -> str:
@@ -141,17 +163,21 @@ class TrialRecord:
         counts samples (trials/contract/units.py)."""
         return rate(self.perf.unit)
 
+    @property
+    def repeat_records(self) -> list[Repeat]:
+        """:attr:`repeats`, read as the schema's Repeat."""
+        return [Repeat.from_json(r) for r in self.repeats]
+
     def timed_runs(self) -> list[tuple[float | None, Performance]]:
         """Its runs measured during the sweep (:meth:`sweep_runs`) with when each ended
         (epoch seconds; None where not known): its own first, then its repeats."""
         own = self.finished.timestamp() if self.finished is not None else None
-        return [(own, self.perf), *((r.get("at"), Performance.from_dict(r))
-                                    for r in self.repeats if r.get("source") != CONFIRM_SOURCE)]
+        return [(own, self.perf), *((r.at, r.performance)
+                                    for r in self.repeat_records if not r.confirm)]
 
     def sweep_run_loads(self) -> list[bool]:
         """Whether each of :meth:`timed_runs` was measured under load, in that order."""
-        return [self.contended, *(measured_under_load(r) for r in self.repeats
-                                  if r.get("source") != CONFIRM_SOURCE)]
+        return [self.contended, *(r.under_load for r in self.repeat_records if not r.confirm)]
 
     def sweep_runs(self) -> list[Performance]:
         """Its runs measured during the sweep: its own, racing's, the baseline's
@@ -161,8 +187,7 @@ class TrialRecord:
 
     def confirm_runs(self) -> list[Performance]:
         """Its ``confirm`` runs, measured in interleaved rounds with the other finalists'."""
-        return [Performance.from_dict(r) for r in self.repeats
-                if r.get("source") == CONFIRM_SOURCE]
+        return [r.performance for r in self.repeat_records if r.confirm]
 
     def quiet_run_sets(self) -> list[list[Performance]]:
         """Its sweep runs and its confirm runs, each set without the runs measured under
@@ -170,16 +195,15 @@ class TrialRecord:
         less on its own (:func:`autotune.study.noise.under_load`); pooled into the noise,
         one disturbed run would widen every quiet comparison of the study."""
         sweep = [] if self.contended else [self.perf]
-        sweep += [Performance.from_dict(r) for r in self.repeats
-                  if r.get("source") != CONFIRM_SOURCE and not measured_under_load(r)]
-        confirm = [Performance.from_dict(r) for r in self.repeats
-                   if r.get("source") == CONFIRM_SOURCE and not measured_under_load(r)]
+        sweep += [r.performance for r in self.repeat_records
+                  if not r.confirm and not r.under_load]
+        confirm = [r.performance for r in self.repeat_records if r.confirm and not r.under_load]
         return [sweep, confirm]
 
     @property
     def runs(self) -> list[Performance]:
         """Every measured run of its configuration: its own, then its repeats."""
-        return [self.perf, *(Performance.from_dict(r) for r in self.repeats)]
+        return [self.perf, *(r.performance for r in self.repeat_records)]
 
     @property
     def n_runs(self) -> int:
@@ -188,10 +212,22 @@ class TrialRecord:
         return len(self.sweep_runs())
 
     @property
+    def prediction(self) -> StoredPrediction | None:
+        """The cost model's prediction before it launched, where one was made."""
+        stored = self.attrs.get(PREDICTION)
+        return StoredPrediction.from_json(stored) if stored else None
+
+    @property
+    def confirmed(self) -> ConfirmVerdict | None:
+        """``confirm``'s verdict on it, where it was a finalist."""
+        stored = self.attrs.get(CONFIRM)
+        return ConfirmVerdict.from_json(stored) if stored else None
+
+    @property
     def confirmed_tokens_per_s(self) -> float | None:
         """The median tokens/s of ``confirm``'s interleaved re-runs, where it ran."""
-        median = (self.attrs.get(CONFIRM) or {}).get("median")
-        return float(median) if median else None
+        verdict = self.confirmed
+        return float(verdict.median) if verdict is not None and verdict.median else None
 
     @property
     def conditions(self) -> Conditions | None:
@@ -212,7 +248,7 @@ class TrialRecord:
     @property
     def repeat_conditions(self) -> list[Conditions | None]:
         """The conditions of each repeat, in ``repeats`` order (None: not recorded)."""
-        return [Conditions.from_dict(r.get(CONDITIONS)) for r in self.repeats]
+        return [r.conditions for r in self.repeat_records]
 
     @property
     def flags(self) -> list[str]:
@@ -234,20 +270,20 @@ class TrialRecord:
     @classmethod
     def from_trial(cls, trial: FrozenTrial) -> TrialRecord:
         a = trial.user_attrs
-        card = a.get(SCORECARD) or {}
-        perf = Performance.from_dict(card.get("performance"))
-        res = card.get("resources", {})
+        stored = a.get(SCORECARD) or {}
+        card = Scorecard.from_json(stored)
+        perf = card.performance
         return cls(
             number=trial.number, state=trial.state.name, params=dict(trial.params),
             reason=outcome_of(trial),
             detail=a.get(DETAIL, ""), launched=bool(a.get(LAUNCHED, False)),
-            role=a.get(ROLE, "sampled"), tokens_per_s=told_tokens_per_s(trial, perf),
-            mfu=perf.mfu, peak_memory_gib=res.get("peak_rss_gib_max_rank"),
+            role=a.get(ROLE, SAMPLED_ROLE), tokens_per_s=told_tokens_per_s(trial, perf),
+            mfu=perf.mfu, peak_memory_gib=card.resources.peak_rss_gib_max_rank,
             step_time_s=perf.step_time_median_s, compile_s=perf.compile_s,
             data_wait_share=perf.data_wait_share,
             micro_batch_size=a.get(MICRO_BATCH_SIZE), started=trial.datetime_start,
             wall_s=a.get(WALL_S), trial_dir=a.get(TRIAL_DIR), reused_from=a.get(REUSED_FROM),
-            scorecard=card, attrs=dict(a), finished=trial.datetime_complete)
+            scorecard=stored, attrs=dict(a), finished=trial.datetime_complete)
 
 
 def told_tokens_per_s(trial: FrozenTrial, perf: Performance) -> float | None:
@@ -263,21 +299,11 @@ def told_tokens_per_s(trial: FrozenTrial, perf: Performance) -> float | None:
 def measured_under_load(repeat: dict) -> bool:
     """A stored repeat (or a re-run's performance layer) measured under load: its
     conditions judged contended."""
-    conditions = Conditions.from_dict(repeat.get(CONDITIONS))
-    return bool(conditions is not None and conditions.contended)
+    return Repeat.from_json(repeat).under_load
 
 
-#: Study attribute where `confirm` stores its verdicts, keyed by trial number.
-CONFIRM_STUDY_KEY = "autotune.confirm"
-#: Study attribute with more runs of a trial's configuration (a finished Optuna trial
-#: cannot change), keyed by trial number: lists of performance dicts.
-REPEATS_STUDY_KEY = "autotune.repeats"
-#: A repeat's place in the command that ran it (confirm: ``confirm/<id>/<trial>/<round>``):
-#: what a resumed command skips, and what keeps a run from being stored twice.
-REPEAT_RUN = "run"
-#: What a repeat keeps of a run's performance (the samples comparisons resample).
-REPEAT_FIELDS = (Performance.TOKENS_PER_S, Performance.TOKENS_PER_STEP,
-                 Performance.STEP_TIMES_S, Performance.STEP_TIME_MEDIAN_S)
+#: A repeat's place in the command that ran it (schema.Repeat.run).
+REPEAT_RUN = Repeat.RUN
 
 
 def pooled_tokens_per_s(record: TrialRecord) -> float | None:
@@ -286,29 +312,12 @@ def pooled_tokens_per_s(record: TrialRecord) -> float | None:
     return Performance.pool(record.runs)
 
 
-def add_repeats(study, runs: dict[int, list[dict]], source: str) -> None:
-    """Store more runs of trials' configurations (``{trial number: [performance, ...]}``),
-    each with its source, when it was stored (``at``: epoch seconds, the end of the run,
-    which is what pairs runs in time), the host's conditions of its run (``conditions``)
-    and its place in a command (``run``) where it has them. A run whose ``run`` is
-    stored already is not stored again: each run counts once."""
-    stored = dict(study.user_attrs.get(REPEATS_STUDY_KEY) or {})
-    now = time.time()
-    for number, perfs in runs.items():
-        earlier = stored.get(str(number), [])
-        known = {r[REPEAT_RUN] for r in earlier if r.get(REPEAT_RUN)}
-        kept = [{**Performance.from_dict(perf).pick(REPEAT_FIELDS), "source": source,
-                 "at": float(perf.get("at", now)),
-                 **{key: perf[key] for key in (CONDITIONS, REPEAT_RUN) if perf.get(key)}}
-                for perf in perfs if not perf.get(REPEAT_RUN) or perf[REPEAT_RUN] not in known]
-        stored[str(number)] = [*earlier, *kept]
-    study.set_user_attr(REPEATS_STUDY_KEY, stored)
-
-
-def load_records(study, *, trials: list[FrozenTrial] | None = None) -> list[TrialRecord]:
+def load_records(study, *, trials: list[FrozenTrial] | None = None,
+                 layout: StudyLayout | None = None) -> list[TrialRecord]:
     """Every trial (``trials``, when already read), with what is kept on the study merged
     in: confirm's verdict as attrs['confirm'], more runs of its configuration as
-    ``repeats``."""
+    ``repeats``. With the study's ``layout``, a run directory recorded under another root
+    (a study copied or moved since) is found under this one."""
     confirmed = study.user_attrs.get(CONFIRM_STUDY_KEY) or {}
     repeats = study.user_attrs.get(REPEATS_STUDY_KEY) or {}
     out = []
@@ -317,8 +326,19 @@ def load_records(study, *, trials: list[FrozenTrial] | None = None) -> list[Tria
         if str(trial.number) in confirmed:
             record.attrs[CONFIRM] = confirmed[str(trial.number)]
         record.repeats = list(repeats.get(str(trial.number), []))
+        if layout is not None and record.trial_dir:
+            record.trial_dir = str(_under(layout, record.trial_dir))
         out.append(record)
     return out
+
+
+def _under(layout: StudyLayout, trial_dir: str) -> Path:
+    """A recorded run directory, under the study's own root where it is there (the study
+    was copied or moved since it recorded it); else as recorded."""
+    recorded = Path(trial_dir)
+    if recorded.is_relative_to(layout.root):
+        return recorded
+    return layout.relocated(recorded) or recorded
 
 
 def unit_of(records: list[TrialRecord]) -> str | None:

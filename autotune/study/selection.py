@@ -24,10 +24,12 @@ from dataclasses import dataclass
 from autotune.settings import ExportSettings
 from autotune.study import noise
 from autotune.study.records import TrialRecord
+from autotune.study.schema.confirm import ConfirmVerdict
+from autotune.study.schema.keys import BASELINE_ROLE  # noqa: F401
 from trials.contract.performance import Performance
 from trials.contract.units import rate
 
-BASELINE_ROLE = "baseline"
+
 def throughput_label(unit: str | None) -> str:
     """What the throughput of a trial is, wherever it is shown (leaderboard, report,
     export), named in the workload's unit (tokens/s, samples/s)."""
@@ -49,7 +51,7 @@ def distinct(records: list[TrialRecord]) -> list[TrialRecord]:
 
 def budget_of(record: TrialRecord, default: float | None) -> float | None:
     """The memory budget the trial ran under (its scorecard), else ``default``."""
-    budget = (record.scorecard.get("resources") or {}).get("memory_budget_gib")
+    budget = record.card.resources.memory_budget_gib
     return float(budget) if budget is not None else default
 
 
@@ -138,8 +140,8 @@ class Verdict:
         out = []
         if self.confirmed_best is not None:
             c = self.confirmed_best
-            test = (c.attrs.get("confirm") or {}).get("vs_baseline")
-            versus = f"; vs the baseline re-measured beside it: {test['text']}" if test else ""
+            test = c.confirmed.vs_baseline if c.confirmed is not None else None
+            versus = f"; vs the baseline re-measured beside it: {test.text}" if test else ""
             out.append(f"best confirmed: trial #{c.number}, {confirmed_text(c)}{versus}")
         if self.pick is not None:
             p = self.pick
@@ -153,9 +155,9 @@ class Verdict:
 
 def confirmed_text(record: TrialRecord) -> str:
     """'median 1,234 tokens/s over 4 re-runs (CV 1.2 %)' of a confirmed trial."""
-    c = record.attrs.get("confirm") or {}
-    runs = len(c.get(Performance.TOKENS_PER_S) or [])
-    cv = f" (CV {100 * c['cv']:.1f} %)" if c.get("cv") is not None else ""
+    c = record.confirmed or ConfirmVerdict()
+    runs = len(c.tokens_per_s)
+    cv = f" (CV {100 * c.cv:.1f} %)" if c.cv is not None else ""
     return f"median {record.confirmed_tokens_per_s:,.0f} {record.rate} over {runs} re-runs{cv}"
 
 
@@ -222,10 +224,10 @@ def versus_baseline(top: TrialRecord, base: TrialRecord,
                     level: noise.Noise) -> tuple[bool, str]:
     """(is ``top`` really faster than the baseline, the numbers that say so): confirm's
     paired test where it compared the two, else the sweep's interval."""
-    confirm = top.attrs.get("confirm") or {}
-    test = confirm.get("vs_baseline")
-    if test and confirm.get("baseline") == base.number:
-        return test["real"] and test["ratio"] > 0, test["text"]
+    confirm = top.confirmed
+    test = confirm.vs_baseline if confirm is not None else None
+    if test is not None and confirm.baseline == base.number:
+        return test.real and test.ratio > 0, test.text
     gain = noise.compare(noise.runs_of(top), nearest_baseline_runs(base, top), level)
     if gain is None:
         return True, ""

@@ -1,8 +1,9 @@
 """Stage results on the study: what each stage found, and the knob values it ruled out.
 
-``autotune.stages`` maps a stage name to its result (a JSON dict with ``done`` and
-``lines``, the sentences the report shows). The correctness stage's ``ruled_out``
-maps a knob to the values the sweep must not launch, each with its reason.
+``autotune.stages`` maps a stage name to its result (schema.stages.StageResult: ``done``,
+``lines``, the sentences the report shows, and the stage's own fields). The correctness
+stage's ``ruled_out`` maps a knob to the values the sweep must not launch, each with its
+reason.
 """
 
 from __future__ import annotations
@@ -11,24 +12,26 @@ from typing import Any
 
 import optuna
 
-STAGES_KEY = "autotune.stages"
+from autotune.study.schema.keys import STAGES
+from autotune.study.schema.stages import stage_results, store_stage_result
+
+STAGES_KEY = STAGES
 
 
 def results(study: optuna.Study) -> dict[str, dict]:
+    """The stored results as JSON (what the stages themselves read back)."""
     return dict(study.user_attrs.get(STAGES_KEY) or {})
 
 
 def save(study: optuna.Study, stage: str, result: dict) -> None:
-    stored = results(study)
-    stored[stage] = result
-    study.set_user_attr(STAGES_KEY, stored)
+    store_stage_result(study, stage, result)
 
 
 def ruled_out(study: optuna.Study) -> dict[str, dict[str, str]]:
     """knob -> {value (as text): reason} from every stored stage."""
     out: dict[str, dict[str, str]] = {}
-    for result in results(study).values():
-        for knob, values in (result.get("ruled_out") or {}).items():
+    for result in stage_results(study).values():
+        for knob, values in result.ruled_out.items():
             out.setdefault(knob, {}).update(values)
     return out
 

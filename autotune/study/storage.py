@@ -24,16 +24,14 @@ from autotune.settings import Objective, SweepSettings
 from autotune.study.connect import engine_kwargs
 from autotune.study.disk import DiskFull, check_room
 from autotune.study.faults import Fault, fault_of
-from autotune.study.layout import StudyLayout
+from autotune.study.layout import StudyLayout, sqlite_path
+from autotune.study.schema.keys import FINGERPRINT, FINGERPRINT_PARTS, STOP_RULES  # noqa: F401
 from autotune.study.surviving import Outage, SurvivingStorage
 from autotune.study.urls import ambiguity, redact, scrub
 from trials.contract.schema import ConfigError
 
 log = logging.getLogger(__name__)
 
-FINGERPRINT = "autotune.fingerprint"
-FINGERPRINT_PARTS = "autotune.fingerprint_parts"
-STOP_RULES = "autotune.stop_rules"
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
 
@@ -51,7 +49,7 @@ def study_dir(settings: SweepSettings) -> Path:
 def storage_url(settings: SweepSettings) -> str:
     if settings.storage:
         return settings.storage
-    return f"sqlite:///{study_dir(settings) / 'study.db'}"
+    return StudyLayout.of(settings).storage_url
 
 
 def check_runs_dir(settings: SweepSettings) -> None:
@@ -127,8 +125,8 @@ def open_storage(settings: SweepSettings, *, create: bool) -> SurvivingStorage:
     database restart (:mod:`autotune.study.surviving`)."""
     url = storage_url(settings)
     kwargs = engine_kwargs(url, connect_timeout_s=settings.storage_connect_timeout_s)
-    if url.startswith("sqlite:///"):
-        path = Path(url[len("sqlite:///"):])
+    path = sqlite_path(url)
+    if path is not None:
         _check_sqlite_location(path, create=create)
         _check_sqlite_file(path)
         if not path.exists() and not create:

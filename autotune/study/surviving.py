@@ -24,7 +24,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 from optuna.exceptions import UpdateFinishedTrialError
@@ -32,6 +31,7 @@ from optuna.storages import RDBStorage
 
 from autotune.study.disk import DiskFull, ServerDiskFull
 from autotune.study.faults import Fault, driver_words, fault_of
+from autotune.study.layout import sqlite_path
 from autotune.study.urls import redact, scrub
 
 log = logging.getLogger(__name__)
@@ -59,8 +59,8 @@ class Outage:
         self.shown = redact(url)
         self.retry_s = retry_s
         #: Where a full disk is reported: the SQLite file's directory, or None (a server).
-        self.local_dir = (Path(url[len("sqlite:///"):]).parent if url.startswith("sqlite:///")
-                          else None)
+        db = sqlite_path(url)
+        self.local_dir = db.parent if db is not None else None
         self.note = note
         self.lost_since: float | None = None
         self._lock = threading.Lock()

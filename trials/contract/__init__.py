@@ -4,17 +4,34 @@ Everything both sides must agree on lives here, and nothing else: this package
 imports neither MindSpore nor Optuna (``make lint`` enforces it with import-linter),
 and ``autotune`` imports nothing else from ``trials``.
 
-- :mod:`.schema`: the typed trial config (every knob, with its range) and its rules;
-- :mod:`.rules`: the field-rule checker and :class:`ConfigError`;
-- :mod:`.compose`: Hydra composition of ``conf/`` into that schema;
-- :mod:`.capabilities`: what the hardware profile's backend can run;
-- :mod:`.events`: the typed records a trial emits (start, step, summary, end);
+- :mod:`.breakdown`: where a step's time goes, from profiler op events and the trial's own
+  step clock;
+- :mod:`.capabilities`: what the backend can run, from the hardware profile alone
+  (``hardware.supports``);
+- :mod:`.compose`: compose ``conf/`` with Hydra's compose API;
+- :mod:`.events`: the events a trial reports, as typed records;
+- :mod:`.health`: whether a run trained at all: most updates skipped is not healthy,
+  whatever the loss says;
+- :mod:`.hostload`: how busy the rest of this machine is;
+- :mod:`.jsonsafe`: how numbers travel as JSON, for every writer;
+- :mod:`.knob_reach`: which knobs a workload can apply;
+- :mod:`.launch`: the one recipe for starting a trial;
+- :mod:`.machine`: this machine's identity and its cached CPU peak FLOP/s (measured by
+  trials/calibrate.py);
 - :mod:`.metrics`: the one writer and the one reader of the metrics file;
-- :mod:`.outcomes`: how a trial ended, with exit codes and what each reason means;
-- :mod:`.performance`: what a trial measured (:class:`Performance`), and the one
-  definition of tokens/s, pooling of runs, loss spikes and MFU;
-- :mod:`.jsonsafe`: how numbers travel as JSON (non-finite floats as "nan"/"inf");
-- :mod:`.scorecard`: the four-layer scorecard, computed the same way on both sides;
-- :mod:`.health`: whether a run trained at all (its measured updates mostly skipped);
-- :mod:`.launch`: the one recipe (argv + environment) that starts a trial.
+- :mod:`.mindformers`: MindFormers YAML configs, read without MindFormers;
+- :mod:`.outcomes`: how a trial ended;
+- :mod:`.performance`: what a trial measured, as one typed record, and the one definition of
+  each number in it;
+- :mod:`.rules`: field rules declared beside each schema field, and the one checker that
+  applies them;
+- :mod:`.schema`: typed schema of a trial's configuration (plain Python, no MindSpore);
+- :mod:`.scorecard`: the four-layer scorecard of a trial, computed from its step records;
+- :mod:`.stats`: statistics both sides share;
+- :mod:`.text_source`: which files of a directory the text data sources read, and whether
+  they are enough;
+- :mod:`.trial_dir`: the run directory of one trial process;
+- :mod:`.units`: what a workload's throughput counts, and the one way every line, table and
+  plot names its rate;
+- :mod:`.vocabulary`: the words users write for precision, recompute and the device split.
 """

@@ -1,0 +1,77 @@
+"""autotune.soak.report: a soak's result summarised, printed, plotted, and as the exported
+job's README section."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import optuna
+
+from autotune.settings import SoakSettings
+from autotune.soak.attempts import Attempt
+from autotune.soak.plan import SoakPlan
+from autotune.soak.report import SOAK_KEY, plot, render, soak_section, summarise
+from trials.contract.events import Phase, StepRecord
+
+MIB = 1 / 1024
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def steps(n: int, leak_mib_per_step: float) -> list[StepRecord]:
+    rng = np.random.default_rng(0)
+    return [StepRecord(step=i, phase=Phase.COMPILE if i == 0 else Phase.TRAIN,
+                       loss=3.0 + 0.01 * rng.standard_normal(), grad_norm=1.0,
+                       step_s=0.03 * (1 + 0.01 * rng.random()), data_wait_s=0.0, tokens=256,
+                       peak_rss_gib=1.0, rss_gib=0.5 + leak_mib_per_step * MIB * i)
+            for i in range(n)]
+
+
+def plan(n: int) -> SoakPlan:
+    return SoakPlan(trial=3, why="best", config=Path("c.yaml"), steps=n, steps_from="steps",
+                    checkpoint_every=50, kill_at=0.0, kill_from=None, replay=0,
+                    planned_kill=None, overrides=[], step_s=0.03, world_size=1)
+
+
+def test_a_leaking_run_is_flagged_and_the_result_is_json_safe(tmp_path):
+    attempt = Attempt(index=0, steps=steps(300, leak_mib_per_step=1.0), exit_code=0)
+    r = summarise(plan(300), [attempt], None, SoakSettings(), 9.0, tmp_path)
+    # Rule: 1 MiB a step (100 MiB / 100 steps) is over the 20 MiB threshold: a leak.
+    assert r["leak"] is True and r["finished"] is True and r["exit_code"] == 0
+    # Rule: the last verdict says how far it got.
+    assert r["verdicts"][-1] == "finished: 300 of 300 steps in 1 launch(es), 9.0 s"
+    # Rule: the result is strict JSON (stored on the study and in soak.json).
+    json.dumps(r, allow_nan=False)
+    text = render(r)
+    assert "RSS growth in a launch" in text and "- finished: 300 of 300" in text
+
+
+def test_a_steady_run_has_no_leak_and_a_failed_one_exits_1(tmp_path):
+    attempt = Attempt(index=0, steps=steps(300, leak_mib_per_step=0.0), exit_code=0)
+    r = summarise(plan(300), [attempt], "crash at step 300", SoakSettings(), 9.0, tmp_path)
+    # Rule: flat memory is no leak; a failure is the last verdict and exit code 1.
+    assert r["leak"] is False
+    assert r["verdicts"][-1] == "FAILED: crash at step 300" and r["exit_code"] == 1
+
+
+def test_the_plot_is_written_or_says_there_was_no_step(tmp_path):
+    attempt = Attempt(index=0, steps=steps(120, 1.0), exit_code=0)
+    r = summarise(plan(120), [attempt], None, SoakSettings(), 4.0, tmp_path)
+    # Rule: a figure of the run; a placeholder when the run made no step.
+    assert plot([attempt], r, tmp_path / "soak.png").read_bytes().startswith(PNG)
+    empty = plot([Attempt(index=0)], r, tmp_path / "none.png")
+    assert empty.read_bytes().startswith(PNG)
+
+
+def test_the_readme_section_is_only_for_the_soaked_trial(tmp_path):
+    study = optuna.create_study(storage="sqlite:///" + str(tmp_path / "s.db"))
+    attempt = Attempt(index=0, steps=steps(300, 1.0), exit_code=0)
+    study.set_user_attr(SOAK_KEY, summarise(plan(300), [attempt], None, SoakSettings(), 9.0,
+                                            tmp_path))
+    section = soak_section(study, 3, plot="soak.png")
+    # Rule: the soaked trial's section states the leak and links the figure.
+    assert section.startswith("## Soak") and "**leak**" in section
+    assert "[![Soak](soak.png)](soak.png)" in section and "not killed and resumed" in section
+    # Rule: another trial (not soaked) gets no section.
+    assert soak_section(study, 4) == ""

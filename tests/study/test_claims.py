@@ -1,0 +1,82 @@
+"""autotune.study.claims: one launch claim at a time per study, across threads and processes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+
+from autotune.study.claims import launch_lock, lock_key
+
+
+def test_the_lock_key_is_a_stable_signed_64_bit_number_per_study():
+    # Rule: the same study always gets the same key (every worker must agree), others not.
+    assert lock_key("s") == lock_key("s") != lock_key("t")
+    # Rule: it fits PostgreSQL's signed bigint advisory-lock space.
+    assert all(-(2**63) <= lock_key(n) < 2**63 for n in ("a", "b", "study-1"))
+
+
+def test_sqlite_claims_never_overlap_and_use_a_file_beside_the_database(tmp_path):
+    url = "sqlite:///" + str(tmp_path / "study.db")
+    inside, overlaps = [], []
+
+    def claim(i: int) -> None:
+        with launch_lock(url, "s"):
+            if inside:
+                overlaps.append(i)
+            inside.append(i)
+            time.sleep(0.02)
+            inside.remove(i)
+
+    threads = [threading.Thread(target=claim, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(5)
+    # Rule: no two claims are inside the critical section at once.
+    assert overlaps == [] and not any(t.is_alive() for t in threads)
+    # Rule: SQLite's lock is a flock'ed file next to the database.
+    assert (tmp_path / "study.launch-lock").is_file()
+
+
+def test_the_lock_is_released_when_the_block_raises(tmp_path):
+    url = "sqlite:///" + str(tmp_path / "study.db")
+    try:
+        with launch_lock(url, "s"):
+            raise RuntimeError("boom")
+    except RuntimeError:
+        pass
+    done = threading.Event()
+
+    def next_claim() -> None:
+        with launch_lock(url, "s"):
+            done.set()
+
+    threading.Thread(target=next_claim, daemon=True).start()
+    # Rule: a claim that failed frees the lock for the next one.
+    assert done.wait(2)
+
+
+HOLD = """
+import sys, time
+from autotune.study.claims import launch_lock
+with launch_lock(sys.argv[1], "s"):
+    print("held", flush=True)
+    time.sleep(0.6)
+"""
+
+
+def test_another_process_waits_for_the_claim(tmp_path):
+    url = "sqlite:///" + str(tmp_path / "study.db")
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, url], stdout=subprocess.PIPE,
+                              text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        start = time.monotonic()
+        with launch_lock(url, "s"):
+            waited = time.monotonic() - start
+    finally:
+        holder.wait(10)
+    # Rule: across processes the flock excludes: this claim waits for the other's to end.
+    assert waited > 0.3

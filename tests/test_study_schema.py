@@ -1,0 +1,78 @@
+"""The study schema: every blob round-trips through its JSON with a version, reads what
+older writers wrote, and the layout owns the storage URL."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from autotune.study import schema
+from autotune.study.layout import StudyLayout, sqlite_path, sqlite_url, study_url
+from autotune.study.schema.blob import VERSION_KEY
+from trials.contract.events import ProfileRecord
+from trials.contract.performance import Performance
+
+EXAMPLES = [
+    schema.ConfirmVerdict(tokens_per_s=[1.0, 2.0], median=1.5, min=1.0, max=2.0, cv=0.3,
+                          vs_baseline=schema.PairedTest(ratio=0.1, low=0.0, high=0.2,
+                                                        p_value=0.04, rounds=2, real=True,
+                                                        text="+10 %"), baseline=0),
+    schema.ConfirmRun(id="abc", plan=schema.ConfirmPlan(trials=[0, 3], orders=[[3, 0]]),
+                      failed=["confirm/abc/3/0"], finished=True),
+    schema.Repeat(performance=Performance(tokens_per_s=5.0, step_times_s=(0.1, 0.2)),
+                  source="confirm", at=12.5, run="confirm/abc/3/1"),
+    schema.Scorecard(correctness=schema.Correctness(loss_start=5.0, loss_falling=True),
+                     performance=Performance(tokens_per_s=3.0),
+                     resources=schema.Resources(peak_rss_gib_max_rank=1.5)),
+    schema.StoredPrediction(peak_gib=1.0, peak_interval_gib=[0.9, 1.1], constants="priors"),
+    schema.ProfileResult(trial=2, dir="/runs/p", profile=ProfileRecord(steps=3, step_s=0.1),
+                         interconnect=schema.Interconnect(fraction=0.5), figure="p.png"),
+    schema.StageResult(done=True, lines=["ok"], ruled_out={"precision": {"fp16": "why"}}),
+    schema.FitRecord(profile="cpu", fitted_at=1.0, constants={"step_overhead_s": 0.01}),
+    schema.FingerprintParts(hardware={"name": "cpu"}),
+]
+
+
+@pytest.mark.parametrize("blob", EXAMPLES, ids=lambda b: type(b).__name__)
+def test_every_blob_round_trips_with_its_version(blob):
+    stored = blob.to_json()
+    # Rule: what a writer stores carries its format version, and reads back the same.
+    assert stored[VERSION_KEY] == type(blob).VERSION
+    assert type(blob).from_json(stored) == blob
+
+
+@pytest.mark.parametrize("cls", sorted({type(b) for b in EXAMPLES}, key=lambda c: c.__name__))
+def test_a_blob_reads_nothing_and_unknown_fields_as_its_defaults(cls):
+    # Rule: missing fields default, unknown ones are ignored (an older or newer writer).
+    assert cls.from_json(None) == cls.from_json({"no_such_field": 1, VERSION_KEY: 99}) == cls()
+
+
+def test_a_soak_verdict_reads_its_analysis_typed():
+    stored = {"trial": 3, "finished": True, "analysis": {
+        "memory": {"judged": True, "slope_mib_per_100_steps": 1.5, "leak": False},
+        "loss": {"spikes": 2, "spike_steps": [7, 9]}}, "resume": None, "future": 1}
+    verdict = schema.SoakVerdict.from_json(stored)
+    assert verdict.analysis.memory.slope_mib_per_100_steps == 1.5
+    assert verdict.analysis.loss.spike_steps == [7, 9] and verdict.resume is None
+    # Rule: a soak that ended before any analysis reads as having none.
+    assert schema.SoakVerdict.from_json({"trial": 3}).analysis is None
+
+
+def test_the_layout_owns_the_sqlite_url(tmp_path):
+    layout = StudyLayout(tmp_path / "runs" / "s")
+    # Rule: one spelling of a study's SQLite URL, and one parser of it.
+    assert layout.storage_url == study_url(tmp_path / "runs", "s") == sqlite_url(layout.db)
+    assert sqlite_path(layout.storage_url) == layout.db
+    assert sqlite_path("postgresql://u@db/s") is None
+
+
+def test_a_moved_study_finds_its_runs_under_its_new_root(tmp_path):
+    layout = StudyLayout(tmp_path / "copy" / "s")
+    (layout.root / "trial-0003" / "check-1").mkdir(parents=True)
+    # Rule: a run directory recorded under the old root is found under the new one...
+    assert layout.relocated("/old/runs/s/trial-0003/check-1") == layout.root / "trial-0003" / \
+        "check-1"
+    # ... and one that is not there (or not under a directory of the study's name) is not.
+    assert layout.relocated("/old/runs/s/trial-0004") is None
+    assert layout.relocated(Path("/old/runs/other/trial-0003")) is None
