@@ -24,6 +24,7 @@ from trials import checkpoint
 from trials.cache import cache_dir
 from trials.calibrate import peak_for
 from trials.contract.events import CheckpointRecord, Phase, StartRecord, StepRecord
+from trials.contract.health import unhealthy_updates
 from trials.contract.knob_reach import config_problem
 from trials.contract.metrics import MetricsLog
 from trials.contract.performance import Performance, spike_limit
@@ -53,7 +54,8 @@ COMM_PROBES = 5
 
 
 class Diverged(RuntimeError):
-    """Non-finite loss for too long, or a loss spike; raised before the update lands."""
+    """Non-finite loss for too long, or a loss spike (raised before the update lands), or
+    most measured updates skipped (trials/contract/health.py)."""
 
 
 class OverBudget(MemoryError):
@@ -173,8 +175,8 @@ class Trainer:
                            f"({limit / g.spike_factor:.4g}); update skipped")
         peak = self.memory.peak_gib
         if peak > self.budget_gib:
-            raise OverBudget(f"peak RSS {peak:.2f} GiB over the memory budget "
-                             f"{self.budget_gib:.2f} GiB")
+            raise OverBudget(f"peak memory {peak:.2f} GiB (proportional set size of the trial's "
+                             f"processes) over the memory budget {self.budget_gib:.2f} GiB")
 
     def run(self) -> dict:
         cfg = self.cfg
@@ -213,6 +215,10 @@ class Trainer:
             elif self.measurement.after_step(record.step_s):
                 break
         if not production:
+            # A finite loss is not enough: most updates skipped is a run that did not train.
+            unhealthy = unhealthy_updates(self.steps)
+            if unhealthy:
+                raise Diverged(unhealthy)
             self.pipeline = self._probe_pipeline(iterator)
             self.communication = self._time_gradient_allreduce()
             if cfg.run.profile_steps:
@@ -230,7 +236,7 @@ class Trainer:
                             peak_rss_gib=self.memory.peak_gib,
                             clipped=bool(norm > self.cfg.train.clip_norm), overflow=overflow,
                             updated=updated, loss_scale=scale,
-                            rss_gib=self.memory.current_gib())
+                            rss_gib=self.memory.anon_gib)
         self.steps.append(record)
         self.metrics.emit(record)
         return record
@@ -355,7 +361,10 @@ class Trainer:
                             unit=self.workload.unit, checkpoint=str(last) if last else None)
 
     def _summary(self) -> dict:
-        peaks = gather_floats(self.memory.sample(), self.world)
+        # The peak the guard held against the budget, as it stood after the last guarded
+        # step: the pipeline probe's second dataset (its own workers) after measuring is
+        # the measurement's, not the workload's, and no job runs it.
+        peaks = gather_floats(self.memory.peak_gib, self.world)
         peak = peak_for(self.cfg)
         card = scorecard(self.steps, flops_per_token=self.flops_per_token, peak_flops=peak.flops,
                          recompute=self.cfg.train.recompute is Recompute.full,

@@ -42,7 +42,7 @@ def run_commbench(composed: DictConfig, console: Console, config: SweepConfig) -
                   f"{settings.ranks} ranks ({hw.backend.value}, msrun), {settings.repeats} "
                   f"timed after {settings.warmup} warm-up each; logs: {work}", markup=False,
                   soft_wrap=True)
-    started = time.time()
+    started = time.monotonic()
     proc = start(bench_argv(settings, hw.backend, work), work, marker=f"commbench/{os.getpid()}")
     try:
         code = follow(proc, work / "msrun_log", console)
@@ -56,7 +56,7 @@ def run_commbench(composed: DictConfig, console: Console, config: SweepConfig) -
         console.print(f"commbench failed: {why}", markup=False)
         console.print(failure_tail(work), markup=False, soft_wrap=True)
         return 1
-    result = assemble(json.loads(raw.read_text()), settings, hw, time.time() - started)
+    result = assemble(json.loads(raw.read_text()), settings, hw, time.monotonic() - started)
     path = out / result_name(hw.name, settings.ranks)
     path.write_text(json.dumps(result, indent=1) + "\n")
     console.print(render(result, hw), markup=False, soft_wrap=True)
@@ -73,7 +73,7 @@ def follow(proc: Process, log_dir: Path, console: Console) -> int | None:
         offset = show_progress(log, offset, console)
         if code is not None:
             return code
-        if time.time() - proc.started > TIMEOUT_S:
+        if time.monotonic() - proc.started > TIMEOUT_S:
             return None
         time.sleep(POLL_S)
 

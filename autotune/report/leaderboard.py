@@ -11,7 +11,14 @@ from autotune.presentation.labels import short
 from autotune.presentation.tables import text_table
 from autotune.study.noise import Gain
 from autotune.study.records import TrialRecord, unit_of
-from autotune.study.selection import BASELINE_ROLE, CONFIRMED_LABEL, baseline, throughput_label
+from autotune.study.selection import (
+    BASELINE_ROLE,
+    CONFIRMED_LABEL,
+    baseline,
+    budget_of,
+    headroom_gib,
+    throughput_label,
+)
 from trials.contract.units import rate
 
 #: The column of gains over the baseline with their 95 % interval, in percent.
@@ -50,6 +57,7 @@ def frame(records: list[TrialRecord], *, knobs: list[str] | None = None) -> pd.D
         reason = r.reason_text + (" (simulated)" if r.simulated else "")
         if r.reused_from is not None:
             reason += f" (=#{r.reused_from})"
+        reason += over_budget_note(r)
         row.update({
             # THE tokens/s of the trial (TOKENS_PER_S_LABEL): what the report and export say.
             "tokens/s": r.tokens_per_s,
@@ -77,6 +85,18 @@ def frame(records: list[TrialRecord], *, knobs: list[str] | None = None) -> pd.D
     df = df.sort_values(["_ok", "tokens/s", "trial"], ascending=[False, False, True])
     df = df.drop(columns="_ok").reset_index(drop=True)
     return df.rename(columns=throughput_columns(unit_of(records)))
+
+
+def over_budget_note(record: TrialRecord) -> str:
+    """" (over budget: peak P > B GiB)" for a completed trial whose peak passed its memory
+    budget, else "". The selection's rule (``headroom_gib`` below 0: never the pick) and the
+    study's (``memory_over_budget_gib`` = peak - budget above 0), so that the table does not
+    call ok what the study records as infeasible."""
+    room = headroom_gib(record, None)
+    if not record.ok or room is None or room >= 0:
+        return ""
+    return (f" (over budget: peak {record.peak_memory_gib:.2f} > "
+            f"{budget_of(record, None):g} GiB)")
 
 
 def throughput_columns(unit: str | None) -> dict[str, str]:

@@ -222,9 +222,9 @@ def wait_for_quiet(threshold_cores: float, *, max_wait_s: float,
     """Wait until other processes use at most ``threshold_cores`` over one second, or
     ``max_wait_s`` passed; the load last measured. ``tick`` each second (it may raise: the
     orchestrator was told to stop)."""
-    deadline = time.time() + max_wait_s
+    deadline = time.monotonic() + max_wait_s
     while True:
         load = other_load_now()
-        if load <= threshold_cores or time.time() >= deadline:
+        if load <= threshold_cores or time.monotonic() >= deadline:
             return load
         tick()

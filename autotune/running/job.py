@@ -75,7 +75,8 @@ class RunningTrial(Protocol):
     """A started trial as the follow loop sees it, whatever started it."""
 
     marker: str
-    #: When it began to run (the stop rules' clocks start here); None while queued.
+    #: When it began to run, by :meth:`now`'s clock (the stop rules' clocks start here);
+    #: None while queued.
     started: float | None
     #: What was started, in words ("msrun", "the trial process"), for how it ended.
     program: str
@@ -88,6 +89,7 @@ class RunningTrial(Protocol):
     def verdict(self) -> tuple[Outcome, str, bool] | None: ...
     def record(self) -> dict: ...
     def log_tail(self) -> str: ...
+    #: The clock of every stop rule (seconds; only differences mean anything).
     def now(self) -> float: ...
     def wait(self, seconds: float) -> None: ...
 
@@ -98,7 +100,8 @@ class Runner(Protocol):
 
 class FollowedFile:
     """What a real trial shares however it was started: its records come from the metrics
-    file it writes (only the lines of this launch, by its run id), time is the wall clock."""
+    file it writes (only the lines of this launch, by its run id), time is the monotonic clock:
+    a step of the wall clock (NTP, ``date -s``) must not kill a healthy trial as hung."""
 
     program = "the trial process"
 
@@ -115,7 +118,7 @@ class FollowedFile:
         return self.job.dir.log_tail()
 
     def now(self) -> float:
-        return time.time()
+        return time.monotonic()
 
     def wait(self, seconds: float) -> None:
         time.sleep(seconds)

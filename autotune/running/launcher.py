@@ -24,7 +24,8 @@ from trials.contract.trial_dir import TrialDir
 @dataclass
 class Process:
     """A process group started here: its leader, the group id, the marker every process
-    of it carries, when it started."""
+    of it carries, when it started (``time.monotonic()``: its timeouts are elapsed time,
+    which a step of the wall clock must not change)."""
 
     popen: subprocess.Popen
     pgid: int
@@ -45,7 +46,7 @@ def start(argv: list[str], run_dir: Path, marker: str, *,
                                  stderr=err, stdin=subprocess.DEVNULL,
                                  env={**trial_env(os.environ, marker=marker), **placement.env},
                                  start_new_session=True)
-    return Process(popen=popen, pgid=popen.pid, marker=marker, started=time.time())
+    return Process(popen=popen, pgid=popen.pid, marker=marker, started=time.monotonic())
 
 
 def kill_group(pgid: int, grace_s: float = 2.0, *, leader: subprocess.Popen | None = None
@@ -60,8 +61,8 @@ def kill_group(pgid: int, grace_s: float = 2.0, *, leader: subprocess.Popen | No
             os.killpg(pgid, sig)
         except (ProcessLookupError, PermissionError):
             return
-        deadline = time.time() + grace_s
-        while time.time() < deadline:
+        deadline = time.monotonic() + grace_s
+        while time.monotonic() < deadline:
             if leader is not None:
                 leader.poll()
             try:
@@ -113,8 +114,8 @@ def kill_marked(marker: str, grace_s: float = 1.0) -> int:
             pass
     for sig in (signal.SIGTERM, signal.SIGKILL):
         groups = _signal_groups(groups, sig)
-        deadline = time.time() + grace_s
-        while groups and time.time() < deadline:
+        deadline = time.monotonic() + grace_s
+        while groups and time.monotonic() < deadline:
             groups = _signal_groups(groups, 0)
             time.sleep(0.05)
     for pid in processes_with_marker(marker):  # a process that left its group

@@ -44,7 +44,12 @@ QUICK_KILL_S = 0.3
 
 @dataclass(frozen=True)
 class Clocks:
-    """When the follow loop stops a trial by the clock, and how often it looks."""
+    """When the follow loop stops a trial by the clock, and how often it looks.
+
+    Every time it judges is elapsed time on the trial's own clock (``RunningTrial.now``):
+    the monotonic clock for a real trial, so that a step of the wall clock (NTP) neither
+    kills a healthy trial as hung nor spares a hung one; virtual seconds in the tests.
+    """
 
     wall_s: float
     compile_s: float

@@ -185,7 +185,7 @@ class SlurmTrial(FollowedFile):
         return str(self.slurm_job.job_id)
 
     def _refresh(self) -> None:
-        now = time.time()
+        now = time.monotonic()  # the follow loop's clock (FollowedFile.now)
         if now - self._read_at < POLL_S:
             return
         self._read_at = now

@@ -70,7 +70,7 @@ class Attempt:
             self.start_step = record.start_step
         elif isinstance(record, StepRecord):
             if self.first_step_s is None:
-                self.first_step_s = time.time() - started
+                self.first_step_s = time.monotonic() - started
             self.steps.append(record)
             return record
         elif isinstance(record, CheckpointRecord):
@@ -137,7 +137,7 @@ def run_attempt(index: int, plan: SoakPlan, run_dir: TrialDir, runner: Runner, c
     kill it with SIGKILL at the planned point when ``kill``."""
     job = TrialJob.of(run_dir, f"soak/{plan.trial}", tuple(plan.overrides), fresh=index == 0)
     attempt = Attempt(index=index)
-    launched = time.time()
+    launched = time.monotonic()
 
     def record(r) -> None:
         if attempt.take(r, launched) is not None:

@@ -28,7 +28,8 @@ Definitions (each verdict line quotes its numbers):
   steps, as % of the median per 100 steps with its 95 % interval, and the first-decile
   vs last-decile medians. Drifting: the interval excludes 0 *and* the deciles differ by
   at least :data:`DRIFT_PCT` %.
-* **memory growth**: the Theil-Sen slope of host RSS (``rss_gib``) against the step in
+* **memory growth**: the Theil-Sen slope of the run's anonymous memory (``rss_gib``: heap
+  and shared memory of its processes, PSS; trials/memory.py) against the step in
   MiB per 100 steps, with its 95 % interval, fitted *within* each process (a restart
   resets RSS: pairs across it would bias the slope) over the steady steps. A leak: the
   interval's lower bound exceeds ``leak_mib_per_100_steps``, i.e. growth is both real
@@ -358,8 +359,8 @@ def verdicts(r: dict) -> list[str]:
         lines.append(
             f"host memory: {word}: {_signed(m['slope_mib_per_100_steps'])} MiB/100 steps (95 % "
             f"CI {_signed(m['slope_low'])}..{_signed(m['slope_high'])}); lower bound {rule} "
-            f"{m['threshold_mib_per_100_steps']:g} MiB/100 steps; RSS "
-            f"{m['rss_first_gib']:.2f} -> {m['rss_last_gib']:.2f} GiB")
+            f"{m['threshold_mib_per_100_steps']:g} MiB/100 steps; anonymous "
+            f"memory {m['rss_first_gib']:.2f} -> {m['rss_last_gib']:.2f} GiB")
     else:
         lines.append(f"host memory: too few steady steps with RSS ({m['points']}) to judge "
                      "growth")

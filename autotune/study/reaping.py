@@ -48,6 +48,9 @@ def beat(trial: optuna.Trial) -> None:
     Called when the trial is asked for, while it waits for a twin, and every
     ``sweep.heartbeat_interval_s`` while it runs; :func:`stale_trials` reads it.
     """
+    # The wall clock, unlike every timeout of one process (monotonic): the stamp is stored
+    # in the study and compared by another orchestrator, on another host or after a
+    # reboot, where this process's monotonic clock means nothing.
     trial.set_user_attr(HEARTBEAT, time.time())
 
 
@@ -64,7 +67,7 @@ def _pid_alive(pid: int) -> bool:
 def stale_trials(study: optuna.Study, settings: SweepSettings) -> list[FrozenTrial]:
     """RUNNING trials whose orchestrator is gone."""
     me = worker_identity()
-    now = time.time()
+    now = time.time()  # against stored wall-clock stamps: heartbeats, trial start times
     stale = []
     for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         worker = trial.user_attrs.get(WORKER) or {}
@@ -131,9 +134,9 @@ class Heartbeat:
     def __init__(self, trial: optuna.Trial, interval_s: float) -> None:
         self.trial = trial
         self.interval_s = interval_s
-        self.last = time.time()
+        self.last = time.monotonic()  # this process's own interval: elapsed time
 
     def maybe_beat(self) -> None:
-        if time.time() - self.last >= self.interval_s:
+        if time.monotonic() - self.last >= self.interval_s:
             beat(self.trial)
-            self.last = time.time()
+            self.last = time.monotonic()

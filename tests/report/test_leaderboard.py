@@ -6,7 +6,8 @@ from __future__ import annotations
 from autotune.presentation.tables import significant
 from autotune.report.leaderboard import render
 from autotune.study.records import TrialRecord
-from trials.contract.outcomes import Outcome
+from autotune.study.scoring import constraints_for
+from trials.contract.outcomes import Constraint, Outcome
 
 
 def record(number: int, tokens_per_s: float | None, reason: Outcome, *, step_s: float = 0.0123,
@@ -53,3 +54,19 @@ def test_a_long_reason_keeps_every_column_aligned():
     step_end = header.index("step s") + len("step s")
     assert rows[0][step_end - len("0.0123"):step_end] == "0.0123", lines
     assert rows[1][step_end - 1] == "-", lines
+
+
+def test_a_completed_trial_over_its_memory_budget_is_not_shown_as_plain_ok():
+    over = record(1, 3000.0, Outcome.OK)
+    over.peak_memory_gib = 9.029
+    over.scorecard = {"resources": {"memory_budget_gib": 8.0}}
+    within = record(0, 2841.0, Outcome.OK)
+    within.scorecard = {"resources": {"memory_budget_gib": 8.0}}
+    rows = board([within, over])[1:]
+    # Rule: the leaderboard says over budget where the study's constraint (peak - budget > 0)
+    # and the selection (negative headroom: never the pick) do; within budget stays "ok".
+    assert rows[0].endswith("ok (over budget: peak 9.03 > 8 GiB)"), rows
+    assert rows[1].endswith("  ok"), rows
+    memory = Constraint.MEMORY.value
+    assert constraints_for(Outcome.OK, 9.029, 8.0)[memory] > 0
+    assert constraints_for(Outcome.OK, 0.5, 8.0)[memory] <= 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -106,3 +107,21 @@ def test_a_run_started_in_the_repository_root_writes_under_runs_manual(tmp_path,
     import sys
 
     assert sys.argv[0] == str(PROJECT_ROOT / "trials" / "train.py")
+
+
+def test_inputs_turning_nan_under_a_masking_loss_end_diverged(run_trial):
+    """A user's workload whose inputs turn NaN at step 5 under a loss that masks them: the
+    loss stays finite while every update from step 5 on is skipped."""
+    run = run_trial("workload.entry=tests.user_workload:make_nan_workload",
+                    "workload.name=regression", "+workload.options.nan_from_step=5",
+                    "run.warmup_steps=1", "run.measure_steps=10")
+    steps = run.of("step")
+    assert all(math.isfinite(s["loss"]) for s in steps), [s["loss"] for s in steps]
+    assert [s["updated"] for s in steps] == [True] * 5 + [False] * 7
+    # Rule: a run whose measured updates were mostly skipped did not train: it ends
+    # diverged (pruned, never the pick), with the counts, whatever its loss says.
+    assert run.returncode == Outcome.DIVERGED.exit_code, run.stderr[-2000:]
+    assert run.end["outcome"] == "diverged"
+    assert run.end["reason"].startswith("7 of 10 measured steps trained nothing (7 updates "
+                                        "skipped, 7 for non-finite gradients")
+    assert not run.of("summary")

@@ -10,6 +10,8 @@ and ``autotune`` imports nothing else from ``trials``.
   (``hardware.supports``);
 - :mod:`.compose`: compose ``conf/`` with Hydra's compose API;
 - :mod:`.events`: the events a trial reports, as typed records;
+- :mod:`.health`: whether a run trained at all: most updates skipped is not healthy,
+  whatever the loss says;
 - :mod:`.hostload`: how busy the rest of this machine is;
 - :mod:`.jsonsafe`: how numbers travel as JSON, for every writer;
 - :mod:`.knob_reach`: which knobs a workload can apply;

@@ -71,7 +71,9 @@ class StartRecord:
 
 @dataclass(frozen=True)
 class StepRecord:
-    """One optimizer step. Times in seconds, memory in GiB (peak RSS of this rank so far)."""
+    """One optimizer step. Times in seconds, memory in GiB: ``peak_rss_gib`` is this rank's
+    peak so far of the memory its processes hold, counted once (the proportional set size
+    of the rank's process and its dataset workers: trials/memory.py; the name is older)."""
 
     kind: ClassVar[Event] = Event.STEP
     step: int
@@ -86,7 +88,8 @@ class StepRecord:
     overflow: bool = False
     updated: bool = True
     loss_scale: float = 1.0
-    #: Host RSS after the step (not the peak): a leak shows as its slope over a long run.
+    #: The anonymous part of that memory after the step (heap and shared memory, PSS; not
+    #: the peak): a leak shows as its slope over a long run.
     rss_gib: float = 0.0
 
     @classmethod

@@ -126,7 +126,8 @@ MEANINGS: dict[Outcome, Meaning] = {
     Outcome.CONFIG_ERROR: Meaning("PRUNED", _C.INFEASIBLE,
                                   "the trial program rejected its configuration", "tab:olive", 2),
     Outcome.DIVERGED: Meaning("PRUNED", _C.DIVERGED,
-                              "loss went non-finite or spiked; the trial's guard stopped it",
+                              "loss went non-finite or spiked, or most updates were skipped; "
+                              "the trial's guard stopped it",
                               "tab:purple", 3),
     Outcome.OOM: Meaning("PRUNED", _C.MEMORY, "ran out of memory", "tab:red", 4),
     Outcome.UNSUPPORTED: Meaning("PRUNED", _C.INFEASIBLE,
