@@ -66,23 +66,35 @@ def starts_mindspore(argv) -> bool:
     return any(Path(a).name in MINDSPORE_PROGRAMS for a in args)
 
 
-@pytest.fixture(autouse=True)
-def mindspore_tests_are_marked_slow(request, monkeypatch):
+#: What the running test (its setup, its call and its fixtures, whatever their scope) has
+#: started that trains with MindSpore.
+_MINDSPORE_STARTED: list = []
+
+
+class _WatchedPopen(subprocess.Popen):
+    def __init__(self, args, *rest, **kwargs):
+        if starts_mindspore(args):
+            _MINDSPORE_STARTED.append(args)
+        super().__init__(args, *rest, **kwargs)
+
+
+def pytest_configure(config):
+    """Every process a test starts is looked at (``subprocess.Popen``, which ``run`` and
+    the launcher use)."""
+    subprocess.Popen = _WatchedPopen
+
+
+def pytest_runtest_setup(item):
+    _MINDSPORE_STARTED.clear()  # before the test's fixtures are set up
+
+
+def pytest_runtest_teardown(item):
     """A test that starts MindSpore carries the ``slow`` mark (``-m "not slow"`` is the
-    suite of fakes, in seconds): every process a test starts is looked at."""
-    started: list = []
-    real = subprocess.Popen
-
-    class Watched(real):
-        def __init__(self, args, *rest, **kwargs):
-            if starts_mindspore(args):
-                started.append(args)
-            super().__init__(args, *rest, **kwargs)
-
-    monkeypatch.setattr(subprocess, "Popen", Watched)
-    yield
-    if started and request.node.get_closest_marker("slow") is None:
-        pytest.fail(f"{request.node.nodeid} starts MindSpore ({started[0]}) but is not marked "
+    suite of fakes, in about a minute)."""
+    if _MINDSPORE_STARTED and item.get_closest_marker("slow") is None:
+        started = _MINDSPORE_STARTED[0]
+        _MINDSPORE_STARTED.clear()
+        pytest.fail(f"{item.nodeid} starts MindSpore ({started}) but is not marked "
                     "@pytest.mark.slow", pytrace=False)
 
 

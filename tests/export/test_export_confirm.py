@@ -37,6 +37,7 @@ def real_study(tmp_path_factory):
     return runs, common
 
 
+@pytest.mark.slow
 def test_exported_job_runs_from_its_files_alone(real_study, tmp_path):
     runs, common = real_study
     out = tmp_path / "export"
@@ -101,6 +102,7 @@ def run_copied_job(job_dir, *overrides: str, cwd) -> subprocess.CompletedProcess
                           capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_export_refuses_a_non_empty_directory(real_study, tmp_path):
     _, common = real_study
     out = tmp_path / "taken"

@@ -246,6 +246,7 @@ def soaked(tmp_path_factory):
     return base, common, out, proc
 
 
+@pytest.mark.slow
 def test_real_soak_detects_the_leak_kills_and_resumes(soaked):
     base, _, out, proc = soaked
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -275,6 +276,7 @@ def test_real_soak_detects_the_leak_kills_and_resumes(soaked):
     assert soak.soak_section(study, 1) == ""
 
 
+@pytest.mark.slow
 def test_soak_of_a_missing_trial_is_a_config_error_that_writes_nothing(soaked, tmp_path):
     _, common, _, _ = soaked
     out = tmp_path / "never"
@@ -284,6 +286,7 @@ def test_soak_of_a_missing_trial_is_a_config_error_that_writes_nothing(soaked, t
     assert len(proc.stderr.strip().splitlines()) == 1 and not out.exists()
 
 
+@pytest.mark.slow
 def test_the_soak_reaches_the_report_and_the_exported_jobs_readme(soaked):
     base, common, _, _ = soaked
     proc = autotune("report", *common)

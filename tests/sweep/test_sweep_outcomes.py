@@ -45,7 +45,6 @@ def pid_alive(pid: int) -> bool:
 
 
 def test_every_outcome_is_recorded_with_its_reason(harness):
-    harness.processes = True  # real processes: a hung one's whole group must be killed
     space = harness.space("edge", {"data.prefetch": [16, *BEHAVIOURS]})
     harness.script([{"when": {"data.prefetch": k}, "do": v} for k, v in BEHAVIOURS.items()])
     code, out, err = harness.run(space, "sweep.neighbours=true", "sweep.n_trials=10",
@@ -69,14 +68,28 @@ def test_every_outcome_is_recorded_with_its_reason(harness):
     # Rule: the slow trial was stopped early, after its warm-up, with the reason's numbers.
     slow_steps = [t for t in trials[7].intermediate_values]
     assert 0 < len(slow_steps) < 5 and "tok/s" in trials[7].user_attrs["detail"]
-    # Rule: hung trials are killed, whole process group, no orphan left.
-    for prefetch in (1, 6):
-        pid = int((Path(trials[prefetch].user_attrs["trial_dir"]) / "pid").read_text())
-        assert not pid_alive(pid)
     assert "no step progress for 2 s" in trials[1].user_attrs["detail"]
     assert "compile budget" in trials[6].user_attrs["detail"]
     # The leaderboard names every trial and where the study lives.
     assert "study: sqlite:///" in out and "hang" in out
+
+
+def test_hung_trials_are_killed_whole_process_group_and_all(harness):
+    harness.processes = True  # real processes: a hung one's whole group must be killed
+    hangs = {1: "hang", 6: "hang_before_first_step"}
+    space = harness.space("edge", {"data.prefetch": [16, *hangs]})
+    harness.script([{"when": {"data.prefetch": k}, "do": v} for k, v in hangs.items()])
+    code, out, err = harness.run(space, "sweep.neighbours=true", "sweep.n_trials=3",
+                                 "sweep.max_failure_rate=1.0", *FAST_STOPS)
+    assert code == 0, err
+    trials = {t.params["data.prefetch"]: t for t in harness.study().trials}
+    # Rule: hung trials are killed, whole process group, no orphan left.
+    for prefetch in hangs:
+        assert trials[prefetch].user_attrs["reason"] == "hang"
+        pid = int((Path(trials[prefetch].user_attrs["trial_dir"]) / "pid").read_text())
+        assert not pid_alive(pid)
+    assert "no step progress for 2 s" in trials[1].user_attrs["detail"]
+    assert "compile budget" in trials[6].user_attrs["detail"]
 
 
 def test_infeasible_and_oom_dominated_are_not_launched(harness):
