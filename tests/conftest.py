@@ -90,7 +90,7 @@ def pytest_runtest_setup(item):
 
 def pytest_runtest_teardown(item):
     """A test that starts MindSpore carries the ``slow`` mark (``-m "not slow"`` is the
-    suite of fakes, in about a minute)."""
+    suite without MindSpore)."""
     if _MINDSPORE_STARTED and item.get_closest_marker("slow") is None:
         started = _MINDSPORE_STARTED[0]
         _MINDSPORE_STARTED.clear()
