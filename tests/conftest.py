@@ -55,10 +55,10 @@ def verified_peak_in_the_tests_cache():
                 cores=os.cpu_count(), measured_at="by tests/conftest.py (a fixed figure)"))
 
 
-#: What a process that trains with MindSpore is started as: the trial program, msrun, an
-#: exported job's copy of the trial program or its launch script. (An orchestrator started
-#: as a process of its own is not looked into: its trials are its grandchildren.)
-MINDSPORE_PROGRAMS = ("trials.train", "msrun", "train.py", "launch.sh")
+#: What a process that trains with MindSpore is started as: the trial program, msrun, or an
+#: exported job's copy of the trial program. (An orchestrator or a job's launch.sh started as
+#: a process of its own is not looked into: its trials are its grandchildren.)
+MINDSPORE_PROGRAMS = ("trials.train", "msrun", "train.py")
 
 
 def starts_mindspore(argv) -> bool:

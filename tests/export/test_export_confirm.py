@@ -130,12 +130,13 @@ def test_confirm_measures_the_baseline_beside_the_finalists_and_export_follows_t
 
     runs = [c.split("=", 1)[1] for c in common if c.startswith("sweep.runs_dir=")][0]
     study = optuna.load_study(study_name="real", storage=f"sqlite:///{runs}/real/study.db")
-    confirmed = study.user_attrs["autotune.confirm"]
-    assert "0" in confirmed  # the baseline, trial 0, is always re-measured
     from autotune.commands.confirm import WIDE_INTERVAL
+    from autotune.study.schema.confirm import confirm_verdicts
 
-    wide = any(s["vs_baseline"]["high"] - s["vs_baseline"]["low"] > WIDE_INTERVAL
-               for s in confirmed.values() if "vs_baseline" in s)
+    confirmed = confirm_verdicts(study)
+    assert 0 in confirmed  # the baseline, trial 0, is always re-measured
+    wide = any(v.vs_baseline.high - v.vs_baseline.low > WIDE_INTERVAL
+               for v in confirmed.values() if v.vs_baseline is not None)
     # 2 rounds: a wide interval is said to be too wide to read, a narrow one is not.
     assert ("rests on 2 round(s)" in proc.stdout) == wide, proc.stdout
     for number, spread in confirmed.items():

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from autotune.profiling.figure import COLOURS, where_the_time_goes
 from trials.contract.breakdown import CATEGORIES
+from trials.contract.events import ProfileRecord
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
-def profile(memory: dict | None) -> dict:
-    return {"step_s": 0.1, "seconds": {"forward": 0.04, "backward": 0.05},
-            "top_ops": [{"type": "MatMul", "category": "forward", "share": 0.3}],
-            "memory": memory}
+def profile(memory: dict | None) -> ProfileRecord:
+    return ProfileRecord(step_s=0.1, seconds={"forward": 0.04, "backward": 0.05},
+                         top_ops=[{"type": "MatMul", "category": "forward", "share": 0.3}],
+                         memory=memory or {})
 
 
 def test_every_category_has_a_colour():

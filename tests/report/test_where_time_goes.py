@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from autotune.report.where_time_goes import FIGURE, TimeSection, html_lines, markdown, section
+from autotune.study.schema.profile import ProfileResult
 from tests.fakes import rec
 
 
-def stored(trial: int) -> dict:
+def stored(trial: int) -> ProfileResult:
     p = {"steps": 3, "step_s": 0.1, "unprofiled_step_s": 0.09, "overhead": 1.1,
          "seconds": {"forward": 0.04, "data_wait": 0.06},
          "shares": {"forward": 0.4, "data_wait": 0.6},
@@ -14,8 +15,9 @@ def stored(trial: int) -> dict:
                       "ms_per_step": 30.0, "share": 0.3}],
          "memory": {"source": "host RSS", "peak_mib": 20.0, "mean_mib": 10.0,
                     "peak_over_mean": 2.0, "t_s": [0.0, 0.1], "mib": [10.0, 20.0]}}
-    return {"trial": trial, "profile": p, "dir": f"profiles/{trial}",
-            "findings": [{"rule": "data_wait", "trials": [trial], "sentence": "waits"}]}
+    return ProfileResult.from_json({
+        "trial": trial, "profile": p, "dir": f"profiles/{trial}",
+        "findings": [{"rule": "data_wait", "trials": [trial], "sentence": "waits"}]})
 
 
 def test_the_best_trials_profile_is_shown_with_its_figure(tmp_path):

@@ -13,6 +13,7 @@ from autotune.settings import SoakSettings
 from autotune.soak.attempts import Attempt
 from autotune.soak.plan import SoakPlan
 from autotune.soak.report import SOAK_KEY, plot, render, soak_section, summarise
+from autotune.study.schema.soak import SoakVerdict
 from trials.contract.events import Phase, StepRecord
 
 MIB = 1 / 1024
@@ -43,7 +44,7 @@ def test_a_leaking_run_is_flagged_and_the_result_is_json_safe(tmp_path):
     assert r["verdicts"][-1] == "finished: 300 of 300 steps in 1 launch(es), 9.0 s"
     # Rule: the result is strict JSON (stored on the study and in soak.json).
     json.dumps(r, allow_nan=False)
-    text = render(r)
+    text = render(SoakVerdict.from_json(r))
     assert "RSS growth in a launch" in text and "- finished: 300 of 300" in text
 
 
@@ -59,8 +60,9 @@ def test_the_plot_is_written_or_says_there_was_no_step(tmp_path):
     attempt = Attempt(index=0, steps=steps(120, 1.0), exit_code=0)
     r = summarise(plan(120), [attempt], None, SoakSettings(), 4.0, tmp_path)
     # Rule: a figure of the run; a placeholder when the run made no step.
-    assert plot([attempt], r, tmp_path / "soak.png").read_bytes().startswith(PNG)
-    empty = plot([Attempt(index=0)], r, tmp_path / "none.png")
+    verdict = SoakVerdict.from_json(r)
+    assert plot([attempt], verdict, tmp_path / "soak.png").read_bytes().startswith(PNG)
+    empty = plot([Attempt(index=0)], verdict, tmp_path / "none.png")
     assert empty.read_bytes().startswith(PNG)
 
 

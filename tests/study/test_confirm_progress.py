@@ -5,7 +5,8 @@ from __future__ import annotations
 import optuna
 
 from autotune.study.confirm_progress import ConfirmProgress
-from autotune.study.schema.keys import CONFIRM_RUN as CONFIRM_RUN_KEY
+from autotune.study.schema.confirm import last_confirm_run
+from autotune.study.schema.repeats import stored_repeats
 
 
 def study(tmp_path):
@@ -26,10 +27,10 @@ def test_a_stopped_confirm_resumes_with_what_it_measured(tmp_path):
     assert again.done(3, 0) and again.done(0, 0) and not again.done(3, 1)
     # Rule: runs() gives each round's stored repeat, None where none.
     runs = again.runs(3)
-    assert runs[1] is None and runs[0]["tokens_per_s"] == 100.0
+    assert runs[1] is None and runs[0].performance.tokens_per_s == 100.0
     # Rule: a stored run is stored once, even if stored again after a resume.
     again.store(3, 0, PERF)
-    assert len([r for r in s.user_attrs["autotune.repeats"]["3"]]) == 1
+    assert len(stored_repeats(s)[3]) == 1
 
 
 def test_a_finished_or_different_confirm_measures_anew(tmp_path):
@@ -40,7 +41,7 @@ def test_a_finished_or_different_confirm_measures_anew(tmp_path):
     other = ConfirmProgress.open(s, trials=[0, 3], orders=[[0, 3]])
     assert not other.resumed and other.id != first.id and not other.done(3, 0)
     other.finish()
-    assert s.user_attrs[CONFIRM_RUN_KEY]["finished"] is True
+    assert last_confirm_run(s).finished is True
     # Rule: a finished confirm is not resumed, even with the same plan.
     third = ConfirmProgress.open(s, trials=[0, 3], orders=[[0, 3]])
     assert not third.resumed and third.id != other.id
