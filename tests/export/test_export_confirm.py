@@ -139,27 +139,29 @@ def test_confirm_measures_the_baseline_beside_the_finalists_and_export_follows_t
                for v in confirmed.values() if v.vs_baseline is not None)
     # 2 rounds: a wide interval is said to be too wide to read, a narrow one is not.
     assert ("rests on 2 round(s)" in proc.stdout) == wide, proc.stdout
-    for number, spread in confirmed.items():
-        assert len(spread["tokens_per_s"]) == 2
-        assert spread["min"] <= spread["median"] <= spread["max"]
-        if number != "0":  # each finalist is tested against it, with the numbers kept
-            test = spread["vs_baseline"]
-            assert test["rounds"] == 2 and 0 <= test["p_value"] <= 1
-            assert test["low"] <= test["ratio"] <= test["high"]
+    for number, verdict in confirmed.items():
+        assert len(verdict.tokens_per_s) == 2
+        assert verdict.min <= verdict.median <= verdict.max
+        if number != 0:  # each finalist is tested against it, with the numbers kept
+            test = verdict.vs_baseline
+            assert test.rounds == 2 and 0 <= test.p_value <= 1
+            assert test.low <= test.ratio <= test.high
     # The re-runs are kept as repeats of the trials, marked as confirm's (they compare
     # with each other; the baseline may also hold the sweep's re-measurements of it).
-    repeats = study.user_attrs["autotune.repeats"]
-    ran = {n: [r for r in repeats[n] if r["source"] == "confirm"] for n in confirmed}
-    assert all(len(ran[n]) == 2 and ran[n][0]["step_times_s"] for n in confirmed)
+    from autotune.study.schema.repeats import stored_repeats
+
+    repeats = stored_repeats(study)
+    ran = {n: [r for r in repeats[n] if r.confirm] for n in confirmed}
+    assert all(len(ran[n]) == 2 and ran[n][0].performance.step_times_s for n in confirmed)
     out = tmp_path / "export"
     proc = autotune("export", *common, f"export.out={out}")
     assert proc.returncode == 0
-    best = max(confirmed, key=lambda k: confirmed[k]["median"])
+    best = max(confirmed, key=lambda k: confirmed[k].median)
     exported = json.loads((out / "provenance.json").read_text())["trial"]
-    test = confirmed[best].get("vs_baseline")
-    if best == "0" or (test["real"] and test["ratio"] > 0):
+    test = confirmed[best].vs_baseline
+    if best == 0 or (test.real and test.ratio > 0):
         # ... or a configuration with fewer changes that the winner is not separable from.
-        assert exported == int(best) or "knob(s) instead of" in proc.stdout
+        assert exported == best or "knob(s) instead of" in proc.stdout
     else:  # the winner is not separable from the baseline: the baseline is exported
         assert exported == 0 and "within noise" in proc.stdout
 
