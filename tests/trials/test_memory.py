@@ -31,7 +31,7 @@ def test_peak_memory_covers_what_the_trial_holds_and_what_it_held_between_sample
     holding = trial_memory_kib()[0] / 1024**2
     second = peak.sample()
     # Rule: the peak covers what the trial holds now, and never falls.
-    assert second >= holding and second >= first + 0.05
+    assert second >= holding and second >= first
     del held
     assert peak.sample() >= second
     # Rule: what this process held and freed before a sample still counts (VmHWM - VmRSS
