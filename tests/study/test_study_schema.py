@@ -10,6 +10,8 @@ import pytest
 from autotune.study import schema
 from autotune.study.layout import StudyLayout, sqlite_path, sqlite_url, study_url
 from autotune.study.schema.blob import VERSION_KEY
+from autotune.study.schema.soak import Launch, ResumeCheck, SoakAnalysis, SoakFlags
+from trials.contract.breakdown import MemoryCurve, MemoryStats, OpRow
 from trials.contract.events import ProfileRecord
 from trials.contract.performance import Performance
 
@@ -26,8 +28,14 @@ EXAMPLES = [
                      performance=Performance(tokens_per_s=3.0),
                      resources=schema.Resources(peak_rss_gib_max_rank=1.5)),
     schema.StoredPrediction(peak_gib=1.0, peak_interval_gib=[0.9, 1.1], constants="priors"),
-    schema.ProfileResult(trial=2, dir="/runs/p", profile=ProfileRecord(steps=3, step_s=0.1),
+    schema.ProfileResult(trial=2, dir="/runs/p", profile=ProfileRecord(
+        steps=3, step_s=0.1, top_ops=[OpRow(type="MatMul", category="forward", share=0.3)],
+        memory=MemoryCurve(peak_mib=2.0, source="host RSS", t_s=[0.0], mib=[2.0],
+                           rss=MemoryStats(peak_mib=3.0))),
                          interconnect=schema.Interconnect(fraction=0.5), figure="p.png"),
+    schema.SoakVerdict(trial=1, analysis=SoakAnalysis(flags=SoakFlags(leak=True)),
+                       resume=ResumeCheck(resume_step=20, verdict="ok"),
+                       attempts=[Launch(index=0, killed=True)], leak=True),
     schema.StageResult(done=True, lines=["ok"], ruled_out={"precision": {"fp16": "why"}}),
     schema.FitRecord(profile="cpu", fitted_at=1.0, constants={"step_overhead_s": 0.01}),
     schema.FingerprintParts(hardware={"name": "cpu"}),
@@ -55,8 +63,23 @@ def test_a_soak_verdict_reads_its_analysis_typed():
     verdict = schema.SoakVerdict.from_json(stored)
     assert verdict.analysis.memory.slope_mib_per_100_steps == 1.5
     assert verdict.analysis.loss.spike_steps == [7, 9] and verdict.resume is None
+    # Rule: the flags and launches an earlier soak stored as plain objects read typed.
+    old = schema.SoakVerdict.from_json({"analysis": {"flags": {"leak": True}},
+                                        "attempts": [{"index": 0, "killed": True}]})
+    assert old.analysis.flags.leak and old.attempts[0].killed
     # Rule: a soak that ended before any analysis reads as having none.
     assert schema.SoakVerdict.from_json({"trial": 3}).analysis is None
+
+
+def test_a_profile_stored_as_plain_objects_reads_typed():
+    stored = {"profile": {"top_ops": [{"type": "Cast", "share": 0.2, "gone": 1}],
+                          "memory": {"peak_mib": 9.0, "source": "host RSS", "rss": {}}}}
+    p = schema.ProfileResult.from_json(stored).profile
+    # Rule: an earlier profile's rows and memory curve (dicts) read as the contract's records.
+    assert p.top_ops == [OpRow(type="Cast", share=0.2)]
+    assert p.memory.peak_mib == 9.0 and p.memory.rss == MemoryStats()
+    # Rule: a profile without memory (an older trial) reads an empty curve.
+    assert schema.ProfileResult.from_json({"profile": {}}).profile.memory == MemoryCurve()
 
 
 def test_the_layout_owns_the_sqlite_url(tmp_path):
