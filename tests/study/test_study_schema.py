@@ -4,6 +4,7 @@ older writers wrote, and the layout owns the storage URL."""
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -11,6 +12,14 @@ from autotune.study import schema
 from autotune.study.layout import StudyLayout, sqlite_path, sqlite_url, study_url
 from autotune.study.schema.blob import VERSION_KEY
 from autotune.study.schema.soak import Launch, ResumeCheck, SoakAnalysis, SoakFlags
+from autotune.study.schema.stages import (
+    BaselineCurve,
+    CorrectnessResult,
+    DataResult,
+    MemoryResult,
+    PrecisionCheck,
+    stage_results,
+)
 from trials.contract.breakdown import MemoryCurve, MemoryStats, OpRow
 from trials.contract.events import ProfileRecord
 from trials.contract.performance import Performance
@@ -37,6 +46,10 @@ EXAMPLES = [
                        resume=ResumeCheck(resume_step=20, verdict="ok"),
                        attempts=[Launch(index=0, killed=True)], leak=True),
     schema.StageResult(done=True, lines=["ok"], ruled_out={"precision": {"fp16": "why"}}),
+    CorrectnessResult(done=True, steps=8, baseline=BaselineCurve(learns=True, losses=[2.0]),
+                      precisions={"fp16": PrecisionCheck(agree=False, max_rel_diff=0.2)}),
+    MemoryResult(done=True, fit=3, points=4, budget_gib=8.0, over_examples=[{"a": 1}]),
+    DataResult(done=True, data_bound=True, baseline=0, trials=[1, 2]),
     schema.FitRecord(profile="cpu", fitted_at=1.0, constants={"step_overhead_s": 0.01}),
     schema.FingerprintParts(hardware={"name": "cpu"}),
 ]
@@ -80,6 +93,20 @@ def test_a_profile_stored_as_plain_objects_reads_typed():
     assert p.memory.peak_mib == 9.0 and p.memory.rss == MemoryStats()
     # Rule: a profile without memory (an older trial) reads an empty curve.
     assert schema.ProfileResult.from_json({"profile": {}}).profile.memory == MemoryCurve()
+
+
+def test_each_stage_reads_its_own_result_typed():
+    study = SimpleNamespace(user_attrs={"autotune.stages": {
+        "correctness": {"done": True, "baseline": {"learns": True},
+                        "precisions": {"fp16": {"agree": False, "max_rel_diff": 0.3}}},
+        "data": {"done": True, "baseline": 4, "trials": [5]},
+        "throughput": {"done": True, "lines": ["ok"]}}})
+    stages = stage_results(study)
+    # Rule: a stage's own findings (as an earlier tune stored them) read as its result's type.
+    assert stages["correctness"].baseline.learns
+    assert stages["correctness"].precisions["fp16"].max_rel_diff == 0.3
+    assert stages["data"].baseline == 4 and stages["data"].trials == [5]
+    assert type(stages["throughput"]) is schema.StageResult
 
 
 def test_the_layout_owns_the_sqlite_url(tmp_path):
