@@ -52,6 +52,9 @@ EXAMPLES = [
     DataResult(done=True, data_bound=True, baseline=0, trials=[1, 2]),
     schema.FitRecord(profile="cpu", fitted_at=1.0, constants={"step_overhead_s": 0.01}),
     schema.FingerprintParts(hardware={"name": "cpu"}),
+    schema.Worker(host="h", pid=12),
+    schema.TrialProcess(host="h", marker="m", pgid=3, slurm_job="77"),
+    schema.Published(sha256="abc", artifact_id="id"),
 ]
 
 
