@@ -93,7 +93,7 @@ class Proposals:
         study, space = self.study, self.context.space
         trial = study.ask(space.distributions())
         label = params_label(trial.params) + (" (simulated)" if self.settings.simulate else "")
-        trial.set_user_attr(R.WORKER, reaping.worker_identity())
+        trial.set_user_attr(R.WORKER, reaping.worker_identity().to_json())
         reaping.beat(trial)
         if budget.budget_spent(study, self.settings.n_trials):
             return self._budget_spent(trial)

@@ -15,6 +15,7 @@ by a thread, always.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 import time
@@ -105,9 +106,11 @@ class StepProfiler:
                                                "allocated (MiB)": allocated}, self.rank)
         return {"steps": len(self.windows), **split,
                 "top_ops": B.top_ops(ops, self.windows),
-                "memory": {"source": source, "t_s": t_s, "mib": mib,
-                           **B.memory_stats([v for _, v in curve], [t for t, _ in curve]),
-                           "rss": B.memory_stats([v for _, v in rss], [t for t, _ in rss])},
+                "memory": B.MemoryCurve(
+                    **dataclasses.asdict(B.memory_stats([v for _, v in curve],
+                                                        [t for t, _ in curve])),
+                    source=source, t_s=t_s, mib=mib,
+                    rss=B.memory_stats([v for _, v in rss], [t for t, _ in rss])),
                 "ops_seen": len(ops), "trace": str(trace), "raw_dir": str(self.raw_dir)}
 
 

@@ -49,7 +49,7 @@ from autotune.soak.report import SOAK_KEY, plot, render, soak_section, summarise
 from autotune.study import storage as S
 from autotune.study.layout import SoakFiles, StudyLayout
 from autotune.study.records import load_records
-from autotune.study.schema.soak import SoakVerdict, store_soak
+from autotune.study.schema.soak import store_soak
 from trials.contract.trial_dir import TrialDir
 
 __all__ = ["SOAK_KEY", "run_soak", "soak_section"]
@@ -87,11 +87,10 @@ def run_soak(composed: DictConfig, console: Console, config: SweepConfig) -> int
     started = time.time()
     attempts, failed = run_attempts(plan, TrialDir(run_dir), runner,
                                     clocks_for(plan, settings), say)
-    result = summarise(plan, attempts, failed, options, time.time() - started, out)
-    verdict = SoakVerdict.from_json(result)
+    verdict = summarise(plan, attempts, failed, options, time.time() - started, out)
     plot(attempts, verdict, files.plot)
-    files.result.write_text(json.dumps(result, indent=2) + "\n")
-    store_soak(study, result)
+    files.result.write_text(json.dumps(verdict.to_json(), indent=2) + "\n")
+    store_soak(study, verdict)
     say(render(verdict))
     say(f"wrote {files.result} and {files.plot}")
     return verdict.exit_code

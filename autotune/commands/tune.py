@@ -66,11 +66,10 @@ def run_tune(composed: DictConfig, overrides: list[str], console: Console, *,
         else:
             result = _stability(composed, config, study, console)
         store.save(study, stage, result)
-        typed = StageResult.from_json(result)
-        verdicts.append(verdict(stage, typed))
+        verdicts.append(verdict(stage, result))
         if stage != "stability":  # the soak has printed its own verdicts
-            _lines(console, typed.lines)
-        if typed.failed:
+            _lines(console, result.lines)
+        if result.failed:
             console.print(f"tune stopped at the {stage} stage; fix what it says, then run the "
                           "same command again", markup=False)
             return 1
@@ -86,9 +85,10 @@ def _lines(console: Console, lines: list[str]) -> None:
         console.print(f"  {line}", markup=False, soft_wrap=True)
 
 
-def _stability(composed: DictConfig, config: SweepConfig, study, console: Console) -> dict:
+def _stability(composed: DictConfig, config: SweepConfig, study, console: Console
+               ) -> StageResult:
     """The soak of the trial export would choose; one already run (``python -m autotune
-    soak``) of that trial is taken as it is, not run again. Its result, as a stage's JSON."""
+    soak``) of that trial is taken as it is, not run again. Its result, as a stage's."""
     from autotune.commands.soak import run_soak
     from autotune.soak.plan import pick_trial
     from autotune.study.records import load_records
@@ -100,12 +100,12 @@ def _stability(composed: DictConfig, config: SweepConfig, study, console: Consol
                       "(python -m autotune soak runs it again)", markup=False)
         _lines(console, soak.verdicts)
         return StageResult(done=True, trial=chosen.number, lines=list(soak.verdicts),
-                           issues=soak_issues(soak)).to_json()
+                           issues=soak_issues(soak))
     code = run_soak(composed, console, config)
     soak = last_soak(study) or SoakVerdict()
     lines = soak.verdicts or [f"soak ended with exit code {code}"]
     return StageResult(done=code == 0, failed=code != 0, trial=soak.trial, lines=list(lines),
-                       issues=soak_issues(soak)).to_json()
+                       issues=soak_issues(soak))
 
 
 def run(composed: DictConfig, overrides: list[str], console: Console, *,

@@ -27,21 +27,21 @@ def where_the_time_goes(profile: ProfileRecord, path: Path, *, title: str) -> Pa
     split.set_ylabel("ms per step")
     split.set_title(f"step {step_ms:.1f} ms")
     split.legend(fontsize=7, loc="upper right", bbox_to_anchor=(1.0, -0.02))
-    top = profile.top_ops or []
-    names = [f"{r['type']} ({r['category']})" for r in top][::-1]
-    ops.barh(names, [100 * r["share"] for r in top][::-1],
-             color=[COLOURS.get(r["category"], "tab:gray") for r in top][::-1])
+    top = profile.top_ops
+    names = [f"{r.type} ({r.category})" for r in top][::-1]
+    ops.barh(names, [100 * r.share for r in top][::-1],
+             color=[COLOURS.get(r.category, "tab:gray") for r in top][::-1])
     ops.set_xlabel("% of the step")
     ops.set_title("top operators")
     ops.tick_params(axis="y", labelsize=7)
-    m = profile.memory or {}
-    if m.get("t_s"):
-        mem.plot(m["t_s"], m["mib"], lw=0.8)
-        mem.axhline(m["mean_mib"], color="tab:gray", ls="--", lw=0.8,
-                    label=f"mean {m['mean_mib']:,.1f} MiB")
+    m = profile.memory
+    if m.t_s:
+        mem.plot(m.t_s, m.mib, lw=0.8)
+        mem.axhline(m.mean_mib, color="tab:gray", ls="--", lw=0.8,
+                    label=f"mean {m.mean_mib:,.1f} MiB")
         mem.legend(fontsize=7)
     mem.set_xlabel("s into the profiled steps")
     mem.set_ylabel("MiB")
-    mem.set_title(f"memory: {m.get('source', 'none')}")
+    mem.set_title(f"memory: {m.source or 'none'}")
     fig.suptitle(title)
     return save(fig, path)

@@ -143,18 +143,18 @@ def show(result: ProfileResult, console: Console) -> None:
     for col in ("op", "part", "calls/step", "ms/step", "share"):
         ops.add_column(col, justify="left" if col in ("op", "part") else "right")
     for r in p.top_ops:
-        ops.add_row(r["type"], r["category"], f"{r['calls_per_step']:.0f}",
-                    f"{r['ms_per_step']:.3f}", f"{100 * r['share']:.1f} %")
+        ops.add_row(r.type, r.category, f"{r.calls_per_step:.0f}",
+                    f"{r.ms_per_step:.3f}", f"{100 * r.share:.1f} %")
     console.print(ops)
-    m = p.memory or {}
-    if m.get("peak_mib") is not None:
-        console.print(f"memory ({m['source']}): peak {m['peak_mib']:,.1f} MiB, mean "
-                      f"{m['mean_mib']:,.1f} MiB, peak/mean {m['peak_over_mean']:.2f}",
+    m = p.memory
+    if m.peak_mib is not None:
+        console.print(f"memory ({m.source}): peak {m.peak_mib:,.1f} MiB, mean "
+                      f"{m.mean_mib:,.1f} MiB, peak/mean {m.peak_over_mean:.2f}",
                       markup=False, soft_wrap=True)
-        rss = m.get("rss") or {}
-        if rss.get("peak_mib") and m["source"] != "host RSS":
-            console.print(f"host RSS (sampled every 2 ms): peak {rss['peak_mib']:,.1f} MiB, "
-                          f"mean {rss['mean_mib']:,.1f} MiB", markup=False, soft_wrap=True)
+        rss = m.rss
+        if rss.peak_mib and m.source != "host RSS":
+            console.print(f"host RSS (sampled every 2 ms): peak {rss.peak_mib:,.1f} MiB, "
+                          f"mean {rss.mean_mib:,.1f} MiB", markup=False, soft_wrap=True)
     c = p.communication or {}
     perf = result.performance
     if perf.comm_s is not None:

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from autotune.presentation.findings import Finding
 from autotune.presentation.labels import share_text as _pct
 from autotune.study.data_bound import DATA_WAIT_HIGH
+from trials.contract.breakdown import MemoryCurve, OpRow
 from trials.contract.events import ProfileRecord
 from trials.contract.performance import Performance
 
@@ -67,8 +68,8 @@ class Evidence:
     seconds: dict = field(default_factory=dict)  # category -> seconds per step
     comm_share: float | None = None
     comm_source: str = ""
-    top_ops: list = field(default_factory=list)
-    memory: dict = field(default_factory=dict)  # peak_mib, mean_mib, peak_over_mean, source
+    top_ops: list[OpRow] = field(default_factory=list)
+    memory: MemoryCurve = field(default_factory=MemoryCurve)
     rank_step_s: list = field(default_factory=list)
     dp: int = 1
 
@@ -92,7 +93,7 @@ def from_profile(profile: ProfileRecord, performance: Performance | None = None,
         comm, source = perf.comm_share, "all-reduce timed alone"
     return Evidence(trial=trial, step_s=profile.step_s, shares=shares,
                     seconds=dict(profile.seconds), comm_share=comm, comm_source=source,
-                    top_ops=list(profile.top_ops), memory=dict(profile.memory),
+                    top_ops=list(profile.top_ops), memory=profile.memory,
                     rank_step_s=list(perf.rank_step_s), dp=dp)
 
 
@@ -137,25 +138,25 @@ def data_wait(e: Evidence) -> Finding | None:
 
 
 def dominant_op(e: Evidence) -> Finding | None:
-    if not e.top_ops or e.top_ops[0]["share"] <= DOMINANT_OP_SHARE:
+    if not e.top_ops or e.top_ops[0].share <= DOMINANT_OP_SHARE:
         return None
     top = e.top_ops[0]
     return Finding("dominant_op", e.who, (
-        f"{e.subject}: one operator type, {top['type']} ({top['category']}), takes "
-        f"{_pct(top['share'])} of the step ({top['ms_per_step']:.2f} ms in "
-        f"{top['calls_per_step']:.0f} calls; above {_pct(DOMINANT_OP_SHARE)}); its slowest "
-        f"call is {top['example']}. Speed that operator up (shape, dtype, fusion) before "
-        "tuning anything else."), {"op_share": top["share"]})
+        f"{e.subject}: one operator type, {top.type} ({top.category}), takes "
+        f"{_pct(top.share)} of the step ({top.ms_per_step:.2f} ms in "
+        f"{top.calls_per_step:.0f} calls; above {_pct(DOMINANT_OP_SHARE)}); its slowest "
+        f"call is {top.example}. Speed that operator up (shape, dtype, fusion) before "
+        "tuning anything else."), {"op_share": top.share})
 
 
 def memory_peaks(e: Evidence) -> Finding | None:
-    factor = e.memory.get("peak_over_mean")
+    factor = e.memory.peak_over_mean
     if not factor or factor <= MEMORY_PEAK_FACTOR:
         return None
     return Finding("memory_peaks", e.who, (
-        f"{e.subject}: the memory curve ({e.memory.get('source', 'memory')}) peaks at "
-        f"{e.memory['peak_mib']:,.1f} MiB, {factor:.1f}x its mean of "
-        f"{e.memory['mean_mib']:,.1f} MiB (above {MEMORY_PEAK_FACTOR:g}x): transient buffers, "
+        f"{e.subject}: the memory curve ({e.memory.source or 'memory'}) peaks at "
+        f"{e.memory.peak_mib:,.1f} MiB, {factor:.1f}x its mean of "
+        f"{e.memory.mean_mib:,.1f} MiB (above {MEMORY_PEAK_FACTOR:g}x): transient buffers, "
         "not the model, set the peak. Try a higher runtime.memory_optimize_level or "
         "train.recompute=full."), {"peak_over_mean": factor})
 
@@ -191,11 +192,11 @@ def host_bound(e: Evidence) -> Finding | None:
 
 
 def cast_overhead(e: Evidence) -> Finding | None:
-    casts = [r for r in e.top_ops if r["type"] == CAST_OP]
-    share = sum(r["share"] for r in casts)
+    casts = [r for r in e.top_ops if r.type == CAST_OP]
+    share = sum(r.share for r in casts)
     if share <= CAST_SHARE_HIGH:
         return None
-    ms = sum(r["ms_per_step"] for r in casts)
+    ms = sum(r.ms_per_step for r in casts)
     return Finding("cast_overhead", e.who, (
         f"{e.subject} spends {_pct(share)} of its step in {CAST_OP} operators ({ms:.2f} ms a "
         f"step; above {_pct(CAST_SHARE_HIGH)}): converting between precisions costs more than "

@@ -18,6 +18,7 @@ from autotune.profiling.figure import where_the_time_goes
 from autotune.profiling.profile import findings_of
 from autotune.study.records import TrialRecord
 from autotune.study.schema.profile import ProfileResult
+from trials.contract.breakdown import MemoryStats
 
 FIGURE = "where_the_time_goes.png"
 
@@ -58,24 +59,23 @@ def section(records: list[TrialRecord], profiles: dict[int, ProfileResult],
               for cat, share in p.shares.items()]
     lines += ["", "| top operator | part | calls/step | ms/step | share |",
               "|---|---|---:|---:|---:|"]
-    lines += [f"| {r['type']} | {r['category']} | {r['calls_per_step']:.0f} | "
-              f"{r['ms_per_step']:.3f} | {100 * r['share']:.1f} % |" for r in p.top_ops]
-    m = p.memory or {}
-    if m.get("peak_mib") is not None:
-        lines += ["", f"Memory ({m['source']}): peak {m['peak_mib']:,.1f} MiB, mean "
-                      f"{m['mean_mib']:,.1f} MiB (peak/mean {m['peak_over_mean']:.2f})."
-                  + _rss(m)]
+    lines += [f"| {r.type} | {r.category} | {r.calls_per_step:.0f} | "
+              f"{r.ms_per_step:.3f} | {100 * r.share:.1f} % |" for r in p.top_ops]
+    m = p.memory
+    if m.peak_mib is not None:
+        lines += ["", f"Memory ({m.source}): peak {m.peak_mib:,.1f} MiB, mean "
+                      f"{m.mean_mib:,.1f} MiB (peak/mean {m.peak_over_mean:.2f})."
+                  + _rss(m.rss)]
     lines += ["", f"Files: `{chosen.dir}` (trace.json opens in Perfetto or "
                   "chrome://tracing; raw/ in MindStudio Insight)."]
     return TimeSection(lines=lines, figure=FIGURE, findings=findings_of(chosen))
 
 
-def _rss(memory: dict) -> str:
-    rss = memory.get("rss") or {}
-    if not rss.get("peak_mib"):
+def _rss(rss: MemoryStats) -> str:
+    if not rss.peak_mib:
         return ""
-    return (f" Host RSS (sampled every 2 ms): peak {rss['peak_mib']:,.1f} MiB, mean "
-            f"{rss['mean_mib']:,.1f} MiB.")
+    return (f" Host RSS (sampled every 2 ms): peak {rss.peak_mib:,.1f} MiB, mean "
+            f"{rss.mean_mib:,.1f} MiB.")
 
 
 def _without_profile(best: TrialRecord | None) -> TimeSection:

@@ -43,5 +43,5 @@ def launch_trial(trial: optuna.Trial, cfg: TrialConfig, *, runner: Runner,
     return monitor.run(
         runner, job, monitor.Clocks.of(settings.stop), placement=placement,
         hooks=monitor.Hooks(step=slow, tick=on_tick),
-        on_start=lambda running: trial.set_user_attr(R.PROCESS, running.record()),
+        on_start=lambda running: trial.set_user_attr(R.PROCESS, running.record().to_json()),
         on_retry=lambda r: note(f"trial {trial.number}: {r.detail}; starting it once more"))

@@ -33,7 +33,7 @@ from autotune.running.slurm import SlurmRunner, cancel_job, check_cluster
 from autotune.settings import Launcher, SweepSettings
 from autotune.study import reaping
 from autotune.study.reaping import worker_identity
-from autotune.study.records import PROCESS
+from autotune.study.schema.worker import TrialProcess, stored_process
 from trials.contract.outcomes import Outcome
 
 #: The program a simulated trial runs (the cost model's prediction as a metrics file).
@@ -66,10 +66,10 @@ class LocalTrial(FollowedFile):
         """A local process says it all through its end record and exit code."""
         return None
 
-    def record(self) -> dict:
+    def record(self) -> TrialProcess:
         """What the study keeps to find and kill it later (the reaper)."""
-        return {"host": worker_identity()["host"], "pgid": self.process.pgid,
-                "marker": self.marker}
+        return TrialProcess(host=worker_identity().host, pgid=self.process.pgid,
+                            marker=self.marker)
 
 
 class LocalRunner:
@@ -130,17 +130,16 @@ def runner_for(settings: SweepSettings) -> Runner:
     return LocalRunner(settings.trial_command)
 
 
-def kill_recorded(process: dict | None, host: str) -> int:
-    """Kill what a study recorded of a trial's processes (``{"host", "pgid", "marker"}``),
-    when they run on this host, and cancel its SLURM job (``slurm_job``) wherever it runs;
-    how many processes (or jobs) there were."""
-    if not process:
+def kill_recorded(process: TrialProcess | None, host: str) -> int:
+    """Kill what a study recorded of a trial's processes, when they run on this host, and
+    cancel its SLURM job wherever it runs; how many processes (or jobs) there were."""
+    if process is None:
         return 0
     killed = 0
-    if process.get("slurm_job"):
-        killed += cancel_job(str(process["slurm_job"]))
-    if process.get("host") == host and process.get("marker"):
-        killed += launcher.kill_marked(process["marker"])
+    if process.slurm_job:
+        killed += cancel_job(str(process.slurm_job))
+    if process.host == host and process.marker:
+        killed += launcher.kill_marked(process.marker)
     return killed
 
 
@@ -148,10 +147,10 @@ def reap_lost(study, settings: SweepSettings) -> list[int]:
     """Trials whose orchestrator is gone (:func:`autotune.study.reaping.stale_trials`): their
     processes are killed here (their SLURM jobs cancelled), their configurations re-queued;
     the numbers of the trials taken over."""
-    host = worker_identity()["host"]
+    host = worker_identity().host
     reaped = []
     for trial in reaping.stale_trials(study, settings):
-        killed = kill_recorded(trial.user_attrs.get(PROCESS), host)
+        killed = kill_recorded(stored_process(trial.user_attrs), host)
         detail = f"orchestrator gone; {killed} orphan process(es) killed; configuration re-queued"
         if reaping.requeue(study, trial, Outcome.ORPHANED, detail):
             reaped.append(trial.number)

@@ -38,6 +38,7 @@ from autotune.running.job import FollowedFile, TrialJob
 from autotune.running.launcher import kill_marked
 from autotune.settings import SlurmSettings
 from autotune.study.reaping import worker_identity
+from autotune.study.schema.worker import TrialProcess
 from trials.contract.launch import trial_argv, trial_env
 from trials.contract.outcomes import Outcome
 from trials.contract.schema import ConfigError, TrialConfig
@@ -227,9 +228,9 @@ class SlurmTrial(FollowedFile):
         return slurm_outcome(state, cancelled_by_us=self._cancelled_by_us,
                              time_min=self.time_min)
 
-    def record(self) -> dict:
-        return {"host": worker_identity()["host"], "marker": self.marker,
-                "slurm_job": self.job_id}
+    def record(self) -> TrialProcess:
+        return TrialProcess(host=worker_identity().host, marker=self.marker,
+                            slurm_job=self.job_id)
 
 
 class SlurmRunner:

@@ -3,6 +3,7 @@ checkpoints, resume it, and stitch the launches into one run."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import time
@@ -18,6 +19,7 @@ from autotune.running.monitor import Clocks, Hooks
 from autotune.settings import SweepSettings
 from autotune.soak import stability
 from autotune.soak.plan import SoakPlan
+from autotune.study.schema.soak import Launch, ResumeCheck
 from trials.contract.events import (
     CheckpointRecord,
     EndRecord,
@@ -81,17 +83,19 @@ class Attempt:
             self.end = record
         return None
 
-    def to_dict(self) -> dict:
-        return {"index": self.index, "start_step": self.start_step,
-                "first_step": self.steps[0].step if self.steps else None,
-                "last_step": self.steps[-1].step if self.steps else None,
-                "steps": len(self.steps), "checkpoints": self.checkpoints,
-                "outcome": self.outcome.value if self.outcome else None,
-                "detail": self.detail, "killed": self.killed, "kill_done": self.kill_done,
-                "kill_checkpoint": self.kill_checkpoint, "exit_code": self.exit_code,
-                "wall_s": round(self.wall_s, 2),
-                "first_step_s": round(self.first_step_s, 2) if self.first_step_s else None,
-                "log_tail": self.log_tail}
+    def launch(self) -> Launch:
+        """The launch as the soak's result keeps it."""
+        return Launch(index=self.index, start_step=self.start_step,
+                      first_step=self.steps[0].step if self.steps else None,
+                      last_step=self.steps[-1].step if self.steps else None,
+                      steps=len(self.steps), checkpoints=list(self.checkpoints),
+                      outcome=self.outcome.value if self.outcome else None,
+                      detail=self.detail, killed=self.killed, kill_done=self.kill_done,
+                      kill_checkpoint=self.kill_checkpoint, exit_code=self.exit_code,
+                      wall_s=round(self.wall_s, 2),
+                      first_step_s=(round(self.first_step_s, 2) if self.first_step_s
+                                    else None),
+                      log_tail=self.log_tail)
 
 
 def clocks_for(plan: SoakPlan, settings: SweepSettings) -> Clocks:
@@ -254,14 +258,15 @@ def stitch(attempts: list[Attempt]) -> tuple[list[StepRecord], list[int]]:
     return steps, restarts
 
 
-def kill_and_resume(attempts: list[Attempt], tolerance: float) -> dict | None:
+def kill_and_resume(attempts: list[Attempt], tolerance: float) -> ResumeCheck | None:
     """The resume check of the killed launch against the launch after it."""
     for i, a in enumerate(attempts):
         if a.killed:
             after = attempts[i + 1] if i + 1 < len(attempts) else None
             check = stability.resume_check(a.steps, after.steps if after else [], tolerance)
-            return {**check, "kill_done": a.kill_done, "kill_checkpoint": a.kill_checkpoint,
-                    "killed_after_s": round(a.wall_s, 2)}
+            return dataclasses.replace(check, kill_done=a.kill_done,
+                                       kill_checkpoint=a.kill_checkpoint,
+                                       killed_after_s=round(a.wall_s, 2))
     return None
 
 

@@ -95,16 +95,6 @@ class SoakPlan:
     #: What the workload's throughput counts (tokens, samples): every rate names it.
     unit: str | None = None
 
-    def to_dict(self) -> dict:
-        return {"trial": self.trial, "chosen_because": self.why, "config": str(self.config),
-                "steps": self.steps, "steps_from": self.steps_from,
-                "checkpoint_every": self.checkpoint_every, "kill_at": self.kill_at,
-                "planned_kill_after_step": (self.planned_kill - 1 if self.planned_kill
-                                            else None),
-                "overrides": self.overrides,
-                "trial_step_s": self.step_s, "world_size": self.world_size,
-                "unit": self.unit}
-
 
 def planned_kill(steps: int, every: int, kill_from: int, replay: int) -> int | None:
     """The first step count >= kill_from with a checkpoint behind it and ``replay`` steps

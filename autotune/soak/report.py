@@ -14,7 +14,7 @@ from autotune.soak.plan import SoakPlan
 from autotune.study.layout import SoakFiles
 from autotune.study.schema.keys import SOAK
 from autotune.study.schema.soak import Kill, SoakAnalysis, SoakVerdict, last_soak
-from trials.contract.jsonsafe import float_of, to_json
+from trials.contract.jsonsafe import float_of
 from trials.contract.units import rate
 
 #: Study attribute with the latest soak's result (tune's stability stage reads it too).
@@ -23,7 +23,7 @@ SOAK_KEY = SOAK
 
 # -- the result -----------------------------------------------------------------------------
 def summarise(plan: SoakPlan, attempts: list[Attempt], failed: str | None,
-              options: SoakSettings, wall_s: float, out: Path) -> dict:
+              options: SoakSettings, wall_s: float, out: Path) -> SoakVerdict:
     steps, restarts = stitch(attempts)
     tokens = next((s.tokens for s in steps if s.tokens), None)
     analysis = stability.analyse(steps, spike_factor=stability.SPIKE_FACTOR,
@@ -35,27 +35,27 @@ def summarise(plan: SoakPlan, attempts: list[Attempt], failed: str | None,
     if plan.planned_kill is not None and resume is None:
         verdicts.append("kill: the run ended before the kill point; nothing was resumed")
     if resume is not None:
-        verdicts.append(resume["verdict"])
-    verdicts.extend(analysis["verdicts"])
+        verdicts.append(resume.verdict)
+    verdicts.extend(stability.verdicts(analysis))
     verdicts.append(f"finished: {len(steps)} of {plan.steps} steps in {len(attempts)} "
                     f"launch(es), {wall_s:.1f} s" if finished else f"FAILED: {failed}")
     replayed = sum(len(a.steps) for a in attempts) - len(steps)
-    # JSON-safe (the study attribute and soak.json): non-finite numbers as "nan"/"inf".
-    return to_json({
-        **plan.to_dict(), "out": str(out), "plot": str(SoakFiles(out).plot),
-        "metrics": str(SoakFiles(out).metrics),
-        "finished": finished, "failure": failed, "exit_code": 0 if finished else 1,
-        "wall_s": round(wall_s, 2), "steps_trained": len(steps), "steps_replayed": replayed,
-        "kill": ({"after_step": resume["kill_done"] - 1, "checkpoint_step":
-                  resume["kill_checkpoint"], "after_s": resume["killed_after_s"]}
-                 if resume else None),
-        "resume": resume, "analysis": {k: v for k, v in analysis.items() if k != "verdicts"},
-        "attempts": [a.to_dict() for a in attempts],
-        "leak": analysis["flags"]["leak"], "drift": analysis["flags"]["drift"],
-        "loss_rising": analysis["flags"]["loss_rising"],
-        "spikes": analysis["loss"]["spikes"],
-        "resume_ok": resume["continued"] if resume else None,
-        "verdicts": verdicts})
+    return SoakVerdict(
+        trial=plan.trial, chosen_because=plan.why, config=str(plan.config), steps=plan.steps,
+        steps_from=plan.steps_from, checkpoint_every=plan.checkpoint_every,
+        kill_at=plan.kill_at,
+        planned_kill_after_step=plan.planned_kill - 1 if plan.planned_kill else None,
+        overrides=plan.overrides, trial_step_s=plan.step_s, world_size=plan.world_size,
+        unit=plan.unit, out=str(out), plot=str(SoakFiles(out).plot),
+        metrics=str(SoakFiles(out).metrics),
+        finished=finished, failure=failed, exit_code=0 if finished else 1,
+        wall_s=round(wall_s, 2), steps_trained=len(steps), steps_replayed=replayed,
+        kill=(Kill(after_step=resume.kill_done - 1, checkpoint_step=resume.kill_checkpoint,
+                   after_s=resume.killed_after_s) if resume else None),
+        resume=resume, analysis=analysis, attempts=[a.launch() for a in attempts],
+        leak=analysis.flags.leak, drift=analysis.flags.drift,
+        loss_rising=analysis.flags.loss_rising, spikes=analysis.loss.spikes,
+        resume_ok=resume.continued if resume else None, verdicts=verdicts)
 
 
 def _fmt(value, spec: str, none: str = "-") -> str:

@@ -39,6 +39,7 @@ Definitions (each verdict line quotes its numbers):
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -46,6 +47,16 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
+from autotune.study.schema.soak import (
+    LossStats,
+    LossTrend,
+    MemoryGrowth,
+    Rates,
+    ResumeCheck,
+    SoakAnalysis,
+    SoakFlags,
+    ThroughputDrift,
+)
 from trials.contract import performance
 from trials.contract.events import Phase, StepRecord
 from trials.contract.performance import SPIKE_WINDOW
@@ -202,27 +213,27 @@ def relative_trend(pts: Sequence[tuple[float, float]]) -> Trend:
     return Trend(per100, median, float(np.median(y[:decile])), float(np.median(y[-decile:])))
 
 
-def throughput_drift(segments: list[list[StepRecord]], tokens_per_step: float | None) -> dict:
+def throughput_drift(segments: list[list[StepRecord]], tokens_per_step: float | None, *,
+                     unit: str | None = None) -> ThroughputDrift:
     """tokens/s against the step over the steady steps: slope, interval, deciles."""
     pts = [(s.step, tps) for seg in segments for s in steady(seg)
            if (tps := _tokens_per_s(s, tokens_per_step)) is not None]
     if len(pts) < MIN_FIT_POINTS:
-        return {"judged": False, "points": len(pts), "drifting": False}
+        return ThroughputDrift(judged=False, points=len(pts), drifting=False, unit=unit)
     t = relative_trend(pts)
     per100 = t.per100
     excludes_zero = per100 is not None and (per100.low > 0 or per100.high < 0)
-    return {
-        "judged": per100 is not None, "points": len(pts), "median_tokens_per_s": t.median,
-        "drift_pct_per_100_steps": per100.slope if per100 else None,
-        "drift_low": per100.low if per100 else None,
-        "drift_high": per100.high if per100 else None,
-        "first_decile_tokens_per_s": t.first, "last_decile_tokens_per_s": t.last,
-        "decile_change_pct": t.change_pct,
-        "drifting": bool(excludes_zero and abs(t.change_pct) >= DRIFT_PCT),
-    }
+    return ThroughputDrift(
+        judged=per100 is not None, points=len(pts), median_tokens_per_s=t.median,
+        drift_pct_per_100_steps=per100.slope if per100 else None,
+        drift_low=per100.low if per100 else None,
+        drift_high=per100.high if per100 else None,
+        first_decile_tokens_per_s=t.first, last_decile_tokens_per_s=t.last,
+        decile_change_pct=t.change_pct,
+        drifting=bool(excludes_zero and abs(t.change_pct) >= DRIFT_PCT), unit=unit)
 
 
-def loss_trend(steps: Sequence[StepRecord]) -> dict:
+def loss_trend(steps: Sequence[StepRecord]) -> LossTrend:
     """The loss against the step over the run's second half, where a training that is
     still learning falls or levels off: Theil-Sen slope (% of the half's median loss per
     100 steps) with its interval, and the half's first and last decile. Rising = the whole
@@ -231,16 +242,17 @@ def loss_trend(steps: Sequence[StepRecord]) -> dict:
     half = finite[len(finite) // 2:]
     t = relative_trend(half) if len(half) >= MIN_FIT_POINTS else None
     if t is None or t.per100 is None:
-        return {"judged": False, "points": len(half), "rising": False}
+        return LossTrend(judged=False, points=len(half), rising=False)
     per100 = t.per100
-    return {"judged": True, "points": len(half), "from_step": int(half[0][0]),
-            "to_step": int(half[-1][0]), "pct_per_100_steps": per100.slope,
-            "low": per100.low, "high": per100.high, "first_decile": t.first,
-            "last_decile": t.last, "change_pct": t.change_pct,
-            "rising": bool(per100.low > 0 and t.change_pct >= LOSS_RISE_PCT)}
+    return LossTrend(judged=True, points=len(half), from_step=int(half[0][0]),
+                     to_step=int(half[-1][0]), pct_per_100_steps=per100.slope,
+                     low=per100.low, high=per100.high, first_decile=t.first,
+                     last_decile=t.last, change_pct=t.change_pct,
+                     rising=bool(per100.low > 0 and t.change_pct >= LOSS_RISE_PCT))
 
 
-def memory_growth(segments: list[list[StepRecord]], leak_mib_per_100_steps: float) -> dict:
+def memory_growth(segments: list[list[StepRecord]], leak_mib_per_100_steps: float
+                  ) -> MemoryGrowth:
     """Host RSS against the step, fitted within each process over its steady steps."""
     blocks = []
     for seg in segments:
@@ -251,118 +263,114 @@ def memory_growth(segments: list[list[StepRecord]], leak_mib_per_100_steps: floa
     rss = [s.rss_gib for seg in segments for s in seg if math.isfinite(s.rss_gib)
            and s.rss_gib > 0]
     fit = blocked_theil_sen(blocks)
-    out = {"judged": fit is not None, "points": sum(len(b[0]) for b in blocks),
-           "processes": len(blocks), "threshold_mib_per_100_steps": leak_mib_per_100_steps,
-           "rss_first_gib": rss[0] if rss else None, "rss_last_gib": rss[-1] if rss else None,
-           "rss_max_gib": max(rss) if rss else None, "leak": False}
+    out = MemoryGrowth(judged=fit is not None, points=sum(len(b[0]) for b in blocks),
+                       processes=len(blocks),
+                       threshold_mib_per_100_steps=leak_mib_per_100_steps,
+                       rss_first_gib=rss[0] if rss else None,
+                       rss_last_gib=rss[-1] if rss else None,
+                       rss_max_gib=max(rss) if rss else None, leak=False)
     if fit is None:
         return out
     per100 = fit.scaled(100.0)
-    return {**out, "slope_mib_per_100_steps": per100.slope, "slope_low": per100.low,
-            "slope_high": per100.high, "leak": bool(per100.low > leak_mib_per_100_steps)}
+    return dataclasses.replace(out, slope_mib_per_100_steps=per100.slope,
+                               slope_low=per100.low, slope_high=per100.high,
+                               leak=bool(per100.low > leak_mib_per_100_steps))
 
 
 # -- the whole ------------------------------------------------------------------------------
 def analyse(steps: Sequence[StepRecord], *, spike_factor: float = SPIKE_FACTOR,
             leak_mib_per_100_steps: float = 20.0, tokens_per_step: float | None = None,
-            restarts: Sequence[int] = (), unit: str | None = None) -> dict:
+            restarts: Sequence[int] = (), unit: str | None = None) -> SoakAnalysis:
     """Stability of one run's steps, in step order (a resumed run: the stitched curve).
 
     ``restarts``: the steps at which a new process took over (a resume), so that memory
     is fitted within each process and each process's warm-up is skipped.
     ``tokens_per_step``: overrides the records' own ``tokens`` (None: use them).
     ``unit``: what those count (tokens, samples), named in the verdicts.
+    Its verdict lines: :func:`verdicts`.
     """
     steps = list(steps)
     n = len(steps)
     segments = processes(steps, restarts)
     spikes = loss_spikes(steps, spike_factor)
     finite = [s.loss for s in steps if math.isfinite(s.loss)]
-    counts = {"overflow": sum(1 for s in steps if s.overflow),
-              "skipped": sum(1 for s in steps if not s.updated),
-              "clipped": sum(1 for s in steps if s.clipped),
-              "nonfinite": n - len(finite)}
-    result = {
-        "steps": n,
-        "first_step": steps[0].step if steps else None,
-        "last_step": steps[-1].step if steps else None,
-        "loss": {"first": finite[0] if finite else None, "last": finite[-1] if finite else None,
-                 "spike_factor": spike_factor, "spike_window": SPIKE_WINDOW,
-                 "spikes": len(spikes), "spike_steps": spikes[:MAX_LISTED],
-                 "nonfinite": counts["nonfinite"]},
-        "rates": {"overflow": _rate(counts["overflow"], n),
-                  "skipped_updates": _rate(counts["skipped"], n),
-                  "clipped": _rate(counts["clipped"], n),
-                  "overflow_steps": counts["overflow"], "skipped_steps": counts["skipped"],
-                  "clipped_steps": counts["clipped"]},
-        "throughput": {**throughput_drift(segments, tokens_per_step), "unit": unit},
-        "memory": memory_growth(segments, leak_mib_per_100_steps),
-        "loss_trend": loss_trend(steps),
-    }
-    result["flags"] = {"spikes": bool(spikes), "nonfinite": counts["nonfinite"] > 0,
-                       "loss_rising": result["loss_trend"]["rising"],
-                       "drift": result["throughput"]["drifting"],
-                       "leak": result["memory"]["leak"]}
-    result["verdicts"] = verdicts(result)
-    return result
+    n_overflow = sum(1 for s in steps if s.overflow)
+    n_skipped = sum(1 for s in steps if not s.updated)
+    n_clipped = sum(1 for s in steps if s.clipped)
+    n_nonfinite = n - len(finite)
+    loss = LossStats(first=finite[0] if finite else None,
+                     last=finite[-1] if finite else None, spike_factor=spike_factor,
+                     spike_window=SPIKE_WINDOW, spikes=len(spikes),
+                     spike_steps=spikes[:MAX_LISTED], nonfinite=n_nonfinite)
+    rates = Rates(overflow=_rate(n_overflow, n), skipped_updates=_rate(n_skipped, n),
+                  clipped=_rate(n_clipped, n), overflow_steps=n_overflow,
+                  skipped_steps=n_skipped, clipped_steps=n_clipped)
+    throughput = throughput_drift(segments, tokens_per_step, unit=unit)
+    memory = memory_growth(segments, leak_mib_per_100_steps)
+    trend = loss_trend(steps)
+    flags = SoakFlags(spikes=bool(spikes), nonfinite=n_nonfinite > 0,
+                      loss_rising=trend.rising, drift=throughput.drifting, leak=memory.leak)
+    return SoakAnalysis(steps=n, first_step=steps[0].step if steps else None,
+                        last_step=steps[-1].step if steps else None, loss=loss, rates=rates,
+                        throughput=throughput, memory=memory, loss_trend=trend, flags=flags)
 
 
 def _signed(v: float, digits: int = 1) -> str:
     return f"{v:+.{digits}f}"
 
 
-def loss_trend_line(t: dict) -> str:
+def loss_trend_line(t: LossTrend) -> str:
     """The loss trend's verdict, with the numbers it rests on."""
-    if not t["judged"]:
-        return f"loss trend: too few finite losses in the second half ({t['points']}) to judge"
-    word = ("RISING" if t["rising"] else "falling" if t["high"] < 0 else
-            f"rising slightly (under +{LOSS_RISE_PCT:g} %)" if t["low"] > 0 else "flat")
-    return (f"loss over the second half (steps {t['from_step']}-{t['to_step']}): {word}: "
-            f"{t['first_decile']:.4g} -> {t['last_decile']:.4g} "
-            f"({_signed(t['change_pct'])} %), {_signed(t['pct_per_100_steps'], 2)} %/100 steps "
-            f"(95 % CI {_signed(t['low'], 2)}..{_signed(t['high'], 2)}; rising = CI above 0 and "
+    if not t.judged:
+        return f"loss trend: too few finite losses in the second half ({t.points}) to judge"
+    word = ("RISING" if t.rising else "falling" if t.high < 0 else
+            f"rising slightly (under +{LOSS_RISE_PCT:g} %)" if t.low > 0 else "flat")
+    return (f"loss over the second half (steps {t.from_step}-{t.to_step}): {word}: "
+            f"{t.first_decile:.4g} -> {t.last_decile:.4g} "
+            f"({_signed(t.change_pct)} %), {_signed(t.pct_per_100_steps, 2)} %/100 steps "
+            f"(95 % CI {_signed(t.low, 2)}..{_signed(t.high, 2)}; rising = CI above 0 and "
             f"+{LOSS_RISE_PCT:g} % or more)")
 
 
-def verdicts(r: dict) -> list[str]:
+def verdicts(r: SoakAnalysis) -> list[str]:
     """One line per finding, each quoting the numbers it rests on."""
-    n, loss, rates = r["steps"], r["loss"], r["rates"]
-    spikes = loss["spike_steps"]
+    n, loss, rates = r.steps, r.loss, r.rates
+    spikes = loss.spike_steps
     shown = ", ".join(str(s) for s in spikes[:5]) + (" ..." if len(spikes) > 5 else "")
     lines = [
-        (f"loss spikes: {loss['spikes']} in {n} steps (loss > {loss['spike_factor']:g} x "
-         f"median of the previous {loss['spike_window']})"
+        (f"loss spikes: {loss.spikes} in {n} steps (loss > {loss.spike_factor:g} x "
+         f"median of the previous {loss.spike_window})"
          + (f" at step {shown}" if spikes else "")
-         + f"; {loss['nonfinite']} non-finite"),
-        loss_trend_line(r["loss_trend"]),
-        (f"overflow {100 * rates['overflow']:.1f} % ({rates['overflow_steps']}/{n}), "
-         f"skipped updates {100 * rates['skipped_updates']:.1f} % "
-         f"({rates['skipped_steps']}/{n}), clipped {100 * rates['clipped']:.1f} %"),
+         + f"; {loss.nonfinite} non-finite"),
+        loss_trend_line(r.loss_trend),
+        (f"overflow {100 * rates.overflow:.1f} % ({rates.overflow_steps}/{n}), "
+         f"skipped updates {100 * rates.skipped_updates:.1f} % "
+         f"({rates.skipped_steps}/{n}), clipped {100 * rates.clipped:.1f} %"),
     ]
-    t = r["throughput"]
-    per_s = rate(t.get("unit"))
-    if t["judged"]:
+    t = r.throughput
+    per_s = rate(t.unit)
+    if t.judged:
         lines.append(
-            f"{per_s} {'DRIFTS' if t['drifting'] else 'steady'}: "
-            f"{_signed(t['drift_pct_per_100_steps'], 2)} %/100 steps (95 % CI "
-            f"{_signed(t['drift_low'], 2)}..{_signed(t['drift_high'], 2)}), first decile "
-            f"{t['first_decile_tokens_per_s']:,.0f} -> last {t['last_decile_tokens_per_s']:,.0f}"
-            f" {rate(t.get('unit'), short=True)} ({_signed(t['decile_change_pct'])} %; "
+            f"{per_s} {'DRIFTS' if t.drifting else 'steady'}: "
+            f"{_signed(t.drift_pct_per_100_steps, 2)} %/100 steps (95 % CI "
+            f"{_signed(t.drift_low, 2)}..{_signed(t.drift_high, 2)}), first decile "
+            f"{t.first_decile_tokens_per_s:,.0f} -> last {t.last_decile_tokens_per_s:,.0f}"
+            f" {rate(t.unit, short=True)} ({_signed(t.decile_change_pct)} %; "
             "drift = CI excludes 0 and "
             f"|change| >= {DRIFT_PCT:g} %)")
     else:
-        lines.append(f"{per_s}: too few steady steps ({t['points']}) to judge drift")
-    m = r["memory"]
-    if m["judged"]:
-        word = "LEAK" if m["leak"] else "no leak"
-        rule = ">" if m["leak"] else "<="
+        lines.append(f"{per_s}: too few steady steps ({t.points}) to judge drift")
+    m = r.memory
+    if m.judged:
+        word = "LEAK" if m.leak else "no leak"
+        rule = ">" if m.leak else "<="
         lines.append(
-            f"host memory: {word}: {_signed(m['slope_mib_per_100_steps'])} MiB/100 steps (95 % "
-            f"CI {_signed(m['slope_low'])}..{_signed(m['slope_high'])}); lower bound {rule} "
-            f"{m['threshold_mib_per_100_steps']:g} MiB/100 steps; anonymous "
-            f"memory {m['rss_first_gib']:.2f} -> {m['rss_last_gib']:.2f} GiB")
+            f"host memory: {word}: {_signed(m.slope_mib_per_100_steps)} MiB/100 steps (95 % "
+            f"CI {_signed(m.slope_low)}..{_signed(m.slope_high)}); lower bound {rule} "
+            f"{m.threshold_mib_per_100_steps:g} MiB/100 steps; anonymous "
+            f"memory {m.rss_first_gib:.2f} -> {m.rss_last_gib:.2f} GiB")
     else:
-        lines.append(f"host memory: too few steady steps with RSS ({m['points']}) to judge "
+        lines.append(f"host memory: too few steady steps with RSS ({m.points}) to judge "
                      "growth")
     return lines
 
@@ -382,13 +390,22 @@ def _rel_diff(a: float, b: float) -> float:
     return abs(a - b) / max(abs(a), abs(b), 1e-12)
 
 
+@dataclass(frozen=True)
+class _OnTrend:
+    """The first resumed loss against the pre-kill trend (None: no trend fitted)."""
+
+    predicted: float | None = None
+    band: float | None = None
+    within: bool | None = None
+
+
 def _trend(before: list[StepRecord], at_step: int, first: float | None, tolerance: float
-           ) -> dict:
+           ) -> _OnTrend:
     """The first resumed loss against a Theil-Sen line through the last pre-resume losses."""
     pts = [(s.step, s.loss) for s in before if s.step < at_step and math.isfinite(s.loss)]
     pts = pts[-TREND_WINDOW:]
     if len(pts) < 5 or first is None:
-        return {"predicted": None, "band": None, "within": None}
+        return _OnTrend()
     x = np.array([p[0] for p in pts], float)
     y = np.array([p[1] for p in pts], float)
     fit = stats.theilslopes(y, x)
@@ -396,11 +413,11 @@ def _trend(before: list[StepRecord], at_step: int, first: float | None, toleranc
     residuals = y - (fit.intercept + fit.slope * x)
     scale = 1.4826 * float(np.median(np.abs(residuals - np.median(residuals))))
     band = max(TREND_SIGMAS * scale, tolerance * abs(predicted))
-    return {"predicted": predicted, "band": band, "within": bool(abs(first - predicted) <= band)}
+    return _OnTrend(predicted, band, bool(abs(first - predicted) <= band))
 
 
 def resume_check(before: Sequence[StepRecord], after: Sequence[StepRecord],
-                 tolerance: float) -> dict:
+                 tolerance: float) -> ResumeCheck:
     """Did the resumed run (``after``) continue the killed one (``before``)?
 
     The resumed run restarts at its checkpoint's step, so it replays the killed run's
@@ -420,34 +437,35 @@ def resume_check(before: Sequence[StepRecord], after: Sequence[StepRecord],
     diffs = [_rel_diff(a, b) for _, a, b in pairs]
     max_diff = max(diffs) if diffs else None
     trend = (_trend(before, resume_step, first, tolerance) if resume_step is not None
-             else {"predicted": None, "band": None, "within": None})
+             else _OnTrend())
     matched = bool(pairs) and max_diff is not None and max_diff <= tolerance
-    continued = matched if pairs else bool(trend["within"])
-    out = {"resume_step": resume_step,
-           "killed_last_step": before[-1].step if before else None,
-           "compared": len(pairs), "compared_steps": [p[0] for p in pairs][:MAX_LISTED],
-           "max_rel_diff": max_diff, "identical": bool(pairs) and all(d == 0 for d in diffs),
-           "tolerance": tolerance, "matched": matched, "first_resumed_loss": first,
-           "trend_predicted": trend["predicted"], "trend_band": trend["band"],
-           "within_trend": trend["within"], "continued": continued}
-    out["verdict"] = resume_verdict(out)
+    continued = matched if pairs else bool(trend.within)
+    out = ResumeCheck(resume_step=resume_step,
+                      killed_last_step=before[-1].step if before else None,
+                      compared=len(pairs), compared_steps=[p[0] for p in pairs][:MAX_LISTED],
+                      max_rel_diff=max_diff,
+                      identical=bool(pairs) and all(d == 0 for d in diffs),
+                      tolerance=tolerance, matched=matched, first_resumed_loss=first,
+                      trend_predicted=trend.predicted, trend_band=trend.band,
+                      within_trend=trend.within, continued=continued)
+    out.verdict = resume_verdict(out)
     return out
 
 
-def resume_verdict(r: dict) -> str:
-    if r["resume_step"] is None:
+def resume_verdict(r: ResumeCheck) -> str:
+    if r.resume_step is None:
         return "resume: the resumed run made no step"
-    head = f"resume from step {r['resume_step']}: "
-    if r["compared"]:
-        how = ("bit-identical" if r["identical"] else
-               f"max rel diff {r['max_rel_diff']:.3g}")
-        head += (f"{'continued' if r['matched'] else 'DID NOT continue'}: "
-                 f"{r['compared']} replayed step(s) {how} (tolerance {r['tolerance']:g})")
+    head = f"resume from step {r.resume_step}: "
+    if r.compared:
+        how = ("bit-identical" if r.identical else
+               f"max rel diff {r.max_rel_diff:.3g}")
+        head += (f"{'continued' if r.matched else 'DID NOT continue'}: "
+                 f"{r.compared} replayed step(s) {how} (tolerance {r.tolerance:g})")
     else:
         head += ("no step was replayed; "
-                 + ("continued" if r["continued"] else "DID NOT continue"))
-    if r["trend_predicted"] is not None:
-        head += (f"; first resumed loss {r['first_resumed_loss']:.4f} vs pre-kill trend "
-                 f"{r['trend_predicted']:.4f} +- {r['trend_band']:.4f}"
-                 f" ({'within' if r['within_trend'] else 'OUTSIDE'})")
+                 + ("continued" if r.continued else "DID NOT continue"))
+    if r.trend_predicted is not None:
+        head += (f"; first resumed loss {r.first_resumed_loss:.4f} vs pre-kill trend "
+                 f"{r.trend_predicted:.4f} +- {r.trend_band:.4f}"
+                 f" ({'within' if r.within_trend else 'OUTSIDE'})")
     return head

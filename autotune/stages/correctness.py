@@ -11,6 +11,7 @@ numbers.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -18,7 +19,9 @@ from rich.console import Console
 
 from autotune.running.repeat import run_once
 from autotune.search import feasibility
+from autotune.search.space import PRECISION
 from autotune.settings import TuneSettings
+from autotune.study.schema.stages import BaselineCurve, CorrectnessResult, PrecisionCheck
 from autotune.sweep_context import SweepContext
 from trials.contract.outcomes import Outcome
 
@@ -47,23 +50,26 @@ def learns(losses: list[float]) -> tuple[bool, str]:
     return True, f"loss falls from {first:.4g} to {last:.4g} (means of the first and last {q})"
 
 
-def agreement(reference: list[float], other: list[float], tolerance: float) -> dict:
+def agreement(reference: list[float], other: list[float], tolerance: float
+              ) -> PrecisionCheck:
     """How far ``other``'s smoothed curve strays from ``reference``'s in the second half."""
     n = min(len(reference), len(other))
     if n == 0:
-        return {"agree": False, "max_rel_diff": math.inf, "at_step": None, "steps": 0}
+        return PrecisionCheck(agree=False, max_rel_diff=math.inf, at_step=None, steps=0)
     ref, oth = smooth(reference[:n]), smooth(other[:n])
     if not np.all(np.isfinite(oth)):
-        return {"agree": False, "max_rel_diff": math.inf, "at_step": None, "steps": n}
+        return PrecisionCheck(agree=False, max_rel_diff=math.inf, at_step=None, steps=n)
     half = len(ref) // 2
     rel = np.abs(oth[half:] - ref[half:]) / np.maximum(np.abs(ref[half:]), 1e-12)
     worst = int(np.argmax(rel))
-    return {"agree": bool(rel[worst] <= tolerance), "max_rel_diff": float(rel[worst]),
-            "at_step": half + worst + SMOOTHING - 1, "steps": n,
-            "reference_loss": float(ref[half + worst]), "loss": float(oth[half + worst])}
+    return PrecisionCheck(agree=bool(rel[worst] <= tolerance), max_rel_diff=float(rel[worst]),
+                          at_step=half + worst + SMOOTHING - 1, steps=n,
+                          reference_loss=float(ref[half + worst]),
+                          loss=float(oth[half + worst]))
 
 
-def run_correctness(context: SweepContext, options: TuneSettings, console: Console) -> dict:
+def run_correctness(context: SweepContext, options: TuneSettings, console: Console
+                    ) -> CorrectnessResult:
     """The stage's result: the baseline's verdict, each precision's agreement, and the
     precisions ruled out (``ruled_out: {"precision": {value: reason}}``)."""
     space = context.space
@@ -87,38 +93,39 @@ def run_correctness(context: SweepContext, options: TuneSettings, console: Conso
 
     reference, problem = curve(base, "baseline")
     ok, verdict = learns(reference) if not problem else (False, problem)
-    result: dict = {"done": True, "steps": steps, "tolerance": options.loss_tolerance,
-                    "baseline": {"params": base, "learns": ok, "verdict": verdict,
-                                 "losses": reference}, "precisions": {}, "ruled_out": {}}
-    lines = [f"baseline ({base.get('precision', 'its precision')}): {verdict}"]
+    result = CorrectnessResult(done=True, steps=steps, tolerance=options.loss_tolerance,
+                               baseline=BaselineCurve(params=base, learns=ok, verdict=verdict,
+                                                      losses=reference))
+    lines = [f"baseline ({base.get(PRECISION, 'its precision')}): {verdict}"]
     if not ok:
-        result["lines"] = lines + ["the baseline does not learn: fix the job before tuning it"]
-        result["failed"] = True
+        result.lines = lines + ["the baseline does not learn: fix the job before tuning it"]
+        result.failed = True
         return result
-    precision_knob = next((k for k in space.knobs if k.path == "precision"), None)
+    precision_knob = next((k for k in space.knobs if k.path == PRECISION), None)
     for value in precision_knob.choices if precision_knob else []:
-        if value == base.get("precision"):
+        if value == base.get(PRECISION):
             continue
-        losses, problem = curve({**base, "precision": value}, f"precision-{value}")
+        losses, problem = curve({**base, PRECISION: value}, f"precision-{value}")
         # A run that ended early still has the curve it drew: its numbers come along (a
         # precision whose updates were all skipped ends diverged with a finite, flat loss).
         check = agreement(reference, losses, options.loss_tolerance)
         if problem:
-            check = {**check, "agree": False, "problem": problem}
-        result["precisions"][value] = {**check, "losses": losses}
-        if check["agree"]:
-            lines.append(f"precision {value}: agrees with {base.get('precision')} (largest "
-                         f"smoothed difference {100 * check['max_rel_diff']:.2f} % <= "
+            check = dataclasses.replace(check, agree=False, problem=problem)
+        check = dataclasses.replace(check, losses=losses)
+        result.precisions[value] = check
+        if check.agree:
+            lines.append(f"precision {value}: agrees with {base.get(PRECISION)} (largest "
+                         f"smoothed difference {100 * check.max_rel_diff:.2f} % <= "
                          f"{100 * options.loss_tolerance:g} %)")
             continue
-        why = problem or (f"its smoothed loss {check['loss']:.4g} differs from the baseline's "
-                          f"{check['reference_loss']:.4g} by {100 * check['max_rel_diff']:.1f} % "
-                          f"at step {check['at_step']} (tolerance "
+        why = problem or (f"its smoothed loss {check.loss:.4g} differs from the baseline's "
+                          f"{check.reference_loss:.4g} by {100 * check.max_rel_diff:.1f} % "
+                          f"at step {check.at_step} (tolerance "
                           f"{100 * options.loss_tolerance:g} % over {steps} steps)")
-        result["ruled_out"].setdefault("precision", {})[str(value)] = why
+        result.ruled_out.setdefault(PRECISION, {})[str(value)] = why
         lines.append(f"precision {value}: RULED OUT: {why}")
     if not precision_knob:
         lines.append("no other precision in the search space to compare")
-    result["lines"] = lines
+    result.lines = lines
     return result
 

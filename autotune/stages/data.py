@@ -13,17 +13,30 @@ neighbours, when ``sweep.neighbours=true``, keep the data knobs first).
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from autotune.search.space import format_value
 from autotune.study.budget import count_launches
 from autotune.study.data_bound import DATA_KNOBS, data_bound_evidence
 from autotune.study.records import TrialRecord, load_records
+from autotune.study.schema.stages import DataResult
 from autotune.study.selection import baseline
 from autotune.study.sweep_end import SweepOutcome
 from autotune.sweep_context import SweepContext
 
 
-def run_data(context: SweepContext, sweep_until: Callable[[int], SweepOutcome]) -> dict:
+@dataclass(frozen=True)
+class Tried:
+    """A data change of the baseline that ran, and its gain over it."""
+
+    trial: int
+    change: str  # "data.num_workers=2"
+    outcome: str
+    gain: float | None  # tokens/s over the baseline's, less 1; None: it did not finish
+
+
+def run_data(context: SweepContext, sweep_until: Callable[[int], SweepOutcome]
+             ) -> DataResult:
     """The stage's result; ``sweep_until(n)`` runs the sweep until the study has launched
     ``n`` trials (the baseline's one-knob changes first)."""
     study = context.open_study()
@@ -31,31 +44,33 @@ def run_data(context: SweepContext, sweep_until: Callable[[int], SweepOutcome]) 
     if base is None:
         outcome = sweep_until(count_launches(study) + 1)
         if outcome.exit_code != 0:
-            return {"done": False, "failed": True, "lines": [outcome.message.splitlines()[0]]}
+            return DataResult(done=False, failed=True,
+                              lines=[outcome.message.splitlines()[0]])
         base = _baseline(study)
     if base is None:
-        return {"done": False, "failed": True,
-                "lines": ["the baseline did not complete: nothing to judge the data by"]}
+        return DataResult(done=False, failed=True, lines=[
+            "the baseline did not complete: nothing to judge the data by"])
     evidence = data_bound_evidence(base)
     if evidence is None:
-        return {"done": True, "data_bound": False, "baseline": base.number, "lines": [
+        return DataResult(done=True, data_bound=False, baseline=base.number, lines=[
             f"the baseline (trial #{base.number}) is not data-bound: {_pipeline(base)}; the "
-            "data knobs are searched with the rest"]}
+            "data knobs are searched with the rest"])
     head = f"the baseline (trial #{base.number}) is data-bound: it {evidence[0]}"
     changes = [p for p in context.space.neighbours(first=DATA_KNOBS)
                if _data_change(p, context.space.baseline)]
     if not changes:
-        return {"done": True, "data_bound": True, "baseline": base.number, "lines": [
+        return DataResult(done=True, data_bound=True, baseline=base.number, lines=[
             head, "the search space has no data knobs to try: add data.num_workers, "
-            "data.multiprocessing, data.prefetch under search.knobs (search=data has them)"]}
+            "data.multiprocessing, data.prefetch under search.knobs (search=data has them)"])
     seen = [r.params for r in load_records(study)]
     todo = [p for p in changes if p not in seen]
     outcome = sweep_until(count_launches(study) + len(todo)) if todo else None
     if outcome is not None and outcome.exit_code != 0:
-        return {"done": False, "failed": True, "lines": [head, outcome.message.splitlines()[0]]}
+        return DataResult(done=False, failed=True,
+                          lines=[head, outcome.message.splitlines()[0]])
     tried = _tried(load_records(study), changes, base)
-    return {"done": True, "data_bound": True, "baseline": base.number,
-            "trials": [t["trial"] for t in tried], "lines": [head, *_summary(tried, base)]}
+    return DataResult(done=True, data_bound=True, baseline=base.number,
+                      trials=[t.trial for t in tried], lines=[head, *_summary(tried, base)])
 
 
 def _baseline(study) -> TrialRecord | None:
@@ -78,7 +93,7 @@ def _pipeline(record: TrialRecord) -> str:
     return ", ".join(parts)
 
 
-def _tried(records: list[TrialRecord], changes: list[dict], base: TrialRecord) -> list[dict]:
+def _tried(records: list[TrialRecord], changes: list[dict], base: TrialRecord) -> list[Tried]:
     out = []
     for point in changes:
         record = next((r for r in records if r.params == point and r.number != base.number),
@@ -88,20 +103,20 @@ def _tried(records: list[TrialRecord], changes: list[dict], base: TrialRecord) -
         knob = next(k for k in point if point[k] != base.params.get(k))
         gain = (record.tokens_per_s / base.tokens_per_s - 1.0
                 if record.ok and record.tokens_per_s and base.tokens_per_s else None)
-        out.append({"trial": record.number, "change": f"{knob}={format_value(point[knob])}",
-                    "outcome": record.reason_text, "gain": gain})
+        out.append(Tried(trial=record.number, change=f"{knob}={format_value(point[knob])}",
+                         outcome=record.reason_text, gain=gain))
     return out
 
 
-def _summary(tried: list[dict], base: TrialRecord) -> list[str]:
-    lines = [f"trial #{t['trial']}: {t['change']}: "
-             + (f"{100 * t['gain']:+.1f} % over the baseline" if t["gain"] is not None
-                else t["outcome"]) for t in tried]
-    best = max((t for t in tried if t["gain"] is not None), key=lambda t: t["gain"],
+def _summary(tried: list[Tried], base: TrialRecord) -> list[str]:
+    lines = [f"trial #{t.trial}: {t.change}: "
+             + (f"{100 * t.gain:+.1f} % over the baseline" if t.gain is not None
+                else t.outcome) for t in tried]
+    best = max((t for t in tried if t.gain is not None), key=lambda t: t.gain,
                default=None)
-    if best is not None and best["gain"] > 0:
-        lines.append(f"best data change: {best['change']} (trial #{best['trial']}, "
-                     f"{100 * best['gain']:+.1f} %)")
+    if best is not None and best.gain > 0:
+        lines.append(f"best data change: {best.change} (trial #{best.trial}, "
+                     f"{100 * best.gain:+.1f} %)")
     else:
         lines.append("no data change was faster than the baseline: the pipeline needs "
                      "cheaper preprocessing (MindSpore's C++ vision ops), not more workers")

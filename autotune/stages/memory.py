@@ -11,19 +11,29 @@ every measured trial, so this stage is the first look, not the last word.
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
+from typing import Any
 
 from autotune.search import feasibility
 from autotune.settings import TuneSettings
+from autotune.study.schema.stages import MemoryResult
 from autotune.sweep_context import SweepContext
 
 MAX_POINTS = 4096
 
 
-def run_memory(context: SweepContext, options: TuneSettings) -> dict:
+@dataclass(frozen=True)
+class _Point:
+    params: dict[str, Any]
+    peak_gib: float  # predicted
+
+
+def run_memory(context: SweepContext, options: TuneSettings) -> MemoryResult:
     model = context.model
     if model is None:
-        return {"done": True, "lines": ["no cost model for a user workload (workload.entry): "
-                                        "the sweep measures memory trial by trial"]}
+        return MemoryResult(done=True, lines=[
+            "no cost model for a user workload (workload.entry): the sweep measures memory "
+            "trial by trial"])
     points = context.space.points()
     if len(points) > MAX_POINTS:
         points = random.Random(0).sample(points, MAX_POINTS)
@@ -36,7 +46,7 @@ def run_memory(context: SweepContext, options: TuneSettings) -> dict:
             impossible += 1
             continue
         peak = model.predict_config(cfg).peak_gib
-        row = {"params": params, "peak_gib": peak}
+        row = _Point(params, peak)
         (fits if peak <= limit else tight if peak <= budget else over).append(row)
     possible = len(fits) + len(tight) + len(over)
     lines = [f"{len(fits)} of {possible} configurations fit the {budget:.2f} GiB budget with "
@@ -44,14 +54,15 @@ def run_memory(context: SweepContext, options: TuneSettings) -> dict:
              f"{len(tight)} fit without it, {len(over)} are predicted over the budget"
              + (f"; {impossible} are impossible on this hardware" if impossible else "")]
     if over:
-        worst = max(over, key=lambda r: r["peak_gib"])
-        lines.append(f"largest predicted peak {worst['peak_gib']:.2f} GiB: "
-                     + ", ".join(f"{k}={v}" for k, v in worst["params"].items()))
-    best_fit = min(fits + tight, key=lambda r: r["peak_gib"], default=None)
+        worst = max(over, key=lambda r: r.peak_gib)
+        lines.append(f"largest predicted peak {worst.peak_gib:.2f} GiB: "
+                     + ", ".join(f"{k}={v}" for k, v in worst.params.items()))
+    best_fit = min(fits + tight, key=lambda r: r.peak_gib, default=None)
     if best_fit is not None:
-        lines.append(f"smallest predicted peak {best_fit['peak_gib']:.2f} GiB "
-                     f"({100 * (1 - best_fit['peak_gib'] / budget):.0f} % headroom)")
-    return {"done": True, "budget_gib": budget, "headroom": options.headroom,
-            "points": possible, "fit": len(fits), "tight": len(tight), "over": len(over),
-            "impossible": impossible, "model": model.constants.source, "lines": lines,
-            "over_examples": [r["params"] for r in sorted(over, key=lambda r: -r["peak_gib"])[:5]]}
+        lines.append(f"smallest predicted peak {best_fit.peak_gib:.2f} GiB "
+                     f"({100 * (1 - best_fit.peak_gib / budget):.0f} % headroom)")
+    return MemoryResult(done=True, budget_gib=budget, headroom=options.headroom,
+                        points=possible, fit=len(fits), tight=len(tight), over=len(over),
+                        impossible=impossible, model=model.constants.source, lines=lines,
+                        over_examples=[r.params for r in
+                                       sorted(over, key=lambda r: -r.peak_gib)[:5]])

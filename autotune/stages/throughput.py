@@ -8,16 +8,17 @@ from collections.abc import Callable
 import optuna
 
 from autotune.study import budget
+from autotune.study.schema.stages import StageResult
 from autotune.study.sweep_end import SweepOutcome
 from autotune.sweep_context import SweepContext
 
 
 def run_throughput(context: SweepContext, study: optuna.Study,
-                   sweep: Callable[[], SweepOutcome]) -> dict:
+                   sweep: Callable[[], SweepOutcome]) -> StageResult:
     """The stage's result; ``sweep()`` runs the whole sweep (its leaderboard and winner)."""
     launched = budget.count_launches(study)
     if launched >= context.settings.n_trials:
-        return {"done": True, "lines": [f"the sweep's budget is spent: {launched} launched"]}
+        return StageResult(done=True, lines=[f"the sweep's budget is spent: {launched} launched"])
     outcome = sweep()
-    return {"done": outcome.exit_code == 0, "failed": outcome.exit_code != 0,
-            "lines": [outcome.message.splitlines()[0]]}
+    return StageResult(done=outcome.exit_code == 0, failed=outcome.exit_code != 0,
+                       lines=[outcome.message.splitlines()[0]])

@@ -3,6 +3,7 @@ done" is never the last word on a run whose soak found a drift."""
 
 from __future__ import annotations
 
+from autotune.search.space import PRECISION
 from autotune.study.schema.soak import SoakVerdict
 from autotune.study.schema.stages import StageResult
 from trials.contract.units import rate
@@ -31,7 +32,7 @@ def verdict(stage: str, result: StageResult) -> str:
     if result.failed:
         return f"{stage}: FAILED ({'; '.join(result.lines[-1:]) or 'see above'})"
     if stage == "correctness":
-        out = result.ruled_out.get("precision") or {}
+        out = result.ruled_out.get(PRECISION) or {}
         if out:
             return f"correctness: passed; ruled out: {', '.join(sorted(out))}"
         return "correctness: passed (every precision follows the baseline's loss)"

@@ -32,7 +32,7 @@ from optuna.artifacts import FileSystemArtifactStore, upload_artifact
 from optuna.artifacts.exceptions import ArtifactNotFound
 from optuna.trial import FrozenTrial
 
-from autotune.study.schema.keys import PUBLISHED
+from autotune.study.schema.published import Published, published, store_published
 from trials.contract.trial_dir import TrialDir
 
 log = logging.getLogger(__name__)
@@ -41,9 +41,6 @@ log = logging.getLogger(__name__)
 LOG_TAIL_FILE = "log_tail.txt"
 #: Lines of each log (stderr, then stdout) kept in the tail.
 LOG_TAIL_LINES = 200
-#: Study user attribute (schema.keys.PUBLISHED): what :func:`publish` uploaded,
-#: ``{"<scope>/<name>": {"sha256", "artifact_id"}}`` (scope ``study`` or ``trial-NNNN``),
-#: so that it uploads once per content.
 #: Optuna's key prefix for an artifact's meta (optuna/artifacts/_upload.py), and the one
 #: optuna-dashboard also reads from the *study's* system attributes for a trial's artifacts
 #: (optuna_dashboard/artifact/_backend.py, list_trial_artifacts): the one way to attach a
@@ -107,9 +104,8 @@ def publish(study: optuna.Study, store: FileSystemArtifactStore, path: Path, *,
     key = f"{scope}/{path.name}"
     try:
         digest = sha256(path)
-        published = dict(study.user_attrs.get(PUBLISHED) or {})
-        earlier = published.get(key) or {}
-        if earlier.get("sha256") == digest:
+        earlier = published(study).get(key)
+        if earlier is not None and earlier.sha256 == digest:
             return False
         prefix = (OPTUNA_PREFIX if trial is None
                   else DASHBOARD_TRIAL_PREFIX.format(trial_id=trial._trial_id))
@@ -117,10 +113,9 @@ def publish(study: optuna.Study, store: FileSystemArtifactStore, path: Path, *,
         with path.open("rb") as body:
             store.write(artifact_id, body)
         _set_meta(study, prefix + artifact_id, _meta(artifact_id, path))
-        if earlier.get("artifact_id"):
-            _remove(study, store, prefix + earlier["artifact_id"], earlier["artifact_id"])
-        published[key] = {"sha256": digest, "artifact_id": artifact_id}
-        study.set_user_attr(PUBLISHED, published)
+        if earlier is not None and earlier.artifact_id:
+            _remove(study, store, prefix + earlier.artifact_id, earlier.artifact_id)
+        store_published(study, key, Published(sha256=digest, artifact_id=artifact_id))
         return True
     except Exception as exc:  # noqa: BLE001 - failures are data: a warning line
         log.warning("could not publish %s as an artifact of the %s (%s: %s)", path,

@@ -24,7 +24,6 @@ from __future__ import annotations
 import os
 import socket
 import time
-from typing import Any
 
 import optuna
 from optuna.exceptions import UpdateFinishedTrialError
@@ -32,14 +31,15 @@ from optuna.trial import FrozenTrial, TrialState
 
 from autotune.settings import SweepSettings
 from autotune.study import notes
-from autotune.study.records import DETAIL, HEARTBEAT, REASON, ROLE, WORKER
+from autotune.study.records import DETAIL, HEARTBEAT, REASON, ROLE
 from autotune.study.schema.keys import RETRY_OF, RETRY_ROLE
+from autotune.study.schema.worker import Worker, stored_worker
 from trials.contract.outcomes import Outcome
 
 
-def worker_identity() -> dict[str, Any]:
+def worker_identity() -> Worker:
     """Who runs a trial: this host and this orchestrator's pid."""
-    return {"host": socket.gethostname(), "pid": os.getpid()}
+    return Worker(host=socket.gethostname(), pid=os.getpid())
 
 
 def beat(trial: optuna.Trial) -> None:
@@ -70,13 +70,13 @@ def stale_trials(study: optuna.Study, settings: SweepSettings) -> list[FrozenTri
     now = time.time()  # against stored wall-clock stamps: heartbeats, trial start times
     stale = []
     for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        worker = trial.user_attrs.get(WORKER) or {}
+        worker = stored_worker(trial.user_attrs)
         beat = float(trial.user_attrs.get(HEARTBEAT, 0.0) or 0.0)
-        same_host = worker.get("host") == me["host"]
-        owner_dead = same_host and worker.get("pid") != me["pid"] and not _pid_alive(
-            int(worker.get("pid", 0) or 0))
+        same_host = worker is not None and worker.host == me.host
+        owner_dead = same_host and worker.pid != me.pid and not _pid_alive(
+            int(worker.pid or 0))
         silent = beat and now - beat > settings.heartbeat_timeout_s
-        unclaimed = not worker and trial.datetime_start is not None and (
+        unclaimed = worker is None and trial.datetime_start is not None and (
             now - trial.datetime_start.timestamp() > settings.heartbeat_timeout_s)
         if owner_dead or silent or unclaimed:
             stale.append(trial)

@@ -21,6 +21,7 @@ from autotune.study import records as R
 from autotune.study.artifacts import RunFiles, attach_run
 from autotune.study.conditions import missed_precision
 from autotune.study.result import TrialResult
+from autotune.study.schema.scorecard import Resources
 from trials.contract.jsonsafe import to_json
 from trials.contract.outcomes import Constraint, Outcome
 from trials.contract.scorecard import scorecard
@@ -45,7 +46,7 @@ def constraints_for(outcome: Outcome, peak_gib: float | None,
 
 def peak_of(result: TrialResult) -> float | None:
     if result.summary is not None:
-        peak = result.summary.resources.get("peak_rss_gib_max_rank")
+        peak = Resources.from_json(result.summary.resources).peak_rss_gib_max_rank
         if peak is not None:
             return peak
     peaks = [s.peak_rss_gib for s in result.steps if s.peak_rss_gib]

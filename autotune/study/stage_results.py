@@ -1,9 +1,9 @@
 """Stage results on the study: what each stage found, and the knob values it ruled out.
 
 ``autotune.stages`` maps a stage name to its result (schema.stages.StageResult: ``done``,
-``lines``, the sentences the report shows, and the stage's own fields). The correctness
-stage's ``ruled_out`` maps a knob to the values the sweep must not launch, each with its
-reason.
+``lines``, the sentences the report shows; a stage with findings of its own stores a
+subclass). The correctness stage's ``ruled_out`` maps a knob to the values the sweep must
+not launch, each with its reason.
 """
 
 from __future__ import annotations
@@ -12,18 +12,10 @@ from typing import Any
 
 import optuna
 
-from autotune.study.schema.keys import STAGES
-from autotune.study.schema.stages import stage_results, store_stage_result
-
-STAGES_KEY = STAGES
+from autotune.study.schema.stages import StageResult, stage_results, store_stage_result
 
 
-def results(study: optuna.Study) -> dict[str, dict]:
-    """The stored results as JSON (what the stages themselves read back)."""
-    return dict(study.user_attrs.get(STAGES_KEY) or {})
-
-
-def save(study: optuna.Study, stage: str, result: dict) -> None:
+def save(study: optuna.Study, stage: str, result: StageResult) -> None:
     store_stage_result(study, stage, result)
 
 

@@ -30,6 +30,7 @@ from autotune.running.job import FollowedFile, TrialJob
 from autotune.running.runner import installed
 from autotune.settings import Launcher, SweepSettings
 from autotune.study.reaping import worker_identity
+from autotune.study.schema.worker import TrialProcess
 from autotune.testing.fake_trial import COMMAND
 from autotune.testing.script import plan_run, read_script
 from trials.contract.events import Record
@@ -113,8 +114,8 @@ class VirtualTrial(FollowedFile):
     def verdict(self) -> None:
         return None
 
-    def record(self) -> dict:
-        return {"host": worker_identity()["host"], "marker": self.marker, "virtual": True}
+    def record(self) -> TrialProcess:
+        return TrialProcess(host=worker_identity().host, marker=self.marker, virtual=True)
 
 
 class VirtualRunner:

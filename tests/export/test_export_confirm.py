@@ -14,6 +14,7 @@ import uuid
 
 import pytest
 
+from autotune.study.schema.worker import stored_worker
 from tests.conftest import ROOT, project_env, read_events
 
 STUDY = ["workload=gpt_tiny", "search=tiny", "sweep.study=real", "run.warmup_steps=1",
@@ -305,7 +306,7 @@ def test_two_orchestrators_share_one_postgresql_study(harness):
     # Rule: the budget is a total over workers; numbering is shared and never restarts.
     assert len(launched) == 6
     assert [t.number for t in trials] == list(range(len(trials)))
-    assert len({t.user_attrs["worker"]["pid"] for t in launched}) == 2  # both worked
+    assert len({stored_worker(t.user_attrs).pid for t in launched}) == 2  # both worked
     assert all(t.state.is_finished() for t in trials)
     import psycopg2
 

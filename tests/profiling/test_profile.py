@@ -7,9 +7,12 @@ import json
 import pytest
 
 from autotune.profiling import rules
+from autotune.study.schema.profile import ProfileResult
 from trials.contract.breakdown import (
     CATEGORIES,
+    MemoryCurve,
     OpEvent,
+    OpRow,
     StepWindow,
     category,
     downsample,
@@ -68,9 +71,9 @@ def test_top_ops_rank_op_types_by_time_per_step():
     ops = [op("Default/a/MatMul-op0", 0, 30), op("Default/a/MatMul-op1", 30, 30),
            op("Default/a/GeLU-op0", 60, 10), op("Gradients/Default/a/MatMul-op2", 70, 20)]
     top = top_ops(ops, windows)
-    assert [(r["type"], r["category"]) for r in top] == [
+    assert [(r.type, r.category) for r in top] == [
         ("MatMul", "forward"), ("MatMul", "backward"), ("GeLU", "forward")]
-    assert top[0]["share"] == pytest.approx(0.6) and top[0]["calls_per_step"] == 2
+    assert top[0].share == pytest.approx(0.6) and top[0].calls_per_step == 2
 
 
 def test_the_memory_mean_is_over_time_not_over_samples():
@@ -80,8 +83,8 @@ def test_the_memory_mean_is_over_time_not_over_samples():
     t = [0.0] + [9.0 + 0.1 * i for i in range(11)]
     v = [100.0] + [0.0] * 10 + [100.0]
     stats = memory_stats(v, t)
-    assert stats["mean_mib"] == pytest.approx(90.0)
-    assert memory_stats(v)["mean_mib"] == pytest.approx(200 / 12)  # without times: per sample
+    assert stats.mean_mib == pytest.approx(90.0)
+    assert memory_stats(v).mean_mib == pytest.approx(200 / 12)  # without times: per sample
 
 
 def test_downsampling_keeps_the_peaks():
@@ -104,24 +107,24 @@ def evidence(**kw) -> rules.Evidence:
     (rules.data_wait, {"shares": {"data_wait": 0.05}, "seconds": {"data_wait": 0.025}},
      {"shares": {"data_wait": 0.05}, "seconds": {"data_wait": 0.009}}, "25.0 ms"),
     (rules.dominant_op,
-     {"top_ops": [{"type": "MatMul", "category": "forward", "share": 0.55,
-                   "ms_per_step": 55.0, "calls_per_step": 4, "example": "Default/x/MatMul-op1"}]},
-     {"top_ops": [{"type": "MatMul", "category": "forward", "share": 0.35,
-                   "ms_per_step": 35.0, "calls_per_step": 4, "example": "Default/x/MatMul-op1"}]},
+     {"top_ops": [OpRow(type="MatMul", category="forward", share=0.55, ms_per_step=55.0,
+                         calls_per_step=4, example="Default/x/MatMul-op1")]},
+     {"top_ops": [OpRow(type="MatMul", category="forward", share=0.35, ms_per_step=35.0,
+                         calls_per_step=4, example="Default/x/MatMul-op1")]},
      "MatMul"),
     (rules.memory_peaks,
-     {"memory": {"peak_mib": 900.0, "mean_mib": 200.0, "peak_over_mean": 4.5, "source": "x"}},
-     {"memory": {"peak_mib": 400.0, "mean_mib": 200.0, "peak_over_mean": 2.0, "source": "x"}},
+     {"memory": MemoryCurve(peak_mib=900.0, mean_mib=200.0, peak_over_mean=4.5, source="x")},
+     {"memory": MemoryCurve(peak_mib=400.0, mean_mib=200.0, peak_over_mean=2.0, source="x")},
      "4.5x"),
     (rules.slow_rank, {"rank_step_s": [0.100, 0.112], "dp": 2},
      {"rank_step_s": [0.100, 0.102], "dp": 2}, "rank 1"),
     (rules.host_bound, {"shares": {"idle": 0.387}}, {"shares": {"idle": 0.05}}, "38.7 %"),
     (rules.cast_overhead,
-     {"top_ops": [{"type": "Cast", "category": "forward", "share": 0.12, "ms_per_step": 12.0},
-                  {"type": "MatMul", "category": "forward", "share": 0.5, "ms_per_step": 50.0},
-                  {"type": "Cast", "category": "backward", "share": 0.07, "ms_per_step": 7.0}]},
-     {"top_ops": [{"type": "Cast", "category": "forward", "share": 0.04, "ms_per_step": 4.0},
-                  {"type": "MatMul", "category": "forward", "share": 0.5, "ms_per_step": 50.0}]},
+     {"top_ops": [OpRow(type="Cast", category="forward", share=0.12, ms_per_step=12.0),
+                  OpRow(type="MatMul", category="forward", share=0.5, ms_per_step=50.0),
+                  OpRow(type="Cast", category="backward", share=0.07, ms_per_step=7.0)]},
+     {"top_ops": [OpRow(type="Cast", category="forward", share=0.04, ms_per_step=4.0),
+                  OpRow(type="MatMul", category="forward", share=0.5, ms_per_step=50.0)]},
      "19.0 %"),
 ])
 def test_each_rule_fires_on_its_condition_only_and_quotes_its_numbers(rule, firing, quiet,
@@ -149,15 +152,14 @@ def test_profile_a_tiny_config_lists_top_ops_splits_the_step_and_writes_a_trace(
                  "run.measure_steps=3", "run.adaptive=false"])
     printed = capsys.readouterr().out
     assert code == 0, printed
-    result = json.loads((out / "profile.json").read_text())
-    p = result["profile"]
-    assert set(p["shares"]) == set(CATEGORIES)
-    assert sum(p["shares"].values()) == pytest.approx(1.0, abs=0.05)
-    types = [r["type"] for r in p["top_ops"]]
+    p = ProfileResult.from_json(json.loads((out / "profile.json").read_text())).profile
+    assert set(p.shares) == set(CATEGORIES)
+    assert sum(p.shares.values()) == pytest.approx(1.0, abs=0.05)
+    types = [r.type for r in p.top_ops]
     assert 1 <= len(types) <= 10 and "MatMul" in types
-    assert p["seconds"]["forward"] > 0 and p["seconds"]["backward"] > 0
-    assert p["seconds"]["optimizer"] > 0
-    assert p["memory"]["peak_mib"] > 0 and p["overhead"] > 0
+    assert p.seconds["forward"] > 0 and p.seconds["backward"] > 0
+    assert p.seconds["optimizer"] > 0
+    assert p.memory.peak_mib > 0 and p.overhead > 0
     trace = json.loads((out / "trace.json").read_text())
     assert any(e.get("cat") == "step" for e in trace["traceEvents"])
     assert (out / "profile.png").stat().st_size > 0 and any((out / "raw").iterdir())

@@ -14,6 +14,7 @@ from optuna.trial import TrialState
 from autotune.settings import SweepSettings
 from autotune.study import reaping
 from autotune.study import records as R
+from autotune.study.schema.worker import Worker
 from trials.contract.outcomes import Outcome
 
 SPACE = {"x": optuna.distributions.CategoricalDistribution([1, 2, 3])}
@@ -35,7 +36,7 @@ def dead_pid() -> int:
 
 def claimed(study: optuna.Study, host: str, pid: int) -> optuna.Trial:
     trial = study.ask(SPACE)
-    trial.set_user_attr(R.WORKER, {"host": host, "pid": pid})
+    trial.set_user_attr(R.WORKER, Worker(host=host, pid=pid).to_json())
     reaping.beat(trial)
     return trial
 

@@ -20,6 +20,7 @@ from optuna.trial import TrialState
 
 from autotune.running.slurm import job_parameters, slurm_outcome
 from autotune.settings import SlurmSettings
+from autotune.study.schema.worker import stored_process
 from tests.conftest import project_env
 from trials.contract.compose import compose
 from trials.contract.outcomes import Outcome
@@ -46,8 +47,8 @@ def slurm():
 
 
 def jobs_of(study) -> list[str]:
-    return [str(t.user_attrs["process"]["slurm_job"]) for t in study.trials
-            if (t.user_attrs.get("process") or {}).get("slurm_job")]
+    processes = (stored_process(t.user_attrs) for t in study.trials)
+    return [str(p.slurm_job) for p in processes if p is not None and p.slurm_job]
 
 
 def sacct_state(job: str) -> str:

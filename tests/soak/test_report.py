@@ -12,8 +12,8 @@ import optuna
 from autotune.settings import SoakSettings
 from autotune.soak.attempts import Attempt
 from autotune.soak.plan import SoakPlan
-from autotune.soak.report import SOAK_KEY, plot, render, soak_section, summarise
-from autotune.study.schema.soak import SoakVerdict
+from autotune.soak.report import plot, render, soak_section, summarise
+from autotune.study.schema.soak import SoakVerdict, store_soak
 from trials.contract.events import Phase, StepRecord
 
 MIB = 1 / 1024
@@ -39,12 +39,12 @@ def test_a_leaking_run_is_flagged_and_the_result_is_json_safe(tmp_path):
     attempt = Attempt(index=0, steps=steps(300, leak_mib_per_step=1.0), exit_code=0)
     r = summarise(plan(300), [attempt], None, SoakSettings(), 9.0, tmp_path)
     # Rule: 1 MiB a step (100 MiB / 100 steps) is over the 20 MiB threshold: a leak.
-    assert r["leak"] is True and r["finished"] is True and r["exit_code"] == 0
+    assert r.leak is True and r.finished is True and r.exit_code == 0
     # Rule: the last verdict says how far it got.
-    assert r["verdicts"][-1] == "finished: 300 of 300 steps in 1 launch(es), 9.0 s"
+    assert r.verdicts[-1] == "finished: 300 of 300 steps in 1 launch(es), 9.0 s"
     # Rule: the result is strict JSON (stored on the study and in soak.json).
-    json.dumps(r, allow_nan=False)
-    text = render(SoakVerdict.from_json(r))
+    json.dumps(r.to_json(), allow_nan=False)
+    text = render(SoakVerdict.from_json(r.to_json()))
     assert "RSS growth in a launch" in text and "- finished: 300 of 300" in text
 
 
@@ -52,15 +52,15 @@ def test_a_steady_run_has_no_leak_and_a_failed_one_exits_1(tmp_path):
     attempt = Attempt(index=0, steps=steps(300, leak_mib_per_step=0.0), exit_code=0)
     r = summarise(plan(300), [attempt], "crash at step 300", SoakSettings(), 9.0, tmp_path)
     # Rule: flat memory is no leak; a failure is the last verdict and exit code 1.
-    assert r["leak"] is False
-    assert r["verdicts"][-1] == "FAILED: crash at step 300" and r["exit_code"] == 1
+    assert r.leak is False
+    assert r.verdicts[-1] == "FAILED: crash at step 300" and r.exit_code == 1
 
 
 def test_the_plot_is_written_or_says_there_was_no_step(tmp_path):
     attempt = Attempt(index=0, steps=steps(120, 1.0), exit_code=0)
     r = summarise(plan(120), [attempt], None, SoakSettings(), 4.0, tmp_path)
     # Rule: a figure of the run; a placeholder when the run made no step.
-    verdict = SoakVerdict.from_json(r)
+    verdict = SoakVerdict.from_json(r.to_json())
     assert plot([attempt], verdict, tmp_path / "soak.png").read_bytes().startswith(PNG)
     empty = plot([Attempt(index=0)], verdict, tmp_path / "none.png")
     assert empty.read_bytes().startswith(PNG)
@@ -69,8 +69,7 @@ def test_the_plot_is_written_or_says_there_was_no_step(tmp_path):
 def test_the_readme_section_is_only_for_the_soaked_trial(tmp_path):
     study = optuna.create_study(storage="sqlite:///" + str(tmp_path / "s.db"))
     attempt = Attempt(index=0, steps=steps(300, 1.0), exit_code=0)
-    study.set_user_attr(SOAK_KEY, summarise(plan(300), [attempt], None, SoakSettings(), 9.0,
-                                            tmp_path))
+    store_soak(study, summarise(plan(300), [attempt], None, SoakSettings(), 9.0, tmp_path))
     section = soak_section(study, 3, plot="soak.png")
     # Rule: the soaked trial's section states the leak and links the figure.
     assert section.startswith("## Soak") and "**leak**" in section

@@ -18,7 +18,7 @@ from autotune.soak import plan as soak_plan
 from autotune.soak import stability
 from autotune.soak.stability import analyse, resume_check
 from autotune.stages.verdicts import soak_issues
-from autotune.study.schema.soak import SoakVerdict
+from autotune.study.schema.soak import SoakVerdict, last_soak
 from tests.export.test_export_confirm import STUDY, autotune
 from trials.contract.events import Phase, StepRecord
 from trials.contract.schema import ConfigError
@@ -53,10 +53,10 @@ def test_an_injected_leak_is_detected_with_its_slope():
     rng = np.random.default_rng(1)
     noise = rng.standard_normal(300) * 0.5 * MIB
     r = judge(steps(300, rss=lambda i: 0.5 + 2 * MIB * i + noise[i]))
-    m = r["memory"]
-    assert m["leak"] and r["flags"]["leak"]
-    assert m["slope_low"] <= 200 <= m["slope_high"] and m["slope_low"] > 150
-    assert any(v.startswith("host memory: LEAK: +200") for v in r["verdicts"])
+    m = r.memory
+    assert m.leak and r.flags.leak
+    assert m.slope_low <= 200 <= m.slope_high and m.slope_low > 150
+    assert any(v.startswith("host memory: LEAK: +200") for v in stability.verdicts(r))
 
 
 def test_flat_rss_with_noise_and_warmup_growth_is_no_leak():
@@ -64,10 +64,10 @@ def test_flat_rss_with_noise_and_warmup_growth_is_no_leak():
     noise = rng.standard_normal(300) * 1.0 * MIB
     # The dataset and allocator warm up over the first 20 steps (+60 MiB), then RSS is flat.
     r = judge(steps(300, rss=lambda i: 0.5 + min(i, 20) * 3 * MIB + noise[i]))
-    m = r["memory"]
-    assert m["judged"] and not m["leak"]
-    assert abs(m["slope_mib_per_100_steps"]) < 5 and m["slope_low"] < 20
-    assert any(v.startswith("host memory: no leak") for v in r["verdicts"])
+    m = r.memory
+    assert m.judged and not m.leak
+    assert abs(m.slope_mib_per_100_steps) < 5 and m.slope_low < 20
+    assert any(v.startswith("host memory: no leak") for v in stability.verdicts(r))
 
 
 def test_memory_is_fitted_within_each_process_across_a_restart():
@@ -76,9 +76,9 @@ def test_memory_is_fitted_within_each_process_across_a_restart():
     first = steps(120, rss=lambda i: 0.5 + 2 * MIB * i)
     second = steps(120, start=100, rss=lambda i: 0.5 + 2 * MIB * (i - 100))
     stitched = [s for s in first if s.step < 100] + second
-    pooled = judge(stitched, restarts=[100])["memory"]
-    assert pooled["processes"] == 2 and pooled["leak"]
-    assert pooled["slope_mib_per_100_steps"] == pytest.approx(200, rel=0.01)
+    pooled = judge(stitched, restarts=[100]).memory
+    assert pooled.processes == 2 and pooled.leak
+    assert pooled.slope_mib_per_100_steps == pytest.approx(200, rel=0.01)
 
 
 def test_blocked_theil_sen_is_scipys_for_one_block():
@@ -97,14 +97,14 @@ def test_loss_spikes_are_counted_where_they_happen():
     spiked = [s if s.step not in (60, 150) else StepRecord(**{**s.__dict__, "loss": 3 * s.loss})
               for s in base]
     r = judge(spiked)
-    assert r["loss"]["spikes"] == 2 and r["loss"]["spike_steps"] == [60, 150]
-    assert r["flags"]["spikes"]
+    assert r.loss.spikes == 2 and r.loss.spike_steps == [60, 150]
+    assert r.flags.spikes
 
 
 def test_a_fast_falling_loss_has_no_spikes():
     r = judge(steps(200, loss=lambda i: 8 * math.exp(-i / 10) + 2.0 + 0.03 * math.cos(i)))
-    assert r["loss"]["spikes"] == 0 and not r["flags"]["spikes"]
-    assert r["verdicts"][0].startswith("loss spikes: 0 in 200 steps")
+    assert r.loss.spikes == 0 and not r.flags.spikes
+    assert stability.verdicts(r)[0].startswith("loss spikes: 0 in 200 steps")
 
 
 def test_a_loss_that_rises_over_the_second_half_is_flagged():
@@ -113,18 +113,18 @@ def test_a_loss_that_rises_over_the_second_half_is_flagged():
     rise = judge(steps(200, loss=lambda i: (5 * math.exp(-i / 20) + 2.7 if i < 100
                                            else 2.7 + 0.004 * (i - 100))
                        + 0.03 * math.sin(7 * i)))
-    trend = rise["loss_trend"]
-    assert rise["flags"]["loss_rising"] and trend["low"] > 0 and trend["change_pct"] > 10
-    line = next(v for v in rise["verdicts"] if v.startswith("loss over the second half"))
+    trend = rise.loss_trend
+    assert rise.flags.loss_rising and trend.low > 0 and trend.change_pct > 10
+    line = next(v for v in stability.verdicts(rise) if v.startswith("loss over the second half"))
     assert "(steps 100-199): RISING" in line
     assert "the loss RISES over the run's second half" in soak_issues(
         SoakVerdict(finished=True, loss_rising=True))
     # A loss still falling, or flat with noise, is not.
     fall = judge(steps(200, loss=lambda i: 5 * math.exp(-i / 60) + 2.5 + 0.03 * math.sin(i)))
-    assert not fall["flags"]["loss_rising"]
-    assert "(steps 100-199): falling" in "\n".join(fall["verdicts"])
+    assert not fall.flags.loss_rising
+    assert "(steps 100-199): falling" in "\n".join(stability.verdicts(fall))
     flat = judge(steps(200, seed=3))  # 3.0 + noise
-    assert not flat["flags"]["loss_rising"] and not flat["loss_trend"]["change_pct"] > 5
+    assert not flat.flags.loss_rising and not flat.loss_trend.change_pct > 5
 
 
 def test_overflow_skip_and_nonfinite_rates():
@@ -132,11 +132,11 @@ def test_overflow_skip_and_nonfinite_rates():
     records = steps(100, **flags)
     records[50] = StepRecord(**{**records[50].__dict__, "loss": math.nan})
     r = judge(records)
-    assert r["rates"]["overflow"] == pytest.approx(0.04)
-    assert r["rates"]["skipped_updates"] == pytest.approx(0.04)
-    assert r["loss"]["nonfinite"] == 1 and r["flags"]["nonfinite"]
+    assert r.rates.overflow == pytest.approx(0.04)
+    assert r.rates.skipped_updates == pytest.approx(0.04)
+    assert r.loss.nonfinite == 1 and r.flags.nonfinite
     clean = judge(steps(100))
-    assert clean["rates"]["overflow"] == 0 and clean["rates"]["skipped_updates"] == 0
+    assert clean.rates.overflow == 0 and clean.rates.skipped_updates == 0
 
 
 # -- throughput -------------------------------------------------------------------------------
@@ -145,14 +145,14 @@ def test_tokens_per_s_drift_is_detected():
     noise = 1 + 0.02 * rng.standard_normal(300)
     # step time grows 25 % over the run: tokens/s falls by a fifth
     r = judge(steps(300, step_s=lambda i: 0.03 * (1 + 0.25 * i / 300) * noise[i]))
-    t = r["throughput"]
-    assert t["drifting"] and r["flags"]["drift"]
-    assert t["drift_high"] < 0 and t["decile_change_pct"] < -10
-    assert any(v.startswith("tokens/s DRIFTS") for v in r["verdicts"])
+    t = r.throughput
+    assert t.drifting and r.flags.drift
+    assert t.drift_high < 0 and t.decile_change_pct < -10
+    assert any(v.startswith("tokens/s DRIFTS") for v in stability.verdicts(r))
     # Rule: an image job's soak names its rate in samples, in the verdict and the tune line.
     images = judge(steps(300, step_s=lambda i: 0.03 * (1 + 0.25 * i / 300) * noise[i]),
                    unit="samples")
-    drift = next(v for v in images["verdicts"] if "DRIFTS" in v)
+    drift = next(v for v in stability.verdicts(images) if "DRIFTS" in v)
     assert drift.startswith("samples/s DRIFTS") and "tok" not in drift
     assert soak_issues(SoakVerdict(finished=True, drift=True, unit="samples")) == [
         "samples/s DRIFTS"]
@@ -162,9 +162,9 @@ def test_steady_tokens_per_s_is_no_drift():
     rng = np.random.default_rng(5)
     noise = 1 + 0.05 * rng.standard_normal(300)
     r = judge(steps(300, step_s=lambda i: 0.03 * noise[i]))
-    t = r["throughput"]
-    assert t["judged"] and not t["drifting"]
-    assert t["drift_low"] < 0 < t["drift_high"] or abs(t["decile_change_pct"]) < 5
+    t = r.throughput
+    assert t.judged and not t.drifting
+    assert t.drift_low < 0 < t.drift_high or abs(t.decile_change_pct) < 5
 
 
 # -- kill and resume --------------------------------------------------------------------------
@@ -176,27 +176,27 @@ def test_resume_that_replays_identically_continues():
     killed = steps(56, loss=_curve)          # killed after step 55, checkpoint at 50
     resumed = steps(50, start=50, loss=_curve)
     r = resume_check(killed, resumed, 0.01)
-    assert r["resume_step"] == 50 and r["compared"] == 6 and r["compared_steps"][0] == 50
-    assert r["identical"] and r["max_rel_diff"] == 0 and r["matched"] and r["continued"]
-    assert r["within_trend"] is True
-    assert "bit-identical" in r["verdict"]
+    assert r.resume_step == 50 and r.compared == 6 and r.compared_steps[0] == 50
+    assert r.identical and r.max_rel_diff == 0 and r.matched and r.continued
+    assert r.within_trend is True
+    assert "bit-identical" in r.verdict
 
 
 def test_resume_that_diverges_from_the_killed_run_is_flagged():
     killed = steps(56, loss=_curve)
     resumed = steps(50, start=50, loss=lambda i: _curve(i) * 1.05)
     r = resume_check(killed, resumed, 0.01)
-    assert r["compared"] == 6 and r["max_rel_diff"] == pytest.approx(0.05 / 1.05, rel=1e-6)
-    assert not r["matched"] and not r["continued"]
-    assert "DID NOT continue" in r["verdict"]
+    assert r.compared == 6 and r.max_rel_diff == pytest.approx(0.05 / 1.05, rel=1e-6)
+    assert not r.matched and not r.continued
+    assert "DID NOT continue" in r.verdict
 
 
 def test_resume_without_replayed_steps_falls_back_to_the_trend():
     killed = steps(50, loss=_curve)
     on_trend = resume_check(killed, steps(20, start=50, loss=_curve), 0.01)
-    assert on_trend["compared"] == 0 and on_trend["continued"]
+    assert on_trend.compared == 0 and on_trend.continued
     jumped = resume_check(killed, steps(20, start=50, loss=lambda i: _curve(i) + 2.0), 0.01)
-    assert jumped["within_trend"] is False and not jumped["continued"]
+    assert jumped.within_trend is False and not jumped.continued
 
 
 # -- the soak's own pieces --------------------------------------------------------------------
@@ -251,26 +251,26 @@ def test_real_soak_detects_the_leak_kills_and_resumes(soaked):
     base, _, out, proc = soaked
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "kill -9 after step" in proc.stdout and "resumed at step 20" in proc.stdout
-    result = json.loads((out / "soak.json").read_text())
-    assert result["trial"] == 0 and result["steps"] == 40 and result["finished"]
-    assert result["overrides"][-1] == "run.inject_leak_mib=2"
-    memory = result["analysis"]["memory"]
-    assert result["leak"] and memory["leak"] and memory["slope_mib_per_100_steps"] > 100
+    result = SoakVerdict.from_json(json.loads((out / "soak.json").read_text()))
+    assert result.trial == 0 and result.steps == 40 and result.finished
+    assert result.overrides[-1] == "run.inject_leak_mib=2"
+    memory = result.analysis.memory
+    assert result.leak and memory.leak and memory.slope_mib_per_100_steps > 100
     # Killed 5 steps past the checkpoint at step 20; the resumed run replays those steps.
-    assert result["kill"]["after_step"] >= 24 and result["kill"]["checkpoint_step"] == 20
-    resume = result["resume"]
-    assert resume["resume_step"] == 20 and resume["compared"] >= 1
-    assert resume["max_rel_diff"] <= resume["tolerance"] and resume["continued"]
-    assert result["steps_trained"] == 40
-    assert [a["killed"] for a in result["attempts"]] == [True, False]
+    assert result.kill.after_step >= 24 and result.kill.checkpoint_step == 20
+    resume = result.resume
+    assert resume.resume_step == 20 and resume.compared >= 1
+    assert resume.max_rel_diff <= resume.tolerance and resume.continued
+    assert result.steps_trained == 40
+    assert [a.killed for a in result.attempts] == [True, False]
     assert (out / "soak.png").stat().st_size > 10_000
     import optuna
 
     study = optuna.load_study(study_name="real",
                               storage=f"sqlite:///{base / 'runs' / 'real' / 'study.db'}")
-    stored = study.user_attrs["autotune.soak"]
-    assert stored["trial"] == 0 and stored["plot"] == str(out / "soak.png")
-    assert stored["verdicts"] == result["verdicts"]
+    stored = last_soak(study)
+    assert stored.trial == 0 and stored.plot == str(out / "soak.png")
+    assert stored.verdicts == result.verdicts
     section = soak.soak_section(study, 0)
     assert section.startswith("## Soak") and "**leak**" in section
     assert soak.soak_section(study, 1) == ""

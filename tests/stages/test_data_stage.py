@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from autotune.cli import main
+from autotune.study.schema.stages import stage_results
 from tests.report.test_data_bound import SHORT, _image_overrides
 
 #: Threads first in knob order: only the data-bound rule puts the data knobs before it.
@@ -47,10 +48,10 @@ def test_tune_data_stage_tries_each_data_knob_then_the_sweep_goes_on(harness):
                                        "sweep.n_trials=4")]
     assert main(args) == 0
     out = harness.capsys.readouterr().out
-    stage = harness.study().user_attrs["autotune.stages"]["data"]
+    stage = stage_results(harness.study())["data"]
     # Rule: the data stage launches the baseline and then each data knob's change, alone,
     # before anything else; the throughput stage's sweep launches the rest of the budget.
-    assert stage["data_bound"] and len(stage["trials"]) == 2
+    assert stage.data_bound and len(stage.trials) == 2
     assert _changes(harness.study())[:2] == ["data.num_workers=2", "data.prefetch=64"]
     assert len(_changes(harness.study())) == 3
     assert "the baseline (trial #0) is data-bound: it spent 50.0 %" in out
@@ -61,10 +62,10 @@ def test_tune_data_stage_on_a_baseline_not_data_bound_launches_only_it(harness):
     harness.script()
     space = harness.space("mixed", KNOBS)
     assert main(["tune", *harness.overrides(space, "tune.stages=[data]")]) == 0
-    stage = harness.study().user_attrs["autotune.stages"]["data"]
+    stage = stage_results(harness.study())["data"]
     # Rule: nothing to fix in the pipeline: the stage measures the baseline and stops.
-    assert stage["data_bound"] is False
-    assert "is not data-bound: data wait 0.0 %" in stage["lines"][0]
+    assert stage.data_bound is False
+    assert "is not data-bound: data wait 0.0 %" in stage.lines[0]
     assert _changes(harness.study()) == []
 
 
@@ -80,10 +81,10 @@ def test_tune_data_stage_on_the_image_preset(harness):
     out = harness.capsys.readouterr().out
     # Rule: the image job counts samples: its progress lines say samples/s, never tokens.
     assert "trial   0 ok" in out and "samples/s" in out and "tok/s" not in out, out
-    stage = harness.study().user_attrs["autotune.stages"]["data"]
+    stage = stage_results(harness.study())["data"]
     # Rule: one worker on slow storage is data-bound by the real measurement, and the
     # stage tries the second worker next.
-    assert stage["data_bound"] and stage["baseline"] == 0, stage
+    assert stage.data_bound and stage.baseline == 0, stage
     assert _changes(harness.study()) == ["data.num_workers=2"]
 
 

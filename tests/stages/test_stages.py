@@ -8,6 +8,7 @@ import math
 import pytest
 
 from autotune.stages.correctness import agreement, learns
+from autotune.study.schema.stages import stage_results
 from autotune.study.stage_results import ruling
 
 
@@ -23,10 +24,10 @@ def test_curves_agree_within_tolerance_and_disagree_beyond_it():
     ref = [5.0 - 0.1 * i for i in range(20)]
     close = [v * 1.01 for v in ref]
     far = [v * 1.2 for v in ref]
-    assert agreement(ref, close, 0.05)["agree"]
+    assert agreement(ref, close, 0.05).agree
     check = agreement(ref, far, 0.05)
-    assert not check["agree"] and check["max_rel_diff"] > 0.15
-    assert not agreement(ref, [*ref[:10], math.inf, *ref[11:]], 0.05)["agree"]
+    assert not check.agree and check.max_rel_diff > 0.15
+    assert not agreement(ref, [*ref[:10], math.inf, *ref[11:]], 0.05).agree
 
 
 def test_a_ruled_out_value_is_refused_with_its_reason():
@@ -56,12 +57,12 @@ def test_tune_rules_out_a_precision_forced_to_disagree_then_sweeps_without_it(ha
     assert "correctness: passed; ruled out: fp16" in verdicts
     assert "memory: 4 of" in verdicts and "throughput: " in verdicts
     study = harness.study()
-    stages = study.user_attrs["autotune.stages"]
+    stages = stage_results(study)
     assert set(stages) == {"correctness", "memory", "throughput"}
     correctness = stages["correctness"]
-    assert correctness["baseline"]["learns"] and "fp16" in correctness["ruled_out"]["precision"]
-    assert correctness["precisions"]["fp16"]["max_rel_diff"] > 0.05
-    assert stages["memory"]["fit"] == 4
+    assert correctness.baseline.learns and "fp16" in correctness.ruled_out["precision"]
+    assert correctness.precisions["fp16"].max_rel_diff > 0.05
+    assert stages["memory"].fit == 4
     launched = [t for t in study.trials if t.user_attrs.get("launched")]
     assert launched and all(t.params["precision"] == "fp32" for t in launched)
     refused = [t for t in study.trials if t.params["precision"] == "fp16"]

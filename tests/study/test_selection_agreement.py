@@ -208,12 +208,12 @@ def test_trainer_scorecard_and_soak_count_spikes_by_one_rule():
     soak = stability.analyse(steps, spike_factor=8.0)
     # Rule: the same steps give the same spikes in the guard, the scorecard and the soak
     # (8 x the median of the previous finite losses; 34 is under 8 x 4.55, a NaN is skipped).
-    assert trips == [3, 8] == soak["loss"]["spike_steps"]
-    assert card["stability"]["loss_spikes"] == soak["loss"]["spikes"] == 2
+    assert trips == [3, 8] == soak.loss.spike_steps
+    assert card["stability"]["loss_spikes"] == soak.loss.spikes == 2
     assert [steps[i].step for i in loss_spikes(LOSSES, 8.0)] == trips
     # Rule: the soak's only difference is its factor, passed explicitly (1.5 x finds 34 too).
-    assert stability.analyse(steps, spike_factor=stability.SPIKE_FACTOR)["loss"][
-        "spike_steps"] == [3, 8, 11]
+    assert stability.analyse(steps, spike_factor=stability.SPIKE_FACTOR
+                             ).loss.spike_steps == [3, 8, 11]
 
 
 # --- the Performance record ----------------------------------------------------------------

@@ -4,12 +4,23 @@ older writers wrote, and the layout owns the storage URL."""
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from autotune.study import schema
 from autotune.study.layout import StudyLayout, sqlite_path, sqlite_url, study_url
 from autotune.study.schema.blob import VERSION_KEY
+from autotune.study.schema.soak import Launch, ResumeCheck, SoakAnalysis, SoakFlags
+from autotune.study.schema.stages import (
+    BaselineCurve,
+    CorrectnessResult,
+    DataResult,
+    MemoryResult,
+    PrecisionCheck,
+    stage_results,
+)
+from trials.contract.breakdown import MemoryCurve, MemoryStats, OpRow
 from trials.contract.events import ProfileRecord
 from trials.contract.performance import Performance
 
@@ -26,11 +37,24 @@ EXAMPLES = [
                      performance=Performance(tokens_per_s=3.0),
                      resources=schema.Resources(peak_rss_gib_max_rank=1.5)),
     schema.StoredPrediction(peak_gib=1.0, peak_interval_gib=[0.9, 1.1], constants="priors"),
-    schema.ProfileResult(trial=2, dir="/runs/p", profile=ProfileRecord(steps=3, step_s=0.1),
+    schema.ProfileResult(trial=2, dir="/runs/p", profile=ProfileRecord(
+        steps=3, step_s=0.1, top_ops=[OpRow(type="MatMul", category="forward", share=0.3)],
+        memory=MemoryCurve(peak_mib=2.0, source="host RSS", t_s=[0.0], mib=[2.0],
+                           rss=MemoryStats(peak_mib=3.0))),
                          interconnect=schema.Interconnect(fraction=0.5), figure="p.png"),
+    schema.SoakVerdict(trial=1, analysis=SoakAnalysis(flags=SoakFlags(leak=True)),
+                       resume=ResumeCheck(resume_step=20, verdict="ok"),
+                       attempts=[Launch(index=0, killed=True)], leak=True),
     schema.StageResult(done=True, lines=["ok"], ruled_out={"precision": {"fp16": "why"}}),
+    CorrectnessResult(done=True, steps=8, baseline=BaselineCurve(learns=True, losses=[2.0]),
+                      precisions={"fp16": PrecisionCheck(agree=False, max_rel_diff=0.2)}),
+    MemoryResult(done=True, fit=3, points=4, budget_gib=8.0, over_examples=[{"a": 1}]),
+    DataResult(done=True, data_bound=True, baseline=0, trials=[1, 2]),
     schema.FitRecord(profile="cpu", fitted_at=1.0, constants={"step_overhead_s": 0.01}),
     schema.FingerprintParts(hardware={"name": "cpu"}),
+    schema.Worker(host="h", pid=12),
+    schema.TrialProcess(host="h", marker="m", pgid=3, slurm_job="77"),
+    schema.Published(sha256="abc", artifact_id="id"),
 ]
 
 
@@ -55,8 +79,37 @@ def test_a_soak_verdict_reads_its_analysis_typed():
     verdict = schema.SoakVerdict.from_json(stored)
     assert verdict.analysis.memory.slope_mib_per_100_steps == 1.5
     assert verdict.analysis.loss.spike_steps == [7, 9] and verdict.resume is None
+    # Rule: the flags and launches an earlier soak stored as plain objects read typed.
+    old = schema.SoakVerdict.from_json({"analysis": {"flags": {"leak": True}},
+                                        "attempts": [{"index": 0, "killed": True}]})
+    assert old.analysis.flags.leak and old.attempts[0].killed
     # Rule: a soak that ended before any analysis reads as having none.
     assert schema.SoakVerdict.from_json({"trial": 3}).analysis is None
+
+
+def test_a_profile_stored_as_plain_objects_reads_typed():
+    stored = {"profile": {"top_ops": [{"type": "Cast", "share": 0.2, "gone": 1}],
+                          "memory": {"peak_mib": 9.0, "source": "host RSS", "rss": {}}}}
+    p = schema.ProfileResult.from_json(stored).profile
+    # Rule: an earlier profile's rows and memory curve (dicts) read as the contract's records.
+    assert p.top_ops == [OpRow(type="Cast", share=0.2)]
+    assert p.memory.peak_mib == 9.0 and p.memory.rss == MemoryStats()
+    # Rule: a profile without memory (an older trial) reads an empty curve.
+    assert schema.ProfileResult.from_json({"profile": {}}).profile.memory == MemoryCurve()
+
+
+def test_each_stage_reads_its_own_result_typed():
+    study = SimpleNamespace(user_attrs={"autotune.stages": {
+        "correctness": {"done": True, "baseline": {"learns": True},
+                        "precisions": {"fp16": {"agree": False, "max_rel_diff": 0.3}}},
+        "data": {"done": True, "baseline": 4, "trials": [5]},
+        "throughput": {"done": True, "lines": ["ok"]}}})
+    stages = stage_results(study)
+    # Rule: a stage's own findings (as an earlier tune stored them) read as its result's type.
+    assert stages["correctness"].baseline.learns
+    assert stages["correctness"].precisions["fp16"].max_rel_diff == 0.3
+    assert stages["data"].baseline == 4 and stages["data"].trials == [5]
+    assert type(stages["throughput"]) is schema.StageResult
 
 
 def test_the_layout_owns_the_sqlite_url(tmp_path):

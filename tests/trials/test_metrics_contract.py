@@ -9,11 +9,13 @@ import math
 import pytest
 from optuna.trial import TrialState
 
+from trials.contract.breakdown import MemoryCurve, MemoryStats, OpRow
 from trials.contract.events import (
     FORMAT_VERSION,
     CheckpointRecord,
     EndRecord,
     Phase,
+    ProfileRecord,
     StartRecord,
     StepRecord,
     SummaryRecord,
@@ -32,6 +34,12 @@ STEP = StepRecord(step=7, phase=Phase.MEASURE, loss=2.5, grad_norm=0.75, step_s=
                   overflow=True, updated=False, loss_scale=32768.0)
 SUMMARY = SummaryRecord(correctness={"loss_falling": True}, performance={"tokens_per_s": 8192.0},
                         stability={"overflow_steps": 1}, resources={"peak_rss_gib_max_rank": 1.25})
+PROFILE = ProfileRecord(steps=3, step_s=0.1, shares={"forward": 1.0},
+                        top_ops=[OpRow(type="MatMul", category="forward", calls_per_step=2.0,
+                                       ms_per_step=30.0, share=0.3, example="Default/MatMul")],
+                        memory=MemoryCurve(peak_mib=12.0, mean_mib=11.0, source="host RSS",
+                                           t_s=[0.0, 0.1], mib=[10.0, 12.0],
+                                           rss=MemoryStats(peak_mib=20.0, samples=2)))
 END = EndRecord(outcome=Outcome.OOM, reason="peak RSS 9.00 GiB over the memory budget")
 
 
@@ -41,7 +49,7 @@ def test_every_field_of_every_record_survives_the_round_trip(tmp_path):
     reader = MetricsReader(path)
     assert reader.read_new() == []  # before anything is written
     written = [START, STEP, CheckpointRecord(step=8, path="checkpoints/step-8.safetensors"),
-               SUMMARY, END]
+               PROFILE, SUMMARY, END]
     for record in written:
         log.emit(record)
     log.close()

@@ -22,8 +22,10 @@ The parts partition the measured step time, so the shares add up to 1.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 CATEGORIES = ("forward", "backward", "optimizer", "communication", "data_wait", "idle")
 COMPUTE = ("forward", "backward", "optimizer")
@@ -66,6 +68,59 @@ class StepWindow:
     @property
     def dur_us(self) -> float:
         return self.end_us - self.start_us
+
+
+def _known(cls, data: dict[str, Any] | None) -> dict[str, Any]:
+    names = {f.name for f in dataclasses.fields(cls)}
+    return {k: v for k, v in (data or {}).items() if k in names}
+
+
+@dataclass(frozen=True)
+class OpRow:
+    """One row of :func:`top_ops`: an op type in one part of the step."""
+
+    type: str = ""
+    category: str = ""  # one of CATEGORIES
+    calls_per_step: float = 0.0
+    ms_per_step: float = 0.0
+    share: float = 0.0  # of the step
+    example: str = ""  # the slowest call's scope name
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any] | None) -> OpRow:
+        return cls(**_known(cls, data))
+
+
+@dataclass(frozen=True)
+class MemoryStats:
+    """Peak, mean and minimum of a memory curve (MiB); None where it had no sample."""
+
+    peak_mib: float | None = None
+    mean_mib: float | None = None
+    min_mib: float | None = None
+    peak_over_mean: float | None = None
+    samples: int = 0
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any] | None) -> MemoryStats:
+        return cls(**_known(cls, data))
+
+
+@dataclass(frozen=True)
+class MemoryCurve(MemoryStats):
+    """The profiled steps' memory curve (downsampled), its statistics and host RSS's."""
+
+    source: str | None = None  # "MindSpore allocator" or "host RSS"; None: no curve
+    t_s: list[float] = field(default_factory=list)  # seconds into the profiled steps
+    mib: list[float] = field(default_factory=list)
+    rss: MemoryStats = field(default_factory=MemoryStats)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any] | None) -> MemoryCurve:
+        known = _known(cls, data)
+        rss = known.get("rss")
+        known["rss"] = rss if isinstance(rss, MemoryStats) else MemoryStats.from_json(rss)
+        return cls(**known)
 
 
 def op_type_of(name: str) -> str:
@@ -162,7 +217,7 @@ def split_steps(ops: list[OpEvent], windows: list[StepWindow]) -> dict:
                               "overlapped_s": overlapped_comm / n / 1e6}}
 
 
-def top_ops(ops: list[OpEvent], windows: list[StepWindow], k: int = 10) -> list[dict]:
+def top_ops(ops: list[OpEvent], windows: list[StepWindow], k: int = 10) -> list[OpRow]:
     """The ``k`` op types with the most time per step, each part of the step apart (a
     MatMul of the forward and one of the backward are two rows): calls, ms per step,
     share of the step and the slowest call's scope name."""
@@ -175,15 +230,15 @@ def top_ops(ops: list[OpEvent], windows: list[StepWindow], k: int = 10) -> list[
     rows = []
     for (op_type, part), events in groups.items():
         total = sum(e.dur_us for e in events)
-        rows.append({"type": op_type, "category": part,
-                     "calls_per_step": len(events) / n, "ms_per_step": total / n / 1e3,
-                     "share": total / n / step_us if step_us else 0.0,
-                     "example": max(events, key=lambda e: e.dur_us).name})
-    rows.sort(key=lambda r: r["ms_per_step"], reverse=True)
+        rows.append(OpRow(type=op_type, category=part,
+                          calls_per_step=len(events) / n, ms_per_step=total / n / 1e3,
+                          share=total / n / step_us if step_us else 0.0,
+                          example=max(events, key=lambda e: e.dur_us).name))
+    rows.sort(key=lambda r: r.ms_per_step, reverse=True)
     return rows[:k]
 
 
-def memory_stats(mib: list[float], t: list[float] | None = None) -> dict:
+def memory_stats(mib: list[float], t: list[float] | None = None) -> MemoryStats:
     """Peak, mean and minimum of a memory curve (MiB), and peak over mean.
 
     With the sample times ``t``, the mean is over time (each value holds until the next
@@ -191,13 +246,13 @@ def memory_stats(mib: list[float], t: list[float] | None = None) -> dict:
     and a mean over events would weigh those moments over the long flat stretches.
     """
     if not mib:
-        return {}
+        return MemoryStats()
     peak = max(mib)
     mean = sum(mib) / len(mib)
     if t is not None and len(t) > 1 and t[-1] > t[0]:
         mean = sum(v * (t2 - t1) for v, t1, t2 in zip(mib, t, t[1:])) / (t[-1] - t[0])
-    return {"peak_mib": peak, "mean_mib": mean, "min_mib": min(mib),
-            "peak_over_mean": peak / mean if mean > 0 else 0.0, "samples": len(mib)}
+    return MemoryStats(peak_mib=peak, mean_mib=mean, min_mib=min(mib),
+                       peak_over_mean=peak / mean if mean > 0 else 0.0, samples=len(mib))
 
 
 def downsample(t: list[float], v: list[float], n: int = 400) -> tuple[list[float], list[float]]:

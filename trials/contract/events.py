@@ -14,6 +14,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from trials.contract.breakdown import MemoryCurve, OpRow
 from trials.contract.jsonsafe import float_of
 from trials.contract.outcomes import Outcome
 from trials.contract.performance import Performance
@@ -130,15 +131,22 @@ class ProfileRecord:
     seconds: dict = field(default_factory=dict)
     shares: dict = field(default_factory=dict)
     communication: dict = field(default_factory=dict)
-    top_ops: list = field(default_factory=list)
-    memory: dict = field(default_factory=dict)
+    top_ops: list[OpRow] = field(default_factory=list)
+    memory: MemoryCurve = field(default_factory=MemoryCurve)
     ops_seen: int = 0
     trace: str = ""
     raw_dir: str = ""
 
     @classmethod
     def from_json(cls, data: dict) -> ProfileRecord:
-        return cls(**_known_fields(cls, data))
+        """Tolerant: rows and curve given as JSON objects (or already typed) are read."""
+        known = _known_fields(cls, data)
+        known["top_ops"] = [r if isinstance(r, OpRow) else OpRow.from_json(r)
+                            for r in known.get("top_ops") or []]
+        memory = known.get("memory")
+        known["memory"] = (memory if isinstance(memory, MemoryCurve)
+                           else MemoryCurve.from_json(memory))
+        return cls(**known)
 
 
 @dataclass(frozen=True)
@@ -193,9 +201,19 @@ def record_to_json(record: Record) -> dict[str, Any]:
     """The record as a JSON-ready dict with its ``event`` kind (values not yet cleaned)."""
     out: dict[str, Any] = {"event": record.kind.value}
     for f in dataclasses.fields(record):
-        value = getattr(record, f.name)
-        out[f.name] = value.value if isinstance(value, enum.Enum) else value
+        out[f.name] = _plain(getattr(record, f.name))
     return out
+
+
+def _plain(value: Any) -> Any:
+    """Enums as their values, nested records (a profile's rows and curve) as dicts."""
+    if isinstance(value, enum.Enum):
+        return value.value
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
 
 
 def record_from_json(data: dict) -> Record | None:

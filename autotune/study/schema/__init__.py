@@ -6,6 +6,8 @@ directory and the storage URL), so the database alone is enough. Per trial
 (:mod:`.keys`, trial-level):
 
     reason, detail, launched, role, ...    plain values (records.TrialRecord reads them)
+    worker, process                        Worker, TrialProcess: who runs it, what to kill
+                                           when that orchestrator is gone (:mod:`.worker`)
     scorecard                              Scorecard: correctness, performance,
                                            stability, resources (:mod:`.scorecard`)
     conditions                             Conditions: the host's state over its run
@@ -20,10 +22,12 @@ Per study (:mod:`.keys`, study-level):
     autotune.confirm_order    [[trial, ...], ...]         the order of each round
     autotune.profile          {trial: ProfileResult}      ``profile``
     autotune.soak             SoakVerdict                 the latest ``soak``
-    autotune.stages           {stage: StageResult}        ``tune``'s stages
+    autotune.stages           {stage: StageResult}        ``tune``'s stages (a subclass each
+                                                          where a stage finds more)
+    autotune.published        {name: Published}           figures in the artifact store
     autotune.fingerprint_parts FingerprintParts           what makes it the same study
     cost_model_fit            FitRecord                   the study's own cost-model fit
-    autotune.fingerprint, autotune.stop_rules, autotune.published,
+    autotune.fingerprint, autotune.stop_rules,
     predicted_seeded                                      plain values, see :mod:`.keys`
 
 Every blob is a dataclass with ``to_json()``/``from_json()`` and a format ``version``
@@ -38,11 +42,13 @@ unknown ones are ignored; tests/fixtures/study_v1 is such a study).
 - :mod:`.prediction`: the cost model's prediction of a trial, stored before it launches
   (``prediction``);
 - :mod:`.profile`: what ``profile`` stores per trial (``autotune.profile``;
+- :mod:`.published`: what was uploaded to the artifact store (``autotune.published``);
 - :mod:`.repeats`: more runs of a trial's configuration, kept on the study (a finished
   Optuna trial cannot change);
 - :mod:`.scorecard`: a trial's scorecard as stored (``scorecard``);
 - :mod:`.soak`: what ``soak`` stores;
-- :mod:`.stages`: what ``tune``'s stages store (``autotune.stages``.
+- :mod:`.stages`: what ``tune``'s stages store (``autotune.stages``;
+- :mod:`.worker`: a trial's orchestrator and processes (``worker``, ``process``).
 """
 
 from autotune.study.conditions import Conditions
@@ -52,12 +58,14 @@ from autotune.study.schema.fingerprint import FingerprintParts
 from autotune.study.schema.fit import FitRecord
 from autotune.study.schema.prediction import StoredPrediction
 from autotune.study.schema.profile import Interconnect, ProfileResult
+from autotune.study.schema.published import Published
 from autotune.study.schema.repeats import Repeat
 from autotune.study.schema.scorecard import Correctness, Resources, Scorecard, Stability
 from autotune.study.schema.soak import SoakVerdict
 from autotune.study.schema.stages import StageResult
+from autotune.study.schema.worker import TrialProcess, Worker
 
 __all__ = ["Blob", "Conditions", "ConfirmPlan", "ConfirmRun", "ConfirmVerdict", "Correctness",
            "FingerprintParts", "FitRecord", "Interconnect", "PairedTest", "ProfileResult",
-           "Repeat", "Resources", "Scorecard", "SoakVerdict", "Stability", "StageResult",
-           "StoredPrediction"]
+           "Published", "Repeat", "Resources", "Scorecard", "SoakVerdict", "Stability",
+           "StageResult", "StoredPrediction", "TrialProcess", "Worker"]

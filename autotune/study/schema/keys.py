@@ -20,9 +20,9 @@ MICRO_BATCH_SIZE = "micro_batch_size"
 WALL_S = "wall_s"
 LOG_TAIL = "log_tail"
 HEARTBEAT = "heartbeat"
-WORKER = "worker"  # {"host": ..., "pid": ...} of the orchestrator that runs it
+WORKER = "worker"  # the orchestrator that runs it (schema.worker.Worker)
 PLACEMENT = "placement"  # the devices and cores of a concurrent trial ("devices 0,1 cores 0")
-PROCESS = "process"  # {"host": ..., "pgid": ..., "marker": ...} of the trial's process group
+PROCESS = "process"  # the trial's processes, to kill later (schema.worker.TrialProcess)
 PREDICTION = "prediction"  # the cost model's prediction before launch (schema.Prediction)
 MEMORY_FIT = "memory_fit"  # fits / tight / over: the budget against the predicted interval
 #: Not stored on the trial: where TrialRecord.attrs keeps the trial's entry of

@@ -12,6 +12,7 @@ from typing import Any
 
 from autotune.study.schema import keys
 from autotune.study.schema.blob import Blob
+from trials.contract.jsonsafe import to_json
 
 
 @dataclass
@@ -85,9 +86,20 @@ class LossTrend(Blob):
 
 
 @dataclass
+class SoakFlags(Blob):
+    """What the soak found wrong, one flag per finding (stored as ``analysis.flags``)."""
+
+    spikes: bool = False
+    nonfinite: bool = False
+    loss_rising: bool = False
+    drift: bool = False
+    leak: bool = False
+
+
+@dataclass
 class SoakAnalysis(Blob):
     NESTED = {"loss": LossStats, "rates": Rates, "throughput": ThroughputDrift,
-              "memory": MemoryGrowth, "loss_trend": LossTrend}
+              "memory": MemoryGrowth, "loss_trend": LossTrend, "flags": SoakFlags}
 
     steps: int = 0
     first_step: int | None = None
@@ -97,7 +109,7 @@ class SoakAnalysis(Blob):
     throughput: ThroughputDrift = field(default_factory=ThroughputDrift)
     memory: MemoryGrowth = field(default_factory=MemoryGrowth)
     loss_trend: LossTrend = field(default_factory=LossTrend)
-    flags: dict[str, bool] = field(default_factory=dict)
+    flags: SoakFlags = field(default_factory=SoakFlags)
 
 
 @dataclass
@@ -131,10 +143,32 @@ class Kill(Blob):
 
 
 @dataclass
-class SoakVerdict(Blob):
-    NESTED = {"analysis": SoakAnalysis, "resume": ResumeCheck, "kill": Kill}
+class Launch(Blob):
+    """One launch of the soak's production run (autotune/soak/attempts.py Attempt)."""
 
-    # The plan (autotune/soak/plan.py SoakPlan.to_dict)
+    index: int = 0
+    start_step: int | None = None
+    first_step: int | None = None
+    last_step: int | None = None
+    steps: int = 0
+    checkpoints: list[int] = field(default_factory=list)
+    outcome: str | None = None  # an Outcome value
+    detail: str = ""
+    killed: bool = False
+    kill_done: int | None = None
+    kill_checkpoint: int | None = None
+    exit_code: int | None = None
+    wall_s: float = 0.0
+    first_step_s: float | None = None
+    log_tail: str = ""
+
+
+@dataclass
+class SoakVerdict(Blob):
+    NESTED = {"analysis": SoakAnalysis, "resume": ResumeCheck, "kill": Kill,
+              "attempts": Launch}
+
+    # The plan (autotune/soak/plan.py SoakPlan)
     trial: int | None = None
     chosen_because: str = ""
     config: str = ""
@@ -161,7 +195,7 @@ class SoakVerdict(Blob):
     kill: Kill | None = None
     resume: ResumeCheck | None = None
     analysis: SoakAnalysis | None = None  # None: the soak ended before any analysis
-    attempts: list[dict[str, Any]] = field(default_factory=list)  # Attempt.to_dict() each
+    attempts: list[Launch] = field(default_factory=list)
     # The flags the verdicts rest on, and the verdicts
     leak: bool = False
     drift: bool = False
@@ -170,12 +204,16 @@ class SoakVerdict(Blob):
     resume_ok: bool | None = None
     verdicts: list[str] = field(default_factory=list)
 
+    def to_json(self) -> dict[str, Any]:
+        # JSON-safe (the study attribute and soak.json): non-finite numbers as "nan"/"inf".
+        return to_json(super().to_json())
+
 
 def last_soak(study) -> SoakVerdict | None:
     stored = study.user_attrs.get(keys.SOAK)
     return SoakVerdict.from_json(stored) if stored else None
 
 
-def store_soak(study, verdict: dict[str, Any]) -> None:
-    """Keep a soak's result (the JSON summarise wrote) with its format version."""
-    study.set_user_attr(keys.SOAK, {**verdict, **SoakVerdict.version_stamp()})
+def store_soak(study, verdict: SoakVerdict) -> None:
+    """Keep a soak's result as the study's latest (it replaces an earlier one)."""
+    study.set_user_attr(keys.SOAK, verdict.to_json())

@@ -1,8 +1,8 @@
 """What ``tune``'s stages store (``autotune.stages``: ``{stage name: StageResult}``).
 
-Every stage writes these fields; a stage's own findings (the correctness stage's
-baseline and precisions, the memory stage's budget, ...) are kept beside them in the
-same JSON object, for that stage to read (autotune/stages/).
+Every stage writes the fields of :class:`StageResult`; a stage with findings of its own
+stores a subclass (:data:`RESULT_OF` names which), whose fields sit beside them in the
+same JSON object (autotune/stages/).
 """
 
 from __future__ import annotations
@@ -32,13 +32,80 @@ class StageResult(Blob):
     issues: list[str] | None = None
 
 
+@dataclass
+class BaselineCurve(Blob):
+    """The correctness stage's baseline: did its loss learn?"""
+
+    params: dict[str, Any] = field(default_factory=dict)
+    learns: bool = False
+    verdict: str = ""
+    losses: list[float] = field(default_factory=list)
+
+
+@dataclass
+class PrecisionCheck(Blob):
+    """One precision's smoothed loss curve against the baseline's, over its second half."""
+
+    agree: bool = False
+    max_rel_diff: float | None = None  # inf: no step, or a non-finite loss
+    at_step: int | None = None  # where the difference is largest
+    steps: int = 0  # compared
+    reference_loss: float | None = None  # the baseline's smoothed loss there
+    loss: float | None = None  # this precision's
+    problem: str | None = None  # the run did not finish: why
+    losses: list[float] = field(default_factory=list)
+
+
+@dataclass
+class CorrectnessResult(StageResult):
+    NESTED = {"baseline": BaselineCurve}
+
+    steps: int = 0
+    tolerance: float = 0.0
+    baseline: BaselineCurve | None = None
+    precisions: dict[str, PrecisionCheck] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        out = super().to_json()
+        out["precisions"] = {k: v.to_json() for k, v in self.precisions.items()}
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any] | None) -> CorrectnessResult:
+        result = super().from_json(data)
+        result.precisions = {k: PrecisionCheck.from_json(v)
+                             for k, v in (result.precisions or {}).items()}
+        return result
+
+
+@dataclass
+class MemoryResult(StageResult):
+    budget_gib: float | None = None
+    headroom: float | None = None
+    impossible: int = 0  # points that cannot run on this hardware at all
+    model: str | None = None  # the source of the cost model's constants
+    over_examples: list[dict[str, Any]] = field(default_factory=list)  # the worst points
+
+
+@dataclass
+class DataResult(StageResult):
+    data_bound: bool | None = None
+    baseline: int | None = None  # its trial number
+    trials: list[int] = field(default_factory=list)  # the data changes tried
+
+
+#: The stages that store more than a StageResult, and what they store.
+RESULT_OF: dict[str, type[StageResult]] = {
+    "correctness": CorrectnessResult, "memory": MemoryResult, "data": DataResult}
+
+
 def stage_results(study) -> dict[str, StageResult]:
-    return {stage: StageResult.from_json(result)
+    return {stage: RESULT_OF.get(stage, StageResult).from_json(result)
             for stage, result in (study.user_attrs.get(keys.STAGES) or {}).items()}
 
 
-def store_stage_result(study, stage: str, result: dict[str, Any]) -> None:
-    """Keep ``stage``'s result (its JSON, with the stage's own fields) with a version."""
+def store_stage_result(study, stage: str, result: StageResult) -> None:
+    """Keep ``stage``'s result (it replaces an earlier one)."""
     stored = dict(study.user_attrs.get(keys.STAGES) or {})
-    stored[stage] = {**result, **StageResult.version_stamp()}
+    stored[stage] = result.to_json()
     study.set_user_attr(keys.STAGES, stored)
