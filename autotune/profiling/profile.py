@@ -16,7 +16,6 @@ from rich.table import Table
 
 from autotune.presentation.findings import Finding
 from autotune.profiling import rules
-from autotune.profiling.figure import where_the_time_goes
 from autotune.running.job import Runner
 from autotune.running.repeat import run_once
 from autotune.settings import SweepSettings
@@ -70,6 +69,9 @@ def profile_config(runner: Runner, cfg: TrialConfig, out: Path, settings: SweepS
     evidence = rules.from_profile(profile, perf, trial=trial, dp=cfg.parallel.dp)
     findings = rules.diagnose(evidence)
     label = label or (f"trial {trial}" if trial is not None else "the composed configuration")
+    # matplotlib on first use: every command imports this module, few draw.
+    from autotune.profiling.figure import where_the_time_goes
+
     where_the_time_goes(profile, out / "profile.png",
                         title=f"Where the time goes: {label}, {profile.steps} profiled steps")
     return ProfileResult(trial=trial, dir=str(out), wall_s=run.wall_s, profile=profile,

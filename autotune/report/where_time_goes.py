@@ -14,7 +14,6 @@ from pathlib import Path
 
 from autotune.presentation.findings import Finding
 from autotune.profiling import rules
-from autotune.profiling.figure import where_the_time_goes
 from autotune.profiling.profile import findings_of
 from autotune.study.records import TrialRecord
 from autotune.study.schema.profile import ProfileResult
@@ -48,6 +47,9 @@ def section(records: list[TrialRecord], profiles: dict[int, ProfileResult],
     note = [] if best is None or trial == best.number else [
         f"Not the best trial (#{best.number}), which has no profile: `python -m autotune "
         f"profile profile.trial={best.number}` profiles it.", ""]
+    # matplotlib on first use: every command imports this module, few draw.
+    from autotune.profiling.figure import where_the_time_goes
+
     where_the_time_goes(p, out / FIGURE, title=f"Where the time goes: trial {trial}, "
                                                f"{p.steps} profiled steps")
     lines = [*note, f"Trial #{trial}, {p.steps} steps profiled after its measured steps: "

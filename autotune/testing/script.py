@@ -7,7 +7,9 @@ The script is JSON (the ``AUTOTUNE_FAKE`` environment variable)::
 
 ``slowdown`` multiplies every step time (a machine that got slower); with
 ``"slowdown_after": N, "counter": PATH`` only runs after the N-th started (counted in
-PATH) are slowed: the machine slows down part-way through a sweep. ``jitter`` (a
+PATH) are slowed: the machine slows down part-way through a sweep; ``"run_drift": f``
+(with ``counter``) makes the n-th run's steps 1 + f x n times as long, so that no two
+runs record the same step times. ``jitter`` (a
 fraction) makes step times alternate around their value (an imprecise measurement).
 ``"data_wait": [{"when": {"data.num_workers": 1}, "share": 0.5}]`` makes that share of
 each matching trial's step a wait for input data, on top of its compute (0.5 halves its
@@ -85,10 +87,13 @@ class Plan:
 
 def _slowdown(script: dict, counter_claim) -> float:
     slowdown = float(script.get("slowdown", 1.0))
+    if "slowdown_after" not in script and "run_drift" not in script:
+        return slowdown
+    started = counter_claim(script["counter"])
     if "slowdown_after" in script:
-        started_before = counter_claim(script["counter"])
-        slowdown = slowdown if started_before > int(script["slowdown_after"]) else 1.0
-    return slowdown
+        slowdown = slowdown if started > int(script["slowdown_after"]) else 1.0
+    # Every run its own step times: a run read as another's shows.
+    return slowdown * (1 + float(script.get("run_drift", 0.0)) * started)
 
 
 def count_start(counter: str) -> int:

@@ -255,3 +255,71 @@ def test_the_top_two_are_tested_against_each_other_unless_one_is_the_baseline():
     assert "top two (trial 1 vs trial 2):" in both
     with_base = render([base, a], summary({0: 1000.0, 1: 1500.0}), runs, base)
     assert "top two" not in with_base
+
+
+def test_a_stopped_confirm_resumes_and_a_second_confirm_measures_anew(harness, capsys):
+    """SIGTERM mid-confirm keeps the finished runs; the same command runs only the rest; a
+    confirm after a finished one is one of its own. The stop needs a process (scripted
+    trials, real signals); the reruns run in virtual time."""
+    import json
+    import signal
+    import subprocess
+    import sys
+
+    from autotune.study.schema.repeats import stored_repeats
+    from tests.conftest import ROOT, project_env
+
+    def confirm_runs() -> dict[str, list]:
+        """The stored confirm runs by confirm id (``confirm/<id>/<trial>/<round>``)."""
+        by_id: dict[str, list] = {}
+        for repeats in stored_repeats(harness.study()).values():
+            for r in repeats:
+                if r.confirm:
+                    by_id.setdefault(r.run.split("/")[1], []).append(r)
+        return by_id
+
+    space = harness.space("stop", {"runtime.threads": [2, 4]})
+    # Every run its own step times (run_drift), counted across processes and this one.
+    script = {"steps": 6, "run_drift": 0.001, "counter": str(harness.tmp / "runs-started")}
+    harness.script(**script, step_sleep=0.005)
+    code, _, err = harness.run(space, "sweep.n_trials=2", "sweep.neighbours=true")
+    assert code == 0, err
+    args = [*harness.overrides(space), "confirm.top_k=1", "confirm.repeats=2"]
+    before = set(confirm_runs())
+    env = project_env(AUTOTUNE_FAKE=json.dumps({**script, "step_sleep": 0.25}),
+                      PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen([sys.executable, "-m", "autotune", "confirm", *args], cwd=ROOT,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    seen = []
+    for line in proc.stdout:
+        seen.append(line)
+        if line.startswith("confirm 3/4"):  # two runs stored, the third about to start
+            break
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143, "".join(seen) + err
+    assert err.strip().splitlines() == ["autotune: stopped by SIGTERM; the running "
+                                        "re-measurement was killed; the finished ones are "
+                                        "stored: run the same command again to run the rest"]
+    (stopped,) = set(confirm_runs()) - before
+    kept = confirm_runs()[stopped]
+    # Rule: what finished before the stop is stored: round 1 of both finalists...
+    assert len(kept) == 2 and {r.run.rsplit("/", 1)[1] for r in kept} == {"0"}
+    code, rerun = _confirm(harness, capsys, space, "confirm.top_k=1", "confirm.repeats=2")
+    assert code == 0, rerun
+    assert "resuming the stopped confirm: 2 of 4 runs" in rerun
+    assert "confirm 1/4" not in rerun and "confirm 3/4" in rerun
+    # ... and the rerun runs only the rest: the same confirm, each run counted once.
+    assert set(confirm_runs()) - before == {stopped}
+    resumed = confirm_runs()[stopped]
+    assert len(resumed) == 4 and len({r.run for r in resumed}) == 4
+    assert {r.run.rsplit("/", 1)[1] for r in resumed} == {"0", "1"}
+    # Rule: a confirm after a finished one is a confirm of its own (one round here), each
+    # run stored once and each a measurement of its own: no step times read as another's.
+    code, again = _confirm(harness, capsys, space, "confirm.top_k=1", "confirm.repeats=1")
+    assert code == 0, again
+    assert "resuming" not in again
+    (second,) = set(confirm_runs()) - before - {stopped}
+    fresh = confirm_runs()[second]
+    assert len(fresh) == 2 and not {r.run for r in fresh} & {r.run for r in resumed}
+    assert len({tuple(r.performance.step_times_s) for r in [*resumed, *fresh]}) == 6
