@@ -24,7 +24,14 @@ import numpy as np
 
 from autotune.plan.costmodel import CostModel
 from trials.contract.compose import load_resolved
-from trials.contract.events import EndRecord, Phase, StartRecord, StepRecord, SummaryRecord
+from trials.contract.events import (
+    EndRecord,
+    Phase,
+    Record,
+    StartRecord,
+    StepRecord,
+    SummaryRecord,
+)
 from trials.contract.launch import MARKER_ENV
 from trials.contract.metrics import MetricsLog
 from trials.contract.outcomes import Outcome
@@ -59,7 +66,30 @@ def main(argv: list[str] | None = None) -> int:
     return outcome.exit_code
 
 
-def simulate(cfg, log: MetricsLog) -> tuple[Outcome, str]:
+class _Collected(list):
+    """Records kept in order, where the program writes them to its metrics file."""
+
+    def emit(self, record: Record) -> None:
+        self.append(record)
+
+
+def simulated_run(config: Path, overrides: list[str], seed: int) -> tuple[list[Record], int]:
+    """What ``python -m autotune.plan.simulate --config CONFIG OVERRIDES`` writes, in
+    order, and its exit code, without a process (autotune/testing plays it in virtual
+    time); ``seed`` in place of the launch marker's."""
+    records = _Collected()
+    try:
+        cfg = to_trial_config(load_resolved(config, overrides))
+        validate(cfg)
+    except ConfigError:
+        return [], Outcome.CONFIG_ERROR.exit_code
+    outcome, reason = simulate(cfg, records, np.random.default_rng(seed))
+    records.emit(EndRecord(outcome=outcome, reason=reason))
+    return list(records), outcome.exit_code
+
+
+def simulate(cfg, log: MetricsLog, rng: np.random.Generator | None = None
+             ) -> tuple[Outcome, str]:
     model = CostModel.for_profile(cfg.hardware)
     prediction = model.predict_config(cfg)
     budget = memory_budget_gib(cfg)
@@ -76,7 +106,7 @@ def simulate(cfg, log: MetricsLog) -> tuple[Outcome, str]:
         return Outcome.CONFIG_ERROR, (f"hardware profile {cfg.hardware.name} has no peak "
                                       f"FLOP/s for {cfg.precision.dtype.value}")
     noise = cfg.hardware.cost
-    rng = _rng()
+    rng = rng or _rng()
     run_factor = float(np.exp(rng.normal(0.0, noise.run_to_run_cv)))
     steps = []
     total = 1 + cfg.run.warmup_steps + cfg.run.measure_steps

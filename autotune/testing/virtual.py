@@ -9,6 +9,7 @@ timeouts included, decides as the real one does in a fraction of a second.
 
 - :class:`VirtualRunner`: scripted trials (:mod:`autotune.testing.script`), what the
   tests' sweeps, confirms and profiles run;
+- :class:`VirtualSimulator`: the cost model's simulated trials (``sweep.simulate``);
 - ``bench.search_efficiency.ReplayRunner``: recorded runs of a landscape, on the same
   :class:`VirtualTrial`.
 
@@ -25,6 +26,7 @@ from contextlib import contextmanager
 
 from omegaconf import OmegaConf
 
+from autotune.plan.simulate import simulated_run
 from autotune.running.devices import UNPLACED, Placement
 from autotune.running.job import FollowedFile, TrialJob
 from autotune.running.runner import installed
@@ -138,6 +140,19 @@ class VirtualRunner:
         self.spent_s += seconds
 
 
+class VirtualSimulator(VirtualRunner):
+    """``sweep.simulate`` studies in virtual time: the cost model's simulated trial
+    (:func:`autotune.plan.simulate.simulated_run`), every record written at once, as its
+    process writes them; each run its own noise."""
+
+    def start(self, job: TrialJob, placement: Placement = UNPLACED) -> VirtualTrial:
+        self.started.append(job.name)
+        records, code = simulated_run(job.dir.config, list(job.overrides),
+                                      seed=len(self.started))
+        return VirtualTrial(job, [(0.0, r) for r in records], exit_s=0.0, exit_code=code,
+                            on_end=self._charge)
+
+
 def replaces(settings: SweepSettings) -> bool:
     """A local study whose trials are the scripted process: played in virtual time."""
     return (settings.launcher is Launcher.local and not settings.simulate
@@ -146,9 +161,16 @@ def replaces(settings: SweepSettings) -> bool:
 
 @contextmanager
 def virtual_runner(enabled: Callable[[], bool] = lambda: True) -> Iterator[VirtualRunner]:
-    """Every command of this process runs its scripted trials on one VirtualRunner
-    (while ``enabled()``; otherwise as processes)."""
-    runner = VirtualRunner()
-    with installed(lambda settings: runner if replaces(settings) and enabled() else None):
+    """Every command of this process runs its scripted trials on one VirtualRunner, and
+    its simulated trials (``sweep.simulate``) on a VirtualSimulator (while ``enabled()``;
+    otherwise as processes)."""
+    runner, simulator = VirtualRunner(), VirtualSimulator()
+
+    def choose(settings: SweepSettings) -> VirtualRunner | None:
+        if not enabled() or settings.launcher is not Launcher.local:
+            return None
+        return simulator if settings.simulate else runner if replaces(settings) else None
+
+    with installed(choose):
         yield runner
 
