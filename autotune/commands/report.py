@@ -13,6 +13,7 @@ It only reads the study; it never changes it.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from autotune.presentation.findings import to_markdown
 from autotune.profiling.profile import stored_profiles
 from autotune.report import index, plots, prediction, stages, tables, where_time_goes
 from autotune.report.diagnosis import Finding, diagnose
-from autotune.settings import SweepSettings
+from autotune.settings import StopRules, SweepSettings
 from autotune.study import selection
 from autotune.study.layout import StudyLayout
 from autotune.study.records import TrialRecord, load_records
@@ -38,7 +39,7 @@ from trials.contract.schema import ConfigError, TrialConfig, memory_budget_gib, 
 __all__ = ["Finding", "diagnose", "run_report", "write_report"]
 
 
-def config_values(cfg: TrialConfig, stop: dict) -> dict[str, Any]:
+def config_values(cfg: TrialConfig, stop: StopRules) -> dict[str, Any]:
     """The values trials used where their params do not say (for the diagnosis)."""
     return {
         "precision": cfg.precision.name, "train.micro_batches": cfg.train.micro_batches,
@@ -46,10 +47,19 @@ def config_values(cfg: TrialConfig, stop: dict) -> dict[str, Any]:
         "train.clip_norm": cfg.train.clip_norm, "train.recompute": cfg.train.recompute.value,
         "data.num_workers": cfg.data.num_workers, "data.prefetch": cfg.data.prefetch,
         "hardware.supports.bf16": cfg.hardware.supports.get("bf16"),
-        "sweep.stop.compile_timeout_s": stop["compile_timeout_s"],
-        "sweep.stop.step_timeout_s": stop["step_timeout_s"],
-        "sweep.stop.wall_timeout_s": stop["wall_timeout_s"],
+        "sweep.stop.compile_timeout_s": stop.compile_timeout_s,
+        "sweep.stop.step_timeout_s": stop.step_timeout_s,
+        "sweep.stop.wall_timeout_s": stop.wall_timeout_s,
     }
+
+
+def stop_rules_ran(study, default: StopRules) -> StopRules:
+    """The stop rules the trials ran under (stored by the sweep; keys this version does
+    not know are left out), else ``default``."""
+    stored = study.user_attrs.get(STOP_RULES) or {}
+    known = {f.name for f in dataclasses.fields(StopRules)}
+    return OmegaConf.to_object(OmegaConf.merge(
+        OmegaConf.structured(default), {k: v for k, v in stored.items() if k in known}))
 
 
 def ran_with(records: list[TrialRecord], composed: DictConfig) -> TrialConfig:
@@ -125,7 +135,7 @@ def run_report(composed: DictConfig, console: Console) -> int:
     records = load_records(study, layout=StudyLayout.of(settings))
     cfg = ran_with(records, composed)
     selection.annotate(records, cfg.hardware.cost.run_to_run_cv)
-    stop = study.user_attrs.get(STOP_RULES) or OmegaConf.to_container(composed.sweep.stop)
+    stop = stop_rules_ran(study, settings.stop)
     budget = memory_budget_gib(cfg)
     out = Path(composed.report.out) if composed.report.out else StudyLayout.of(settings).report
     # The one answer to "which trial is best", under export's options: the summary, the

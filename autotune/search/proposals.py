@@ -13,7 +13,12 @@ from autotune.search.unrepeated import NoRepeats
 from autotune.settings import Sampler, SweepSettings
 from autotune.study.data_bound import DATA_KNOBS, data_bound_evidence
 from autotune.study.records import ROLE, load_records
-from autotune.study.schema.keys import NEIGHBOUR_ROLE, PREDICTED_ROLE, PREDICTED_SEEDED
+from autotune.study.schema.keys import (
+    FIXED_PARAMS,
+    NEIGHBOUR_ROLE,
+    PREDICTED_ROLE,
+    PREDICTED_SEEDED,
+)
 from autotune.study.selection import BASELINE_ROLE, baseline
 
 #: Study user attr: the cost model's best predictions were queued (once per study).
@@ -36,7 +41,7 @@ def queue_next_neighbour(study: optuna.Study, space: SearchSpace) -> None:
     trials = study.get_trials(deepcopy=False)
     if any(t.state is TrialState.WAITING for t in trials):
         return
-    seen = [t.params for t in trials] + [t.system_attrs.get("fixed_params") for t in trials]
+    seen = [t.params for t in trials] + [t.system_attrs.get(FIXED_PARAMS) for t in trials]
     for point in space.neighbours(first=knobs_first(study)):
         if point not in seen:
             study.enqueue_trial(point, user_attrs={ROLE: NEIGHBOUR_ROLE})
@@ -114,7 +119,7 @@ def queue_best_predicted(study: optuna.Study, space: SearchSpace, model, budget_
     fastest = view.best(budget_gib)
     unmodelled = {p: v for p, v in (fastest.params if fastest else space.baseline).items()
                   if not p.startswith(MODELLED_PREFIXES) and p in space.baseline}
-    seen = [t.params for t in view.trials] + [t.system_attrs.get("fixed_params")
+    seen = [t.params for t in view.trials] + [t.system_attrs.get(FIXED_PARAMS)
                                                for t in view.trials]
     candidates = {}
     for point in space.points():

@@ -9,6 +9,8 @@ studies stored, so they keep their spelling.
 from __future__ import annotations
 
 # -- trial-level ---------------------------------------------------------------------------
+#: Optuna's own system attribute of an enqueued trial: the params it was enqueued with.
+FIXED_PARAMS = "fixed_params"
 REASON = "reason"  # an Outcome value (trials/contract/outcomes.py)
 DETAIL = "detail"  # one line of explanation
 LAUNCHED = "launched"  # True when a process ran (counts against n_trials)
