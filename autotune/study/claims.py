@@ -13,7 +13,6 @@ The lock is taken in the storage itself, so it holds wherever the study is:
   (``pg_advisory_lock``). It lives on one connection of this process and is
   released when that connection ends, so a worker killed inside the critical
   section frees it.
-* MySQL/MariaDB: ``GET_LOCK`` with the same key, released the same way.
 * SQLite: an exclusive ``flock`` on a file beside the database. An exclusive
   SQLite transaction would also serialise claims, but the claim writes through
   Optuna's own connection, which would then wait on our transaction; SQLite
@@ -74,15 +73,7 @@ def launch_lock(url: str, study: str, *, connect_args: dict | None = None) -> It
                     yield
                 finally:
                     con.execute(sqlalchemy.text("SELECT pg_advisory_unlock(:k)"), {"k": key})
-        elif url.startswith("mysql"):
-            with _engine(url, connect_args).connect() as con:
-                name = f"autotune-{lock_key(study)}"
-                con.execute(sqlalchemy.text("SELECT GET_LOCK(:n, -1)"), {"n": name})
-                try:
-                    yield
-                finally:
-                    con.execute(sqlalchemy.text("SELECT RELEASE_LOCK(:n)"), {"n": name})
-        else:  # another database: claims are serialised within this process only
+        else:  # no other storage is opened (autotune/study/urls.py): this process only
             yield
 
 

@@ -27,7 +27,7 @@ from autotune.study.faults import Fault, fault_of
 from autotune.study.layout import StudyLayout, sqlite_path
 from autotune.study.schema.keys import FINGERPRINT, FINGERPRINT_PARTS, STOP_RULES  # noqa: F401
 from autotune.study.surviving import Outage, SurvivingStorage
-from autotune.study.urls import ambiguity, redact, scrub
+from autotune.study.urls import ambiguity, redact, scrub, unsupported
 from trials.contract.schema import ConfigError
 
 log = logging.getLogger(__name__)
@@ -124,6 +124,8 @@ def open_storage(settings: SweepSettings, *, create: bool) -> SurvivingStorage:
     """The study's storage, checked (ConfigError: one line) and built to outlive a
     database restart (:mod:`autotune.study.surviving`)."""
     url = storage_url(settings)
+    if problem := unsupported(url):
+        raise ConfigError(problem)
     kwargs = engine_kwargs(url, connect_timeout_s=settings.storage_connect_timeout_s)
     path = sqlite_path(url)
     if path is not None:

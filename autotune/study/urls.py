@@ -71,3 +71,31 @@ def redact(url: str) -> str:
         user, colon, _password = credentials.partition(":")
         rest = f"{user}:{MASK}@{location}" if colon else f"{user}@{location}"
     return f"{scheme}://{_QUERY_PASSWORD.sub(lambda m: m.group(1) + MASK, rest)}"
+
+
+#: The storages autotune runs on, each installed with the project and tested
+#: (tests/study/test_storage_faults.py, tests/running/test_concurrent_trials.py): URL
+#: scheme -> how to write one. SQLAlchemy takes ``postgresql://`` as psycopg2's.
+SUPPORTED_STORAGES = {
+    "sqlite": "sqlite:////abs/path/study.db (a file; the default, under sweep.runs_dir)",
+    "postgresql+psycopg2": "postgresql+psycopg2://user@host:5432/db",
+    "postgresql": "postgresql://user@host:5432/db",
+}
+#: What names SQLite's in-memory database: the study would end with the command.
+_IN_MEMORY = re.compile(r"^sqlite://(/:memory:|/?$|.*[?&]mode=memory)")
+
+
+def unsupported(url: str) -> str | None:
+    """Why the study cannot live at ``url`` (a scheme not in SUPPORTED_STORAGES, or an
+    in-memory database), naming what to write instead; None when it can."""
+    scheme, sep, _ = url.partition("://")
+    if not sep:
+        return None  # not a URL at all: the caller says so
+    if scheme not in SUPPORTED_STORAGES:
+        shapes = "; ".join(dict.fromkeys(SUPPORTED_STORAGES.values()))
+        return (f"sweep.storage: {scheme}:// is not a storage autotune supports (only these "
+                f"are installed and tested: {shapes})")
+    if _IN_MEMORY.match(url):
+        return ("sweep.storage: an in-memory SQLite database ends with the command, and "
+                "every result with it: name a file, e.g. sqlite:////abs/path/study.db")
+    return None

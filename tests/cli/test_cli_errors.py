@@ -113,6 +113,26 @@ def test_unreachable_database(harness):
     assert "secret" not in err  # a password is never printed
 
 
+@pytest.mark.parametrize("url, needle", [
+    ("mysql+pymysql://me@127.0.0.1:3306/db", "mysql+pymysql:// is not a storage autotune"),
+    ("oracle://me@db/x", "oracle:// is not a storage autotune supports"),
+    ("sqlite:///:memory:", "in-memory SQLite database ends with the command"),
+    ("sqlite://", "in-memory SQLite database ends with the command"),
+    ("'sqlite:///file:x?mode=memory&cache=shared'", "in-memory SQLite"),
+])
+def test_a_storage_that_is_not_installed_and_tested_or_lives_in_memory_is_refused(
+        harness, tmp_path, monkeypatch, url, needle):
+    """The supported storages are a declared table (autotune/study/urls.py); the rest is
+    refused before anything is written, naming the URLs to write instead."""
+    here = tmp_path / "cwd"  # where a lock file of a refused URL would land
+    here.mkdir()
+    monkeypatch.chdir(here)
+    space = harness.space("ok", {"train.micro_batches": [1, 2]})
+    code, _, err = harness.run(space, f"sweep.storage={url}")
+    assert_one_line_error(code, err, needle, "sqlite:////abs/path/study.db")
+    assert not harness.runs.exists() and not any(here.iterdir())
+
+
 def test_unwritable_runs_dir(harness, tmp_path):
     space = harness.space("ok", {"train.micro_batches": [1, 2]})
     blocker = tmp_path / "a-file"
