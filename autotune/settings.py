@@ -14,6 +14,7 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
+from trials.contract.paths import OUTPUT_DIR
 from trials.contract.rules import ConfigError, check_fields, rule
 from trials.contract.schema import DataSource, TrialConfig, to_trial_config, validate
 from trials.contract.text_source import text_dir_problem
@@ -146,7 +147,7 @@ class SweepSettings:
     storage_retry_s: float = field(default=60.0, metadata=rule(ge=0))
     #: Seconds one connection attempt to a database server may take (PostgreSQL).
     storage_connect_timeout_s: float = field(default=10.0, metadata=rule(gt=0))
-    runs_dir: str = "runs"
+    runs_dir: str = field(default="runs", metadata=rule(path=OUTPUT_DIR))
     objective: Objective = Objective.throughput
     #: Sampler seed; each (re)start adds the number of trials already in the study.
     seed: int = field(default=0, metadata=rule(ge=0))
@@ -220,7 +221,7 @@ class ReportSettings:
     """``python -m autotune report``."""
 
     #: Output directory; empty = <runs_dir>/<study>/report.
-    out: str = ""
+    out: str = field(default="", metadata=rule(path=OUTPUT_DIR))
 
 
 @dataclass
@@ -238,7 +239,7 @@ class ExportSettings:
     """``python -m autotune export``: the chosen trial as a production job."""
 
     #: Output directory; empty = <runs_dir>/<study>/export.
-    out: str = ""
+    out: str = field(default="", metadata=rule(path=OUTPUT_DIR))
     #: Trial number to export; null = the best feasible trial.
     trial: int | None = field(default=None, metadata=rule(ge=0))
     #: Choose by confirmed medians where `confirm` has run.
@@ -281,7 +282,7 @@ class PlanSettings:
     #: Nodes of the hardware profile (each with ``hardware.devices`` devices).
     nodes: int = field(default=1, metadata=rule(ge=1))
     #: Output directory; empty = <runs_dir>/plan/<workload>-<hardware>-<nodes>n.
-    out: str = ""
+    out: str = field(default="", metadata=rule(path=OUTPUT_DIR))
     #: Sequences per optimizer step; null = train.global_batch.
     global_batch: int | None = field(default=None, metadata=rule(ge=1))
     #: Splits to plan, as "DPxMPxPP" (each must use every device of the cluster); empty =
@@ -321,7 +322,7 @@ class ProfileSettings:
     #: Profiled steps, after warm-up and measurement (the profiler costs time: 10-20).
     steps: int = field(default=10, metadata=rule(ge=1, le=100))
     #: Output directory; empty = <runs_dir>/<study>/profile/<trial-N or overrides>.
-    out: str = ""
+    out: str = field(default="", metadata=rule(path=OUTPUT_DIR))
     #: The sweep profiles its winner at the end...
     after_sweep: bool = True
     #: ...when that is expected to cost under this share of the sweep's time.
@@ -341,7 +342,7 @@ class CommbenchSettings:
     repeats: int = field(default=10, metadata=rule(ge=1, le=1000))
     warmup: int = field(default=2, metadata=rule(ge=0, le=100))
     #: Output directory; empty = <runs_dir>/commbench.
-    out: str = ""
+    out: str = field(default="", metadata=rule(path=OUTPUT_DIR))
 
 
 @dataclass
@@ -366,7 +367,7 @@ class SoakSettings:
     #: noise, the run is said to leak.
     leak_mib_per_100_steps: float = field(default=20.0, metadata=rule(gt=0))
     #: Output directory; empty = <runs_dir>/<study>/soak.
-    out: str = ""
+    out: str = field(default="", metadata=rule(path=OUTPUT_DIR))
 
 
 #: The stages of ``tune``, in the order they run (autotune/commands/tune.py).

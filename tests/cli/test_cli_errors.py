@@ -133,6 +133,62 @@ def test_a_storage_that_is_not_installed_and_tested_or_lives_in_memory_is_refuse
     assert not harness.runs.exists() and not any(here.iterdir())
 
 
+def _path_settings() -> list[tuple[str, str]]:
+    """(dotted key, path kind) of every setting declared a path: the table the rule reads."""
+    import dataclasses
+    import typing
+
+    from autotune.settings import SweepConfig
+
+    found = []
+
+    def walk(schema, prefix):
+        hints = typing.get_type_hints(schema)
+        for f in dataclasses.fields(schema):
+            key = f"{prefix}{f.name}"
+            if dataclasses.is_dataclass(hints[f.name]):
+                walk(hints[f.name], key + ".")
+            elif "path" in f.metadata.get("autotune.rule", {}):
+                found.append((key, f.metadata["autotune.rule"]["path"]))
+
+    walk(SweepConfig, "")
+    return found
+
+
+PATH_SETTINGS = _path_settings()
+#: The command that writes each section's paths (data.*: the sweep's trials).
+WRITER = {"sweep": "sweep", "data": "sweep", "report": "report", "export": "export",
+          "plan": "plan", "profile": "profile", "soak": "soak", "commbench": "commbench"}
+
+
+def test_every_output_directory_setting_is_declared():
+    assert {k for k, kind in PATH_SETTINGS if kind == "output_dir"} >= {
+        "sweep.runs_dir", "report.out", "export.out", "plan.out", "profile.out", "soak.out",
+        "commbench.out", "data.cache_dir"}
+
+
+@pytest.mark.parametrize("key", [k for k, kind in PATH_SETTINGS if kind == "output_dir"])
+@pytest.mark.parametrize("where, needle", [
+    ("/proc/autotune-x", "/proc is a proc filesystem"),
+    ("/sys/autotune-x", "/sys is a sysfs filesystem"),
+    ("/dev/null", "is not a directory (a file or a device)"),
+    ("{file}", "is not a directory (a file or a device)"),
+    ("{file}/sub/dir", "is a file, not a directory"),
+])
+def test_a_directory_a_command_writes_must_be_one_it_can_create(harness, tmp_path, key,
+                                                                 where, needle):
+    """Every setting declared an output directory, on every kind of place that takes no
+    directory: one line naming the setting, exit 2, nothing written."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    value = where.format(file=blocker)
+    space = harness.space("ok", {"train.micro_batches": [1, 2]})
+    command = WRITER[key.split(".")[0]]
+    code, _, err = harness.main(command, *harness.overrides(space), f"{key}={value}")
+    assert_one_line_error(code, err, f"{key}={value}: ", needle)
+    assert blocker.read_text() == "" and not harness.runs.exists()
+
+
 def test_unwritable_runs_dir(harness, tmp_path):
     space = harness.space("ok", {"train.micro_batches": [1, 2]})
     blocker = tmp_path / "a-file"

@@ -21,6 +21,8 @@ and ``autotune`` imports nothing else from ``trials``.
 - :mod:`.metrics`: the one writer and the one reader of the metrics file;
 - :mod:`.mindformers`: MindFormers YAML configs, read without MindFormers;
 - :mod:`.outcomes`: how a trial ended;
+- :mod:`.paths`: what a path setting must be, by its kind (a directory written, a file
+  read);
 - :mod:`.performance`: what a trial measured, as one typed record, and the one definition of
   each number in it;
 - :mod:`.rules`: field rules declared beside each schema field, and the one checker that

@@ -15,19 +15,26 @@ import math
 import typing
 from typing import Any
 
+from trials.contract.paths import location_problem
+
 
 class ConfigError(ValueError):
     """A configuration that cannot run; the message names the override to fix."""
 
 
 def rule(*, ge: float | None = None, gt: float | None = None, le: float | None = None,
-         lt: float | None = None, one_of: tuple | None = None) -> dict[str, Any]:
-    """Field metadata: bounds (inclusive ``ge``/``le``, exclusive ``gt``/``lt``) or choices."""
-    spec = {"ge": ge, "gt": gt, "le": le, "lt": lt, "one_of": one_of}
+         lt: float | None = None, one_of: tuple | None = None,
+         path: str | None = None) -> dict[str, Any]:
+    """Field metadata: bounds (inclusive ``ge``/``le``, exclusive ``gt``/``lt``), choices,
+    or what a path must be (``path``: a kind of :mod:`trials.contract.paths`)."""
+    spec = {"ge": ge, "gt": gt, "le": le, "lt": lt, "one_of": one_of, "path": path}
     return {"autotune.rule": {k: v for k, v in spec.items() if v is not None}}
 
 
 def _problem(value: Any, spec: dict[str, Any]) -> str | None:
+    if "path" in spec:  # empty: the command's default place
+        return location_problem(value, spec["path"]) if isinstance(value, str) and value \
+            else None
     if "one_of" in spec:
         if value not in spec["one_of"]:
             return f"must be one of {', '.join(map(str, spec['one_of']))}"
@@ -59,7 +66,8 @@ def check_fields(obj: Any, path: str) -> None:
             continue
         problem = _problem(value, spec)
         if problem:
-            raise ConfigError(f"{where}={value} {problem}")
+            sep = ": " if "path" in spec else " "
+            raise ConfigError(f"{where}={value}{sep}{problem}")
 
 
 def path_problem(schema: type, path: str, value: Any) -> str | None:

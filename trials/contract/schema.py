@@ -15,6 +15,7 @@ from pathlib import Path
 
 from omegaconf import MISSING, DictConfig, OmegaConf
 
+from trials.contract.paths import OUTPUT_DIR
 from trials.contract.rules import ConfigError, check_fields, rule
 from trials.contract.vocabulary import (
     PRECISIONS,
@@ -187,7 +188,7 @@ class DataConfig:
     multiprocessing: bool = False
     prefetch: int = field(default=16, metadata=rule(ge=1))
     #: Where MindRecord caches and the CPU peak calibration live; empty = ~/.cache/autotune.
-    cache_dir: str = ""
+    cache_dir: str = field(default="", metadata=rule(path=OUTPUT_DIR))
 
 
 @dataclass
