@@ -23,6 +23,7 @@ ends with one line naming the fix and exit code 2.
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
 import os
 import signal
@@ -125,7 +126,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def environment_fault(exc: Exception) -> str | None:
     """One line for a fault of the machine rather than of the input or the code (a full
-    disk, a storage lost for longer than sweep.storage_retry_s), or None."""
+    disk, a read-only one, a storage lost for longer than sweep.storage_retry_s, turned
+    read-only or deleted), or None."""
     from autotune.study.disk import DiskFull, is_full
     from autotune.study.surviving import StorageLost
 
@@ -133,6 +135,11 @@ def environment_fault(exc: Exception) -> str | None:
         return str(exc)
     if is_full(exc):
         return str(DiskFull(Path(exc.filename).parent if exc.filename else Path.cwd()))
+    if isinstance(exc, OSError) and exc.errno == errno.EROFS:
+        where = exc.filename or Path.cwd()
+        return (f"{where} is on a read-only file system: every finished trial is stored; "
+                "make it writable (or set sweep.runs_dir elsewhere) and run the same command "
+                "again to resume")
     return None
 
 

@@ -42,7 +42,17 @@ MAX_DELAY_S = 5.0
 
 
 class StorageLost(Exception):
-    """The storage stayed unreachable past ``sweep.storage_retry_s``."""
+    """The storage stayed unreachable past ``sweep.storage_retry_s``, or can no longer be
+    written (the subclasses): the command stops with this one line."""
+
+
+class StorageReadOnly(StorageLost):
+    """The storage refuses writes (a read-only file or mount, a standby server)."""
+
+
+class StorageGone(StorageLost):
+    """The SQLite file was deleted while the command ran (a new connection would start an
+    empty study in its place and lose every trial)."""
 
 
 def _first_line(exc: BaseException, url: str) -> str:
@@ -61,6 +71,8 @@ class Outage:
         #: Where a full disk is reported: the SQLite file's directory, or None (a server).
         db = sqlite_path(url)
         self.local_dir = db.parent if db is not None else None
+        #: The SQLite file, watched once the storage has opened it (``opened``).
+        self.db, self.opened = db, False
         self.note = note
         self.lost_since: float | None = None
         self._lock = threading.Lock()
@@ -91,6 +103,11 @@ class Outage:
         delay = FIRST_DELAY_S
         first_failure: float | None = None
         while True:
+            if self.db is not None and self.opened and not self.db.exists():
+                raise StorageGone(
+                    f"the study database {self.db} was deleted while this command ran: the "
+                    "trials it held are gone unless it is restored (from a backup); nothing "
+                    "more was written; restore it and run the same command again to resume")
             try:
                 result = fn(*args, **kwargs)
             except Exception as exc:  # noqa: BLE001 - classified below, re-raised if not ours
@@ -99,6 +116,12 @@ class Outage:
                     if self.local_dir is None:
                         raise ServerDiskFull(self.shown, free=0) from exc
                     raise DiskFull(self.local_dir) from exc
+                if fault is Fault.READ_ONLY:
+                    raise StorageReadOnly(
+                        f"storage {self.shown} is read-only ({_first_line(exc, self.url)}): "
+                        "every finished trial is stored; make it writable (the file's "
+                        "permissions, a read-only mount, a standby server) and run the same "
+                        "command again to resume") from exc
                 if fault is not Fault.TRANSIENT:
                     raise
                 first_failure = first_failure or time.monotonic()
@@ -164,6 +187,7 @@ class SurvivingStorage(RDBStorage):
     def __init__(self, url: str, *, outage: Outage, engine_kwargs: dict[str, Any]) -> None:
         self.outage = outage
         super().__init__(url, engine_kwargs=engine_kwargs)
+        outage.opened = True  # the file exists from here on: its loss is a fault
 
     def set_trial_state_values(self, trial_id: int, state, values=None) -> bool:
         attempts = 0

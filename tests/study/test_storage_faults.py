@@ -443,3 +443,84 @@ def test_a_full_disk_at_start_creates_nothing(harness, small_disk):
     assert code == 1, err
     assert len(err.strip().splitlines()) == 1 and "is full" in err
     assert not runs.exists()
+
+
+# -- a database that turns read-only or is deleted ------------------------------------------
+@pytest.fixture
+def read_only_view(tmp_path):
+    """(a directory, a read-only bind mount of it): the same files, writable or not."""
+    if os.geteuid() != 0 or not shutil.which("mount"):
+        pytest.skip("a bind mount needs root")
+    rw, ro = tmp_path / "rw", tmp_path / "ro"
+    rw.mkdir()
+    ro.mkdir()
+    bound = subprocess.run(["mount", "--bind", str(rw), str(ro)], capture_output=True, text=True)
+    if bound.returncode != 0:
+        pytest.skip(f"cannot bind-mount here: {bound.stderr.strip()}")
+    try:
+        subprocess.run(["mount", "-o", "remount,ro,bind", str(ro)], check=True)
+        yield rw, ro
+    finally:
+        subprocess.run(["umount", "-l", str(ro)], check=False)
+
+
+def test_a_study_on_a_read_only_file_system_stops_each_command_in_one_line_and_loses_nothing(
+        harness, read_only_view):
+    """The study seen through a read-only mount: sweep and confirm each stop with one
+    line, exit 1, no traceback; through the writable one, the same sweep resumes with
+    every trial it had."""
+    rw, ro = read_only_view
+    space = harness.space("ro", {"train.micro_batches": [1, 2, 4]})
+    harness.runs = rw / "runs"
+    harness.script(**FAST_TRIAL)
+    code, _, err = harness.run(space, "sweep.n_trials=2", "sweep.neighbours=true")
+    assert code == 0, err
+    before = [t.number for t in harness.study().trials if t.user_attrs.get("launched")]
+    # The run directory read-only: refused before anything runs, naming the setting.
+    code, _, err = harness.main("sweep", *harness.overrides(
+        space, "sweep.n_trials=3", f"sweep.runs_dir={ro / 'runs'}"))
+    assert code == 2 and "sweep.runs_dir=" in err and "read-only mount" in err, err
+    # The database alone read-only (the run directory writable): the first write fails,
+    # and each command stops there.
+    on_ro = f"sweep.storage=sqlite:///{ro / 'runs' / 's' / 'study.db'}"
+    for command in (("sweep", *harness.overrides(space, "sweep.n_trials=3", on_ro)),
+                    ("confirm", *harness.overrides(space, "confirm.top_k=1", on_ro))):
+        code, _, err = harness.main(*command)
+        assert code == 1, (command[0], err)
+        assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+        assert "is read-only" in err and "run the same command again" in err, err
+    harness.runs = rw / "runs"
+    assert [t.number for t in harness.study().trials if t.user_attrs.get("launched")] == before
+    code, _, err = harness.run(space, "sweep.n_trials=3", "sweep.neighbours=true")
+    assert code == 0, err
+    launched = [t for t in harness.study().trials if t.user_attrs.get("launched")]
+    assert len(launched) == 3
+
+
+def test_a_read_only_or_deleted_database_is_a_stop_not_a_retry(tmp_path):
+    import sqlite3
+
+    from autotune.study.faults import Fault, fault_of
+    from autotune.study.surviving import Outage, StorageGone, SurvivingStorage
+
+    # SQLite's primary code and an extended one (SQLITE_READONLY_DBMOVED = 8 | 4 << 8);
+    # PostgreSQL's read-only transaction (a standby after a failover).
+    for code in (sqlite3.SQLITE_READONLY, 8 | (4 << 8)):
+        error = sqlite3.OperationalError("attempt to write a readonly database")
+        error.sqlite_errorcode = code
+        assert fault_of(error) is Fault.READ_ONLY
+
+    class StandbyError(Exception):
+        pgcode = "25006"
+
+    assert fault_of(StandbyError()) is Fault.READ_ONLY
+    # Rule: a SQLite file deleted under an open storage is said at the next call, before
+    # a new connection would start an empty study in its place.
+    db = tmp_path / "study.db"
+    url = f"sqlite:///{db}"
+    storage = SurvivingStorage(url, outage=Outage(url, retry_s=1), engine_kwargs={})
+    assert storage.get_all_studies() == []
+    db.unlink()
+    with pytest.raises(StorageGone, match="was deleted while this command ran"):
+        storage.get_all_studies()
+    assert not db.exists()

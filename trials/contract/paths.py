@@ -74,7 +74,8 @@ def location_problem(value: str, kind: str) -> str | None:
         if not existing.is_dir():
             return f"cannot be created: {existing} is a file, not a directory"
         if not os.access(existing, os.W_OK | os.X_OK):
-            return f"cannot be written: {existing} is not writable; choose a writable directory"
+            return (f"cannot be written: {existing} is not writable (its permissions or a "
+                    "read-only mount): make it writable or choose another directory")
         return None
     if not path.exists():
         return "does not exist: check the path"
