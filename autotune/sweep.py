@@ -32,6 +32,7 @@ from autotune.study import records as R
 from autotune.study import stage_results as stages
 from autotune.study import storage as S
 from autotune.study.choice import study_verdict
+from autotune.study.story import pick_sentence
 from autotune.study.sweep_end import SweepEnd, SweepOutcome
 from autotune.sweep_context import SweepContext
 from trials.contract.outcomes import Outcome
@@ -113,10 +114,10 @@ class Sweep:
         level = selection.annotate(records, context.prior_cv)
         self.console.print(leaderboard.render(records, noise_note=leaderboard.noise_line(level)),
                            highlight=False, soft_wrap=True)
-        # The one winner: what export and soak take, as report and confirm name it.
+        # The one winner: what export and soak take, in the words report and confirm use.
         verdict = study_verdict(records, context.composed)
-        for line in verdict.lines():
-            self.console.print(line, highlight=False, soft_wrap=True, markup=False)
+        self.console.print(pick_sentence(verdict, records), highlight=False, soft_wrap=True,
+                           markup=False)
         settings = context.settings
         self.console.print(f"{end.message}\nstudy: {S.redact(S.storage_url(settings))} "
                            f"(name {settings.study}); runs: {context.layout.root}",

@@ -37,7 +37,7 @@ from autotune.export.mindformers_train import (
 )
 from autotune.plan import fits
 from autotune.settings import ExportSettings, SweepSettings
-from autotune.study import selection
+from autotune.study import selection, story
 from autotune.study import storage as S
 from autotune.study.choice import choose_trial
 from autotune.study.layout import StudyLayout
@@ -85,9 +85,13 @@ def run_export(composed: DictConfig, console: Console) -> int:
     study = S.load_existing(settings)
     records = load_records(study, layout=StudyLayout.of(settings))
     base_cfg = to_trial_config(composed)
-    chosen, why = choose_trial(study, records, options,
-                               prior_cv=base_cfg.hardware.cost.run_to_run_cv,
-                               budget_gib=memory_budget_gib(base_cfg))
+    prior_cv, budget_gib = base_cfg.hardware.cost.run_to_run_cv, memory_budget_gib(base_cfg)
+    chosen, _ = choose_trial(study, records, options, prior_cv=prior_cv,
+                               budget_gib=budget_gib)
+    # What the summary, confirm and the report say of the pick, word for word.
+    sentence = story.requested_sentence(chosen) if options.trial is not None else \
+        story.pick_sentence(selection.export_verdict(records, options, prior_cv=prior_cv,
+                                                     budget_gib=budget_gib), records)
     job = production_config(chosen, options)
     mindformers, mindformers_note, mindformers_readme = mindformers_files(job, options)
     carried = carry(job)
@@ -103,14 +107,14 @@ def run_export(composed: DictConfig, console: Console) -> int:
     }
     soak, figure = stability_note(study, chosen.number)
     files.update({
-        "provenance.json": json.dumps({**provenance(study, settings, chosen, why,
+        "provenance.json": json.dumps({**provenance(study, settings, chosen, sentence,
                                                     source=carried.provenance),
                                        "predicted_memory": headroom}, indent=2,
                                       default=str) + "\n",
         "CHANGES.md": describe_changes(chosen, baseline, job, records)
         + headroom_note(headroom, chosen.simulated) + mindformers_note,
         "README.md": export_readme(job, trial=chosen.number, study=settings.study,
-                               throughput=f"{chosen.tokens_per_s:,.0f} {chosen.rate}")
+                               throughput=story.figure(chosen), why=sentence)
         + mindformers_readme  # a bullet of the file list, which the soak section follows
         + soak,
         "SHA256SUMS": carried.sha256sums(),
@@ -121,7 +125,7 @@ def run_export(composed: DictConfig, console: Console) -> int:
     write_atomically(out, files, overwrite=options.overwrite)
     nodes = job_nodes(job)
     where = f" on each of its {nodes} nodes" if nodes > 1 else ""
-    console.print(f"exported trial {chosen.number} ({why}) to {out}\n"
+    console.print(f"{sentence}\nexported trial {chosen.number} to {out}\n"
                   f"run it{where}: bash {out / 'launch.sh'}\n"
                   f"or on SLURM: cd {out} && sbatch job.sbatch", highlight=False,
                   soft_wrap=True)

@@ -91,7 +91,7 @@ def write_report(records: list[TrialRecord], out: Path, *, summary: index.Summar
     (out / "failures.md").write_text(tables.failures_markdown(records))
     findings = diagnose(records, budget_gib=budget_gib, config=config,
                         study_verdict=summary.verdict)
-    time_goes = where_time_goes.section(records, profiles or {}, summary.best, out)
+    time_goes = where_time_goes.section(records, profiles or {}, summary.verdict.pick, out)
     findings += time_goes.findings
     (out / "diagnosis.md").write_text(to_markdown(findings))
     plots.history(records, out / "history.png", budget_gib=budget_gib)

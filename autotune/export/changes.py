@@ -75,15 +75,14 @@ def describe_changes(chosen: TrialRecord, baseline: TrialRecord | None, job: Tri
         else:
             lines.append("The baseline itself is the best configuration found.")
         lines.append("")
-        lines.append(f"Overall: {_num(baseline.tokens_per_s)} -> {_num(chosen.tokens_per_s)} "
-                     f"{chosen.rate} ({_pct(chosen.tokens_per_s, baseline.tokens_per_s)}); "
-                     "peak memory "
+        # The figures the pick was made on: confirm's medians where it re-measured both.
+        pair = [r.confirmed_tokens_per_s for r in (baseline, chosen)]
+        where = "medians of confirm's re-runs"
+        if not all(pair):
+            pair, where = [r.tokens_per_s for r in (baseline, chosen)], "in the sweep"
+        lines.append(f"Overall: {_num(pair[0])} -> {_num(pair[1])} {chosen.rate} "
+                     f"({_pct(pair[1], pair[0])}) {where}; peak memory "
                      f"{_gib(baseline.peak_memory_gib)} -> {_gib(chosen.peak_memory_gib)}.\n")
-        confirmed = [r.confirmed_tokens_per_s for r in (baseline, chosen)]
-        if all(confirmed):
-            lines.append(f"Confirmed medians of the re-runs: {_num(confirmed[0])} -> "
-                         f"{_num(confirmed[1])} {chosen.rate} "
-                         f"({_pct(confirmed[1], confirmed[0])}).\n")
     lines.append("## Caveats\n")
     lines += [f"- {note}" for note in caveats(job, base_cfg)]
     return "\n".join(lines) + "\n"

@@ -338,9 +338,12 @@ MINDFORMERS_README = """\
 """
 
 
-def export_readme(job: TrialConfig, *, trial: int, study: str, throughput: str = "") -> str:
-    """README.md of the job (the soak section goes after it); ``throughput``: the trial's
-    figure in its unit ("1,234 samples/s")."""
-    measured = f"\nMeasured in the sweep: {throughput}.\n" if throughput else ""
+def export_readme(job: TrialConfig, *, trial: int, study: str, throughput: str = "",
+                  why: str = "") -> str:
+    """README.md of the job (the soak section goes after it); ``throughput``: the figure
+    the trial was chosen on, labelled ("1,234 samples/s in the sweep"); ``why``: the
+    study's sentence on its pick (autotune/study/story.py)."""
+    measured = f"\nMeasured: {throughput}.\n" if throughput else ""
+    measured += f"\nWhy this trial: {why}.\n" if why else ""
     return EXPORT_README.format(trial=trial, study=study, measured=measured, mindformers=""
                                 if mindformers_skipped(job) else MINDFORMERS_README)

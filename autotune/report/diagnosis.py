@@ -29,6 +29,7 @@ from autotune.study.selection import (
     measured_tokens_per_s,
     verdict,
 )
+from autotune.study.story import pick_sentence
 from trials.contract.outcomes import Outcome
 from trials.contract.schema import CostPriors
 from trials.contract.units import rate
@@ -45,9 +46,11 @@ class _Context:
     budget_gib: float | None
     config: Mapping[str, Any]
     verdict: Verdict
+    #: The study's pick in words (autotune/study/story.py).
+    story: str
 
     @property
-    def best(self) -> TrialRecord | None:
+    def pick(self) -> TrialRecord | None:
         """The study's pick (what export and soak take): every rule is about that trial."""
         return self.verdict.pick
 
@@ -79,17 +82,17 @@ def _change(key: str, value: Any, factor: float) -> str:
 
 # --- rules --------------------------------------------------------------------------------
 
-def best_trial(ctx: _Context) -> list[Finding]:
-    top = ctx.best
+def pick_trial(ctx: _Context) -> list[Finding]:
+    top = ctx.pick
     if not ctx.records:
-        return [Finding("best", (), "The study has no trials yet: run `python -m autotune "
+        return [Finding("pick", (), "The study has no trials yet: run `python -m autotune "
                         "sweep` with the same overrides first.", {"trials": 0})]
     if top is None:
-        return [Finding("best", (), f"No trial finished within the memory budget "
+        return [Finding("pick", (), f"No trial finished within the memory budget "
                         f"({_n(ctx.records)}): the failure classes below say why.",
                         {"trials": len(ctx.records)})]
     nums: dict[str, float] = {"tokens_per_s": top.tokens_per_s}
-    parts = [f"{top.tokens_per_s:,.0f} {top.rate}"]
+    parts = []
     if top.mfu is not None:
         nums["mfu"] = top.mfu
         parts.append(f"{_pct(top.mfu)} MFU")
@@ -99,27 +102,17 @@ def best_trial(ctx: _Context) -> list[Finding]:
     base = baseline(ctx.records)
     if base is not None and base.number != top.number and base.tokens_per_s:
         nums["change"] = top.tokens_per_s / base.tokens_per_s - 1.0
-        gain = top.vs_baseline
-        if gain is not None:
-            nums |= {"change_low": gain.low, "change_high": gain.high}
-        interval = f"; {gain.text()}" if gain is not None else ""
-        parts.append(f"{100 * nums['change']:+.1f} % over the baseline "
-                     f"(trial #{base.number}, {base.tokens_per_s:,.0f} {base.rate}{interval})")
+        if top.vs_baseline is not None:
+            nums |= {"change_low": top.vs_baseline.low, "change_high": top.vs_baseline.high}
     if top.confirmed_tokens_per_s is not None:
         nums["confirmed_median"] = top.confirmed_tokens_per_s
-        parts.append(f"confirmed {confirmed_text(top)}")
-    v = ctx.verdict
-    fastest = v.best_measured
-    if fastest is not None and fastest.number == top.number:
-        head = f"Trial #{top.number} is the fastest feasible trial" + (
-            " and the best confirmed" if v.confirmed_best is top else "")
-    else:
-        head = f"Trial #{top.number} is the study's pick ({v.why})"
-        if fastest is not None and fastest.number != top.number:
-            nums["fastest_tokens_per_s"] = fastest.tokens_per_s
-            parts.append(f"the fastest measured is trial #{fastest.number} "
-                         f"({fastest.tokens_per_s:,.0f} {fastest.rate})")
-    return [Finding("best", (top.number,), f"{head}: {', '.join(parts)}.", nums)]
+    fastest = ctx.verdict.best_measured
+    if fastest is not None and fastest.number != top.number:
+        nums["fastest_tokens_per_s"] = fastest.tokens_per_s
+    # The story (autotune/study/story.py) says which trial and why, as the summary does;
+    # the rules below are about that trial.
+    own = f" Trial #{top.number} in the sweep: {', '.join(parts)}." if parts else ""
+    return [Finding("pick", (top.number,), f"{ctx.story}.{own}", nums)]
 
 
 def _data_values(ctx: _Context, record: TrialRecord) -> dict[str, Any]:
@@ -145,14 +138,14 @@ def _data_advice(ctx: _Context, record: TrialRecord) -> str:
 def data_bound(ctx: _Context) -> list[Finding]:
     """Opens the diagnosis: the baseline (else the pick) is input-bound, and what fixed it."""
     base = baseline(ctx.records)
-    subject = next((r for r in (base, ctx.best) if r is not None and r.ok
+    subject = next((r for r in (base, ctx.pick) if r is not None and r.ok
                     and data_bound_evidence(r)), None)
     if subject is None:
         return []
     why, nums = data_bound_evidence(subject)
     who = "The baseline" if base is not None and subject.number == base.number else "Trial"
     head = f"{who} (trial #{subject.number}) is data-bound: it {why}."
-    top = ctx.best
+    top = ctx.pick
     changed = {} if top is None else {k: v for k, v in _data_values(ctx, top).items()
                                       if v != ctx.value(subject, k)}
     if top is not None and top.number != subject.number and changed and top.tokens_per_s \
@@ -175,7 +168,7 @@ def data_bound(ctx: _Context) -> list[Finding]:
 
 
 def low_mfu(ctx: _Context) -> list[Finding]:
-    top = ctx.best
+    top = ctx.pick
     if (top is None or top.mfu is None or top.mfu >= MFU_LOW or top.micro_batch_size is None
             or top.micro_batch_size > SMALL_MICRO_BATCH):
         return []
@@ -241,7 +234,7 @@ def oom(ctx: _Context) -> list[Finding]:
         nums["micro_batch_size"] = max(sizes)
         facts.append(f"micro-batch of {'/'.join(map(str, sizes))} samples")
     whole = importance.fully_stopped(ctx.records, Outcome.OOM,
-                                     unless=ctx.best.params if ctx.best is not None else None)
+                                     unless=ctx.pick.params if ctx.pick is not None else None)
     if whole:
         nums["fully_stopped_values"] = len(whole)
         facts.append("every trial with " + ", ".join(f"{k}={v.value} ({v.oom} of {v.trials})"
@@ -287,7 +280,7 @@ def hang(ctx: _Context) -> list[Finding]:
 
 def slow(ctx: _Context) -> list[Finding]:
     hit = ctx.of(Outcome.SLOW)
-    top = ctx.best
+    top = ctx.pick
     if not hit:
         return []
     nums: dict[str, float] = {"trials": len(hit)}
@@ -299,7 +292,7 @@ def slow(ctx: _Context) -> list[Finding]:
                 "stopped")
         if top is not None:
             nums["ratio"] = nums["median_tokens_per_s"] / top.tokens_per_s
-            seen += f", {nums['ratio']:.2f} x the best {top.tokens_per_s:,.0f}"
+            seen += f", {nums['ratio']:.2f} x the pick's {top.tokens_per_s:,.0f}"
     knobs = sorted({k for r in hit for k in r.params})
     shared = {k: hit[0].params.get(k) for k in knobs
               if len({repr(r.params.get(k)) for r in hit}) == 1
@@ -316,15 +309,15 @@ def slow(ctx: _Context) -> list[Finding]:
     if shared:
         listed = ", ".join(f"{k}={v} ({sum(r.params.get(k) == v for r in complete)} of "
                            f"{len(complete)} completed trials)" for k, v in shared.items())
-        tail = (f"{'they all' if len(hit) > 1 else 'it'} ran with {listed}, unlike the best "
-                "trial: avoid these values or give them a space of their own")
+        tail = (f"{'they all' if len(hit) > 1 else 'it'} ran with {listed}, unlike the pick: "
+                "avoid these values or give them a space of their own")
         if whole:
             tail += f"; every trial with {every} was stopped as slow too"
     elif whole:
         tail = (f"every trial with {every} was stopped as slow, while other values of the "
                 "same knob completed: avoid these values or give them a space of their own")
     else:
-        tail = "they share no knob value that the best trial lacks: no single knob explains it"
+        tail = "they share no knob value that the pick lacks: no single knob explains it"
     return [Finding("slow", tuple(r.number for r in hit),
                     f"{_n(hit)} stopped as slow ({_ids(hit)}{seen}): {tail}.", nums)]
 
@@ -368,13 +361,13 @@ def not_run(ctx: _Context) -> list[Finding]:
 
 
 RULES: tuple[Callable[[_Context], list[Finding]], ...] = (
-    data_bound, best_trial, low_mfu, diverged_fp16, diverged, oom, hang, slow, crash, not_run)
+    data_bound, pick_trial, low_mfu, diverged_fp16, diverged, oom, hang, slow, crash, not_run)
 
 
 def diagnose(records: list[TrialRecord], *, budget_gib: float | None = None,
              config: Mapping[str, Any] | None = None,
              study_verdict: Verdict | None = None) -> list[Finding]:
-    """Every rule's findings, best trial first, then one or more per failure class.
+    """Every rule's findings, the pick first, then one or more per failure class.
 
     ``config`` maps override paths (``data.num_workers``, ``train.lr``, ``precision``,
     ``sweep.stop.compile_timeout_s``, ...) to the values trials used where their params
@@ -385,6 +378,7 @@ def diagnose(records: list[TrialRecord], *, budget_gib: float | None = None,
     if study_verdict is None:
         study_verdict = verdict(records, prior_cv=CostPriors.run_to_run_cv,
                                 budget_gib=budget_gib)
-    ctx = _Context(distinct(records), budget_gib, dict(config or {}), study_verdict)
+    ctx = _Context(distinct(records), budget_gib, dict(config or {}), study_verdict,
+                   pick_sentence(study_verdict, records))
     return [finding for rule in RULES for finding in rule(ctx)]
 

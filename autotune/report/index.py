@@ -18,11 +18,12 @@ from autotune.presentation.labels import params_label
 from autotune.presentation.tables import markdown_table
 from autotune.report import where_time_goes
 from autotune.report.diagnosis import Finding
-from autotune.report.leaderboard import confirm_test, flagged_lines, frame
+from autotune.report.leaderboard import flagged_lines, frame
 from autotune.report.tables import reason_counts
 from autotune.report.where_time_goes import TimeSection
 from autotune.study.records import TrialRecord, unit_of
 from autotune.study.selection import CONFIRMED_LABEL, Verdict, pareto_front, throughput_label
+from autotune.study.story import pick_sentence
 from trials.contract.units import rate
 
 #: (file, title, what it holds), in page order.
@@ -56,14 +57,16 @@ class Summary:
     #: orphaned is retried instead: the sweep's "launched (budget N)" counts these).
     n_counted: int
     counts: dict[str, int]
-    #: The study's answers to "which trial is best" (autotune/study/selection.py); its
-    #: best measured trial is ``best``.
+    #: The study's answers to "which trial is best" (autotune/study/selection.py); the
+    #: summary is about its pick.
     verdict: Verdict
     front: list[TrialRecord]
     #: Runs measured under load, a baseline that missed its precision target.
     flagged: list[str] = field(default_factory=list)
     #: What the throughput counts (the workload's unit; None: tokens).
     unit: str | None = None
+    #: What export takes and why (autotune/study/story.py): the summary's first word on it.
+    story: str = ""
 
     @property
     def best(self) -> TrialRecord | None:
@@ -75,20 +78,11 @@ class Summary:
                f"trials: {self.n_trials} ({self.n_launched} launched"
                + (f", {self.n_counted} of them against sweep.n_trials, the others retried"
                   if self.n_counted != self.n_launched else "") + f"): {counts}"]
-        if self.best is None:
-            out.append("best: no completed trial within the memory budget")
-        else:
-            b = self.best
-            mfu = "" if b.mfu is None else f", {100 * b.mfu:.2f} % MFU"
-            peak = "" if b.peak_memory_gib is None else f", peak {b.peak_memory_gib:.2f} GiB"
-            sim = " [SIMULATED: the cost model's prediction, not a measurement]" \
-                if b.simulated else ""
-            gain = f"; vs baseline {b.vs_baseline.text()}" if b.vs_baseline else ""
-            gain += confirmed_text(b)
-            out.append(f"best: trial #{b.number}, {b.tokens_per_s:,.0f} {b.rate}{mfu}{peak} "
-                       f"({params_label(b.params) or 'no knobs'}){sim}{gain}")
-            out += peak_used_lines(b)
-        out += self.verdict.lines()
+        out += [self.story] if self.story else []
+        pick = self.verdict.pick
+        if pick is not None:
+            out.append(pick_line(pick))
+            out += peak_used_lines(pick)
         out += self.flagged
         out.append(f"({throughput_label(self.unit)}; confirmed = {CONFIRMED_LABEL})")
         if len(self.front) > 1:
@@ -97,14 +91,15 @@ class Summary:
         return out
 
 
-def confirmed_text(record: TrialRecord) -> str:
-    """What ``confirm``'s paired re-measurement said of the trial (empty when it did not
-    test it): beside the sweep's figure, which it may contradict."""
-    test = confirm_test(record)
-    if not test:
-        return ""
-    paired, rounds = test
-    return f"; confirm, paired with the baseline in {rounds} round(s): {paired.text()}"
+def pick_line(pick: TrialRecord) -> str:
+    """The pick's own run in the sweep: its MFU, peak memory and knobs (labelled: the
+    story's figure is confirm's where confirm ran)."""
+    mfu = "" if pick.mfu is None else f", {100 * pick.mfu:.2f} % MFU"
+    peak = "" if pick.peak_memory_gib is None else f", peak {pick.peak_memory_gib:.2f} GiB"
+    sim = " [SIMULATED: the cost model's prediction, not a measurement]" \
+        if pick.simulated else ""
+    return (f"trial #{pick.number} in the sweep: {pick.tokens_per_s:,.0f} {pick.rate}{mfu}"
+            f"{peak} ({params_label(pick.params) or 'no knobs'}){sim}")
 
 
 def peak_used_lines(best: TrialRecord) -> list[str]:
@@ -131,7 +126,8 @@ def summarise(records: list[TrialRecord], *, study: str, storage: str, n_objecti
                    n_counted=sum(r.counts_as_launch for r in records),
                    counts=dict(reason_counts(records).most_common()),
                    verdict=verdict, front=pareto_front(records),
-                   flagged=flagged_lines(records), unit=unit)
+                   flagged=flagged_lines(records), unit=unit,
+                   story=pick_sentence(verdict, records))
 
 
 def _top(records: list[TrialRecord], n: int = 5) -> pd.DataFrame:

@@ -1,9 +1,9 @@
 """The report's "Where the time goes" section: the winner's profile, or what stands in.
 
 Reads the profiles stored on the study (``python -m autotune profile``, or the
-sweep's profile of its winner). Without one, the best trial's scorecard still says
-its data wait, and for dp > 1 its all-reduce share and per-rank step times; the
-same rules (autotune/profiling/rules.py) judge them.
+sweep's profile of its winner). Without one, the pick's scorecard still says its data
+wait, and for dp > 1 its all-reduce share and per-rank step times; the same rules
+(autotune/profiling/rules.py) judge them.
 """
 
 from __future__ import annotations
@@ -29,24 +29,25 @@ class TimeSection:
     findings: list[Finding] = field(default_factory=list)
 
 
-def _chosen(profiles: dict[int, ProfileResult], best: TrialRecord | None
+def _chosen(profiles: dict[int, ProfileResult], pick: TrialRecord | None
             ) -> ProfileResult | None:
-    """The best trial's profile, else the latest stored (the highest trial number)."""
-    if best is not None and best.number in profiles:
-        return profiles[best.number]
+    """The pick's profile, else the latest stored (the highest trial number)."""
+    if pick is not None and pick.number in profiles:
+        return profiles[pick.number]
     return profiles[max(profiles)] if profiles else None
 
 
 def section(records: list[TrialRecord], profiles: dict[int, ProfileResult],
-            best: TrialRecord | None,
+            pick: TrialRecord | None,
             out: Path) -> TimeSection:
-    chosen = _chosen(profiles, best)
+    """``pick``: the study's pick (what export and soak take), whose profile is shown."""
+    chosen = _chosen(profiles, pick)
     if chosen is None:
-        return _without_profile(best)
+        return _without_profile(pick)
     p, trial = chosen.profile, chosen.trial
-    note = [] if best is None or trial == best.number else [
-        f"Not the best trial (#{best.number}), which has no profile: `python -m autotune "
-        f"profile profile.trial={best.number}` profiles it.", ""]
+    note = [] if pick is None or trial == pick.number else [
+        f"Not the pick (#{pick.number}), which has no profile: `python -m autotune "
+        f"profile profile.trial={pick.number}` profiles it.", ""]
     # matplotlib on first use: every command imports this module, few draw.
     from autotune.profiling.figure import where_the_time_goes
 
@@ -80,13 +81,13 @@ def _rss(rss: MemoryStats) -> str:
             f"{rss.mean_mib:,.1f} MiB.")
 
 
-def _without_profile(best: TrialRecord | None) -> TimeSection:
-    if best is None:
+def _without_profile(pick: TrialRecord | None) -> TimeSection:
+    if pick is None:
         return TimeSection(lines=["No completed trial to say where its time goes."])
-    perf = best.perf
-    evidence = rules.from_performance(perf, trial=best.number, dp=len(perf.rank_step_s) or 1)
-    lines = [f"No profile of trial #{best.number} yet: run `python -m autotune profile "
-             f"profile.trial={best.number}` for the step split, the top operators and the "
+    perf = pick.perf
+    evidence = rules.from_performance(perf, trial=pick.number, dp=len(perf.rank_step_s) or 1)
+    lines = [f"No profile of trial #{pick.number} yet: run `python -m autotune profile "
+             f"profile.trial={pick.number}` for the step split, the top operators and the "
              "memory curve."]
     if perf.data_wait_share is not None:
         lines.append(f"From its measured steps: data wait {100 * perf.data_wait_share:.1f} % "

@@ -17,6 +17,7 @@ from autotune.study.confirm_progress import ConfirmProgress
 from autotune.study.layout import StudyLayout
 from autotune.study.records import Repeat, TrialRecord, load_records
 from autotune.study.schema.confirm import store_confirm_verdicts
+from autotune.study.story import pick_sentence
 from trials.contract.schema import ConfigError
 
 
@@ -56,8 +57,8 @@ def run_confirm(composed: DictConfig, console: Console) -> int:
         if note:
             say(note)
     # The one winner, now that the confirmed figures are stored: what export and soak take.
-    for line in study_verdict(load_records(study, layout=layout), composed).lines():
-        say(line)
+    records = load_records(study, layout=layout)
+    say(pick_sentence(study_verdict(records, composed), records))
     return 0
 
 

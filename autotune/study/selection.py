@@ -13,6 +13,9 @@ from the records in one place, so that every reader names the same trials:
   configurations it is not separably faster than, the one with the fewest changes from
   the baseline (the baseline itself when the gain is within noise).
 
+Only the pick is named to users, in one sentence (:mod:`autotune.study.story`); the other
+two appear there only as faster-looking trials, each beside why it was not picked.
+
 Every function is pure over :class:`~autotune.study.records.TrialRecord` lists.
 """
 
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import partial
 
 from autotune.settings import ExportSettings
 from autotune.study import noise
@@ -126,31 +130,27 @@ def measured_tokens_per_s(record: TrialRecord) -> float | None:
 # -- the verdict -----------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Verdict:
-    """The study's answers to "which trial is best" (see the module docstring)."""
+    """The study's answers to "which trial is best" (see the module docstring), with the
+    evidence behind the pick; :func:`autotune.study.story.pick_sentence` says it in words."""
 
     best_measured: TrialRecord | None
     confirmed_best: TrialRecord | None
     #: What export and soak take and the diagnosis is about; None when nothing qualifies.
     pick: TrialRecord | None
-    #: Why the pick, in words with the numbers behind them.
+    #: Why the pick, in words with the numbers behind them (provenance, ``choose_trial``).
     why: str
-
-    def lines(self) -> list[str]:
-        """The three answers, one line each (the report's summary)."""
-        out = []
-        if self.confirmed_best is not None:
-            c = self.confirmed_best
-            test = c.confirmed.vs_baseline if c.confirmed is not None else None
-            versus = f"; vs the baseline re-measured beside it: {test.text}" if test else ""
-            out.append(f"best confirmed: trial #{c.number}, {confirmed_text(c)}{versus}")
-        if self.pick is not None:
-            p = self.pick
-            # THE tokens/s of the trial, as everywhere; a confirmed median is in the why.
-            where = " in the sweep" if p.confirmed_tokens_per_s else ""
-            figure = f"{p.tokens_per_s:,.0f} {p.rate}{where}"
-            out.append(f"pick (what export and soak take): trial #{p.number}, {figure}: "
-                       f"{self.why}")
-        return out
+    #: Where the pick started: the confirmed best where confirm ran (``export.use_confirmed``),
+    #: else the fastest trial with the headroom asked; the pick is it, or a simpler one.
+    top: TrialRecord | None = None
+    #: Why the pick is not ``top``: ``top``'s gain over it with its interval (over the
+    #: baseline when the pick is the baseline); empty when the pick is ``top``.
+    top_vs_pick: str = ""
+    #: The pick against the baseline: confirm's paired test where it compared the two,
+    #: else the sweep's gain with its interval; empty with nothing to compare with.
+    pick_vs_baseline: str = ""
+    #: ``export.min_headroom_gib`` and the memory budget the verdict was taken under.
+    min_headroom_gib: float = 0.0
+    budget_gib: float | None = None
 
 
 def confirmed_text(record: TrialRecord) -> str:
@@ -174,18 +174,24 @@ def verdict(records: list[TrialRecord], *, prior_cv: float, budget_gib: float | 
     feasible_now = feasible_records(records, budget_gib)
     confirmed_best = _confirmed_best(feasible_now)
     candidates = feasible_records(records, budget_gib, min_headroom_gib=min_headroom_gib)
+    found = partial(Verdict, measured, confirmed_best, min_headroom_gib=min_headroom_gib,
+                    budget_gib=budget_gib)
     if not candidates:
-        return Verdict(measured, confirmed_best, None, "no complete trial within the memory "
-                       f"budget (headroom {min_headroom_gib:g} GiB)")
+        return found(None, "no complete trial within the memory budget "
+                     f"(headroom {min_headroom_gib:g} GiB)")
+    level = noise.run_to_run_noise(records, prior_cv)
     top, why = _fastest(candidates, min_headroom_gib, use_confirmed)
-    if not prefer_simpler:
-        return Verdict(measured, confirmed_best, top, why)
-    simpler, because = simplest_within_noise(top, candidates, records,
-                                             noise.run_to_run_noise(records, prior_cv))
+    simpler, because, evidence = (top, "", "")
+    if prefer_simpler:
+        simpler, because, evidence = simplest_within_noise(top, candidates, records, level)
+    base = baseline(records)
+    versus = "" if base is None or base is simpler or not base.ok \
+        else versus_baseline(simpler, base, level)[1]
     if simpler is top:
-        return Verdict(measured, confirmed_best, top, f"{why}; {because}" if because else why)
-    return Verdict(measured, confirmed_best, simpler,
-                   f"{because}; pass export.trial={top.number} to export the fastest anyway")
+        return found(top, f"{why}; {because}" if because else why, top=top,
+                     pick_vs_baseline=versus)
+    return found(simpler, f"{because}; pass export.trial={top.number} to export the fastest "
+                 "anyway", top=top, top_vs_pick=evidence, pick_vs_baseline=versus)
 
 
 def export_verdict(records: list[TrialRecord], options: ExportSettings, *, prior_cv: float,
@@ -220,13 +226,19 @@ def changes_from(record: TrialRecord, base: TrialRecord | None) -> int:
     return sum(1 for k, v in record.params.items() if base.params.get(k) != v)
 
 
+def paired_with(record: TrialRecord, base: TrialRecord) -> bool:
+    """Whether confirm tested ``record`` against ``base`` in paired rounds."""
+    confirm = record.confirmed
+    return confirm is not None and confirm.vs_baseline is not None \
+        and confirm.baseline == base.number
+
+
 def versus_baseline(top: TrialRecord, base: TrialRecord,
                     level: noise.Noise) -> tuple[bool, str]:
     """(is ``top`` really faster than the baseline, the numbers that say so): confirm's
     paired test where it compared the two, else the sweep's interval."""
-    confirm = top.confirmed
-    test = confirm.vs_baseline if confirm is not None else None
-    if test is not None and confirm.baseline == base.number:
+    if paired_with(top, base):
+        test = top.confirmed.vs_baseline
         return test.real and test.ratio > 0, test.text
     gain = noise.compare(noise.runs_of(top), nearest_baseline_runs(base, top), level)
     if gain is None:
@@ -236,20 +248,21 @@ def versus_baseline(top: TrialRecord, base: TrialRecord,
 
 def simplest_within_noise(top: TrialRecord, candidates: list[TrialRecord],
                           records: list[TrialRecord],
-                          level: noise.Noise) -> tuple[TrialRecord, str]:
+                          level: noise.Noise) -> tuple[TrialRecord, str, str]:
     """The candidate with the fewest knob changes from the baseline that ``top`` is not
-    separably faster than (``top`` itself when none is simpler), and why."""
+    separably faster than (``top`` itself when none is simpler), why, and the evidence:
+    ``top``'s gain over it (empty when it is ``top``)."""
     base = baseline(records)
     if base is None:
-        return top, ""
+        return top, "", ""
     if base is top:
-        return top, "it is the baseline"
+        return top, "it is the baseline", ""
     numbers = ""
     if base in candidates:  # a completed baseline within the budget
         real, numbers = versus_baseline(top, base, level)
         if not real:
             return base, (f"the fastest, trial {top.number}, against the baseline: "
-                          f"{numbers}; so the baseline (trial {base.number}) is exported")
+                          f"{numbers}; so the baseline (trial {base.number}) is exported"), numbers
     within = []
     for r in candidates:
         if r is top or changes_from(r, base) >= changes_from(top, base):
@@ -258,11 +271,11 @@ def simplest_within_noise(top: TrialRecord, candidates: list[TrialRecord],
         if gain is not None and not gain.better:
             within.append((changes_from(r, base), -(r.tokens_per_s or 0), r.number, r, gain))
     if not within:
-        return top, f"against the baseline: {numbers}" if numbers else ""
+        return top, f"against the baseline: {numbers}" if numbers else "", ""
     _, _, _, simpler, gain = min(within, key=lambda t: t[:3])
     return simpler, (f"trial {simpler.number} changes {changes_from(simpler, base)} knob(s) "
                      f"instead of {changes_from(top, base)}, and the fastest (trial "
-                     f"{top.number}) against it: {gain.text()}")
+                     f"{top.number}) against it: {gain.text()}"), gain.text()
 
 
 def annotate(records: list[TrialRecord], prior_cv: float) -> noise.Noise:

@@ -161,7 +161,7 @@ def test_confirm_measures_the_baseline_beside_the_finalists_and_export_follows_t
     test = confirmed[best].vs_baseline
     if best == 0 or (test.real and test.ratio > 0):
         # ... or a configuration with fewer changes that the winner is not separable from.
-        assert exported == best or "knob(s) instead of" in proc.stdout
+        assert exported == best or "knob(s) where #" in proc.stdout
     else:  # the winner is not separable from the baseline: the baseline is exported
         assert exported == 0 and "within noise" in proc.stdout
 

@@ -43,7 +43,7 @@ def test_best_trial_cites_throughput_mfu_memory_and_change_over_baseline():
     records = [rec(0, tokens_per_s=1000.0, role="baseline"),
                rec(1, tokens_per_s=1500.0, mfu=0.25, peak_memory_gib=3.5),
                rec(2, tokens_per_s=9000.0, peak_memory_gib=9.5)]
-    (finding,) = by_rule(records, "best", budget_gib=8.0)
+    (finding,) = by_rule(records, "pick", budget_gib=8.0)
     # Rule: the best trial is the fastest one within the memory budget (#2 is over it).
     assert finding.trials == (1,)
     for cited in ("#1", "1,500 tokens/s", "25.0 % MFU", "3.50 GiB", "8.00 GiB", "+50.0 %",
@@ -53,7 +53,7 @@ def test_best_trial_cites_throughput_mfu_memory_and_change_over_baseline():
 
 
 def test_best_trial_when_nothing_completed():
-    (finding,) = by_rule([rec(0, "crash"), rec(1, "oom")], "best")
+    (finding,) = by_rule([rec(0, "crash"), rec(1, "oom")], "pick")
     # Rule: no completed trial is said plainly, and no trial is named best.
     assert finding.trials == ()
     assert "No trial finished" in finding.sentence and "2 trials" in finding.sentence
@@ -359,11 +359,12 @@ def test_report_of_a_real_study(tmp_path, capsys, directions):
     # Rule: one CSV row per trial, with start time and reason.
     csv = pd.read_csv(report / "experiments.csv")
     assert len(csv) == n_trials and {"started", "tokens/s", "reason"} <= set(csv.columns)
-    # Rule: the index links every other file, and the console names the best trial and index.
+    # Rule: the index links every other file, and the console names the pick and index.
     index = (report / "index.md").read_text()
     for name in REPORT_FILES[:-1]:
         assert f"]({name})" in index, name
-    assert "best: trial #0, 2,000 tokens/s" in out and str(report / "index.md") in out
+    assert "pick (what export and soak take): trial #0 (the baseline): 2,000 tokens/s" in out \
+        and str(report / "index.md") in out
     assert "crash 1" in out and "oom 1" in out
     ablation = (report / "ablation.md").read_text()
     assert "train.micro_batches" in ablation and "-50.0" in ablation

@@ -38,7 +38,7 @@ def test_without_the_best_trials_profile_the_latest_is_shown_and_says_so(tmp_pat
     s = section([best], {1: stored(1), 3: stored(3)}, best, tmp_path)
     # Rule: another trial's profile (the latest) stands in, and the note says how to
     # profile the best one.
-    assert "Not the best trial (#5)" in s.lines[0] and "profile.trial=5" in s.lines[0]
+    assert "Not the pick (#5)" in s.lines[0] and "profile.trial=5" in s.lines[0]
     assert any(line.startswith("Trial #3,") for line in s.lines)
 
 

@@ -171,8 +171,10 @@ def test_the_sweep_confirm_report_export_and_soak_name_one_winner(harness, capsy
              re.search(r"exported trial (\d+)", exported).group(1), str(soaked.number)}
     assert named == {str(winner)}, (named, winner)
     # Rule: the figure beside it is labelled: confirm's median, and the sweep's own.
-    assert f"best confirmed: trial #{winner}, median " in confirmed
-    assert re.search(rf"trial #{winner}, [\d,]+ tokens/s in the sweep: best confirmed", confirmed)
+    assert re.search(rf"trial #{winner} \([^)]*\): median [\d,]+ tokens/s over 2 confirm re-runs",
+                     confirmed)
+    assert re.search(rf"^\s*trial\s+sweep tok/s\s+median.*\n\s*{winner}\s+[\d,]+\s", confirmed,
+                     re.M)
     # The top two are the winner and the baseline: no "top two" line repeats its row's test.
     assert "top two" not in confirmed
 

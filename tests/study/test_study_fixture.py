@@ -101,7 +101,7 @@ def test_report_and_export_run_on_the_old_study(old_study, tmp_path, capsys):
     assert main(["report", *overrides]) == 0, capsys.readouterr()
     index = (runs / "fixture" / "report" / "index.md").read_text()
     # Rule: the report names confirm's figures from the old verdict.
-    assert "best confirmed: trial #0" in index
+    assert "trial #0 (the baseline): median " in index
     out = tmp_path / "export"
     assert main(["export", *overrides, f"export.out={out}"]) == 0, capsys.readouterr()
     provenance = json.loads((out / "provenance.json").read_text())
@@ -120,7 +120,7 @@ def test_confirm_runs_again_on_the_old_study(old_study, monkeypatch, capsys):
     out = capsys.readouterr().out
     # Rule: the old confirm finished, so this one measures anew (2 more rounds each),
     # beside the old runs, and stores its verdicts in the current format.
-    assert "resuming" not in out and "best confirmed: trial #0" in out
+    assert "resuming" not in out and "trial #0 (the baseline): median " in out
     after = stored_repeats(study)
     assert all(len(after[n]) == before[n] + 2 for n in (0, 3, 5))
     stored = study.user_attrs[keys.CONFIRM_VERDICTS]

@@ -194,7 +194,7 @@ def test_pareto_objective_keeps_the_front_and_export_honours_headroom(harness, t
     provenance = json.loads((out / "provenance.json").read_text())
     # Budget 8 GiB: micro_batches 2 (1 GiB) is the fastest with >= 7 GiB headroom.
     assert provenance["params"] == {"train.micro_batches": 2}
-    assert ">= 7 GiB memory headroom" in provenance["chosen_because"]
+    assert "under export.min_headroom_gib=7" in provenance["chosen_because"]
 
 
 def test_a_baseline_that_diverges_at_step_1_ends_the_sweep_naming_the_workload(harness):

@@ -183,7 +183,7 @@ def test_the_report_shows_the_peak_it_used():
             "peak_source": entry.describe()}
     best = rec(1, tokens_per_s=1000.0, mfu=0.1, card={"performance": perf})
     summary = Summary(study="s", storage="x", objective="o", n_trials=1, n_launched=1, n_counted=1,
-                      counts={"ok": 1}, verdict=Verdict(best, None, None, ""), front=[best])
+                      counts={"ok": 1}, verdict=Verdict(best, None, best, ""), front=[best])
     line = next(x for x in summary.lines() if x.startswith("MFU peak"))
     # Rule: the summary names the peak MFU divided by: value, when measured, verified.
     for part in ("204.0 GFLOP/s", "2025-01-02T03:04:05", "verified", "0.04 of 2 cores"):
