@@ -33,6 +33,8 @@
 - :mod:`.selection`: which trials count, which fit, which is best;
 - :mod:`.stage_results`: stage results on the study;
 - :mod:`.storage`: the study in its database;
+- :mod:`.story`: the one sentence that says which trial export takes, why, and the figure it
+  rests on;
 - :mod:`.surviving`: a study storage that outlives what a database does;
 - :mod:`.sweep_end`: how a sweep ends;
 - :mod:`.twins`: a proposal whose configuration is already running elsewhere (another

@@ -91,7 +91,7 @@ def help_text() -> str:
 DISPATCH = {
     "sweep": (["sweep.parallel_trials=3"], "sweep.parallel_trials=3 trials side by side"),
     "tune": (["sweep.parallel_trials=3"], "sweep.parallel_trials=3 trials side by side"),
-    "plan": (["plan.out=/dev/null/plan"], "cannot write the plan to /dev/null/plan"),
+    "plan": (["plan.split=[3x1x1]"], "uses 3 devices; the cluster has"),
     "commbench": (["hardware=ascend_910b", "commbench.ranks=64"],
                   "commbench.ranks=64 exceeds the 8 devices"),
     "report": ([], "no study database"),

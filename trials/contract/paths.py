@@ -69,10 +69,10 @@ def location_problem(value: str, kind: str) -> str | None:
             return ("is not a directory (a file or a device): choose a directory (it is "
                     "created if missing)")
         existing = _nearest_existing(path)
-        if pseudo := _pseudo(existing):
-            return pseudo
         if not existing.is_dir():
             return f"cannot be created: {existing} is a file, not a directory"
+        if pseudo := _pseudo(existing):
+            return pseudo
         if not os.access(existing, os.W_OK | os.X_OK):
             return (f"cannot be written: {existing} is not writable (its permissions or a "
                     "read-only mount): make it writable or choose another directory")
