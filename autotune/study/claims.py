@@ -33,6 +33,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+import optuna
 import sqlalchemy
 from sqlalchemy.pool import NullPool
 
@@ -40,12 +41,14 @@ from autotune.study.layout import sqlite_path
 
 #: Threads of one process take this first: each thread's storage connection is its own.
 _THREAD_LOCK = threading.Lock()
+_ATTRIBUTE_THREAD_LOCK = threading.RLock()
 _ENGINES: dict[str, sqlalchemy.Engine] = {}
 
 
-def lock_key(study: str) -> int:
-    """A signed 64-bit key for the study (PostgreSQL's advisory lock space)."""
-    digest = hashlib.sha1(f"autotune-launch:{study}".encode()).digest()
+def lock_key(study: str, purpose: str = "launch") -> int:
+    """A signed 64-bit key for the study's lock of ``purpose`` (PostgreSQL's advisory lock
+    space)."""
+    digest = hashlib.sha1(f"autotune-{purpose}:{study}".encode()).digest()
     return int.from_bytes(digest[:8], "big", signed=True)
 
 
@@ -60,14 +63,36 @@ def _engine(url: str, connect_args: dict) -> sqlalchemy.Engine:
 def launch_lock(url: str, study: str, *, connect_args: dict | None = None) -> Iterator[None]:
     """Hold the study's launch lock for the ``with`` block (blocks until it is free);
     ``connect_args`` are the storage engine's (its connect timeout)."""
-    connect_args = connect_args or {}
-    with _THREAD_LOCK:
+    with _study_lock(url, study, "launch", connect_args or {}):
+        yield
+
+
+@contextlib.contextmanager
+def attribute_lock(study: optuna.Study, key: str) -> Iterator[None]:
+    """Hold the lock of one study attribute ``key`` for a read-modify-write of it (two
+    writers, e.g. confirm beside a sweep on one PostgreSQL study, then never lose each
+    other's entries). A storage that names no URL (Optuna's in-memory one) has one writer."""
+    storage = getattr(study, "_storage", None)
+    storage = getattr(storage, "_backend", storage)  # Optuna's cache wraps the RDB storage
+    url = getattr(storage, "url", None)
+    if not isinstance(url, str):
+        yield
+        return
+    connect_args = (getattr(storage, "engine_kwargs", None) or {}).get("connect_args", {})
+    with _study_lock(url, study.study_name, f"attribute:{key}", connect_args):
+        yield
+
+
+@contextlib.contextmanager
+def _study_lock(url: str, study: str, purpose: str, connect_args: dict) -> Iterator[None]:
+    with _THREAD_LOCK if purpose == "launch" else _ATTRIBUTE_THREAD_LOCK:
         if (db := sqlite_path(url)) is not None:
-            with _file_lock(db.with_suffix(".launch-lock")):
+            suffix = ".launch-lock" if purpose == "launch" else ".attribute-lock"
+            with _file_lock(db.with_suffix(suffix)):
                 yield
         elif url.startswith("postgresql"):
             with _engine(url, connect_args).connect() as con:
-                key = lock_key(study)
+                key = lock_key(study, purpose)
                 con.execute(sqlalchemy.text("SELECT pg_advisory_lock(:k)"), {"k": key})
                 try:
                     yield

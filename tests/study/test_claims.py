@@ -80,3 +80,29 @@ def test_another_process_waits_for_the_claim(tmp_path):
         holder.wait(10)
     # Rule: across processes the flock excludes: this claim waits for the other's to end.
     assert waited > 0.3
+
+
+WRITER = """
+import sys, optuna
+from autotune.study.schema.repeats import add_repeats
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+study = optuna.load_study(study_name="s", storage=sys.argv[1])
+for i in range(int(sys.argv[3])):
+    add_repeats(study, {0: [{"tokens_per_s": 1000.0, "run": f"{sys.argv[2]}/{i}"}]}, "confirm")
+"""
+
+
+def test_two_processes_adding_repeats_at_once_lose_none(tmp_path):
+    """Repeats are one study attribute, read, added to and written back: two writers (two
+    confirms, confirm beside a sweep) each add 15, and all 30 are stored."""
+    import optuna
+
+    from autotune.study.schema.repeats import stored_repeats
+
+    url = "sqlite:///" + str(tmp_path / "study.db")
+    optuna.create_study(study_name="s", storage=url)
+    writers = [subprocess.Popen([sys.executable, "-c", WRITER, url, name, "15"])
+               for name in ("a", "b")]
+    assert [w.wait(timeout=120) for w in writers] == [0, 0]
+    runs = [r.run for r in stored_repeats(optuna.load_study(study_name="s", storage=url))[0]]
+    assert sorted(runs) == sorted(f"{n}/{i}" for n in "ab" for i in range(15))
