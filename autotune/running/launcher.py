@@ -4,7 +4,10 @@ The argv and environment come from the one launch recipe
 (:mod:`trials.contract.launch`). Every process carries ``AUTOTUNE_TRIAL=<marker>``
 in its environment, so an orchestrator that restarts after a crash, or is told to
 stop, finds and kills exactly its trial's processes, msrun workers included
-(they sit in process groups of their own).
+(they sit in process groups of their own). It also carries ``AUTOTUNE_OWNER``, the
+command that started it (pid and start time): a process whose owner is gone, under a
+study's directory, is an orphan the next command there kills before it measures
+(:func:`kill_orphans_under`), whatever killed its owner (``kill -9`` included).
 """
 
 from __future__ import annotations
@@ -36,6 +39,30 @@ class Process:
         return self.popen.poll()
 
 
+#: The command that started a trial: ``<pid>:<start time in clock ticks>`` (a pid alone
+#: may be reused).
+OWNER_ENV = "AUTOTUNE_OWNER"
+
+
+def _started_ticks(pid: int | str) -> str | None:
+    """The process's start time (field 22 of /proc/PID/stat), or None when it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def owner_id(pid: int | None = None) -> str:
+    pid = os.getpid() if pid is None else pid
+    return f"{pid}:{_started_ticks(pid)}"
+
+
+def _owner_alive(owner: str) -> bool:
+    pid, _, ticks = owner.partition(":")
+    return pid.isdigit() and _started_ticks(pid) == ticks
+
+
 def start(argv: list[str], run_dir: Path, marker: str, *,
           placement: Placement = UNPLACED) -> Process:
     """Launch in a new session (its own process group), output to the run directory's
@@ -44,7 +71,8 @@ def start(argv: list[str], run_dir: Path, marker: str, *,
     with open(logs.stdout, "ab") as out, open(logs.stderr, "ab") as err:
         popen = subprocess.Popen([*placement.argv_prefix(), *argv], cwd=run_dir, stdout=out,
                                  stderr=err, stdin=subprocess.DEVNULL,
-                                 env={**trial_env(os.environ, marker=marker), **placement.env},
+                                 env={**trial_env(os.environ, marker=marker), **placement.env,
+                                      OWNER_ENV: owner_id()},
                                  start_new_session=True)
     return Process(popen=popen, pgid=popen.pid, marker=marker, started=time.monotonic())
 
@@ -119,6 +147,58 @@ def kill_marked(marker: str, grace_s: float = 1.0) -> int:
             groups = _signal_groups(groups, 0)
             time.sleep(0.05)
     for pid in processes_with_marker(marker):  # a process that left its group
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return len(pids)
+
+
+def _environ(pid: str) -> dict[bytes, bytes]:
+    try:
+        raw = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return {}
+    return dict(item.partition(b"=")[::2] for item in raw.split(b"\0") if item)
+
+
+def orphans_under(root: Path) -> list[int]:
+    """Trial processes (they carry a marker) working under ``root`` whose owner, the
+    command that started them, is gone."""
+    root = Path(os.path.realpath(root))
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        env = _environ(entry.name)
+        owner = env.get(OWNER_ENV.encode(), b"").decode()
+        if MARKER_ENV.encode() not in env or not owner or _owner_alive(owner):
+            continue
+        try:
+            cwd = Path(os.readlink(entry / "cwd"))
+        except OSError:
+            continue
+        if cwd == root or root in cwd.parents:
+            found.append(int(entry.name))
+    return found
+
+
+def kill_orphans_under(root: Path, grace_s: float = 1.0) -> int:
+    """Kill every orphan under ``root`` with its process group; how many there were."""
+    pids = orphans_under(root)
+    groups = set()
+    for pid in pids:
+        try:
+            groups.add(os.getpgid(pid))
+        except ProcessLookupError:
+            pass
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        groups = _signal_groups(groups, sig)
+        deadline = time.monotonic() + grace_s
+        while groups and time.monotonic() < deadline:
+            groups = _signal_groups(groups, 0)
+            time.sleep(0.05)
+    for pid in orphans_under(root):  # one that left its group
         try:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:

@@ -21,6 +21,7 @@ the settings.
 
 from __future__ import annotations
 
+import logging
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -32,9 +33,12 @@ from autotune.running.job import FollowedFile, Runner, TrialJob
 from autotune.running.slurm import SlurmRunner, cancel_job, check_cluster
 from autotune.settings import Launcher, SweepSettings
 from autotune.study import reaping
+from autotune.study.layout import StudyLayout
 from autotune.study.reaping import worker_identity
 from autotune.study.schema.worker import TrialProcess, stored_process
 from trials.contract.outcomes import Outcome
+
+log = logging.getLogger(__name__)
 
 #: The program a simulated trial runs (the cost model's prediction as a metrics file).
 SIMULATOR = [sys.executable, "-m", "autotune.plan.simulate"]
@@ -119,7 +123,11 @@ def installed(factory: Callable[[SweepSettings], Runner | None]) -> Iterator[Non
 
 def runner_for(settings: SweepSettings) -> Runner:
     """The runner the settings ask for (SLURM: the cluster is checked first, ConfigError
-    naming the fix when it does not answer)."""
+    naming the fix when it does not answer). First, what a command on this study left
+    running when it died is killed: nothing measures beside it."""
+    if killed := launcher.kill_orphans_under(StudyLayout.of(settings).root):
+        log.warning("killed %d process(es) that a command on study %s left running when it "
+                    "died: they would have run beside this command's", killed, settings.study)
     if _installed is not None and (replaced := _installed(settings)) is not None:
         return replaced
     if settings.launcher is Launcher.slurm:

@@ -325,3 +325,42 @@ def test_a_stopped_confirm_resumes_and_a_second_confirm_measures_anew(harness, c
     fresh = confirm_runs()[second]
     assert len(fresh) == 2 and not {r.run for r in fresh} & {r.run for r in resumed}
     assert len({tuple(r.performance.step_times_s) for r in [*resumed, *fresh]}) == 6
+
+
+def test_a_confirm_killed_with_9_leaves_no_run_beside_the_next_one(harness, capsys):
+    """kill -9 of confirm leaves its running re-measurement alive (a session of its own);
+    the next command on the study kills it before it measures anything."""
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.conftest import ROOT, project_env
+
+    space = harness.space("k9", {"runtime.threads": [2, 4]})
+    harness.script(steps=6, step_sleep=0.005)
+    code, _, err = harness.run(space, "sweep.n_trials=2", "sweep.neighbours=true")
+    assert code == 0, err
+    args = [*harness.overrides(space), "confirm.top_k=1", "confirm.repeats=1"]
+    env = project_env(AUTOTUNE_FAKE=json.dumps({"steps": 400, "step_sleep": 0.25}))
+    confirm = subprocess.Popen([sys.executable, "-m", "autotune", "confirm", *args], cwd=ROOT,
+                               env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    runs = harness.runs / "s" / "confirm"
+    deadline = time.monotonic() + 60
+    while not list(runs.glob("*/pid")) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    (pid_file,) = runs.glob("*/pid")
+    orphan = int(pid_file.read_text())
+    confirm.send_signal(signal.SIGKILL)
+    confirm.wait(timeout=30)
+    os.kill(orphan, 0)  # Rule's premise: the re-measurement outlived its command
+    code, out = _confirm(harness, capsys, space, "confirm.top_k=1", "confirm.repeats=1")
+    assert code == 0, out
+    # Rule: it is gone before the next command measured (reaped: not even a zombie left).
+    try:
+        state = open(f"/proc/{orphan}/stat").read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        state = "gone"
+    assert state in ("gone", "Z"), f"process {orphan} still runs"
