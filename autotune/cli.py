@@ -160,12 +160,9 @@ def stopped_text(command: str) -> str:
 
 def run_command(command: str, composed, overrides: list[str], console: Console, *,
                 config=None) -> int:
-    """Run the verb's module; ``config``: the typed config (autotune.settings.SweepConfig)
-    for the commands whose ``run`` takes it (those that do not yet re-convert ``composed``)."""
+    """Run the verb's module with the composed config and its typed, checked form
+    (``config``: autotune.settings.SweepConfig, what ``validate_settings`` returned)."""
     import importlib
-    import inspect
 
     module = importlib.import_module(command_module(command))
-    if config is not None and "config" in inspect.signature(module.run).parameters:
-        return module.run(composed, overrides, console, config=config)
-    return module.run(composed, overrides, console)
+    return module.run(composed, overrides, console, config=config)

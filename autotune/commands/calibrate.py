@@ -25,16 +25,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 from rich.console import Console
 
 from autotune.plan.calibrate_csv import calibrate_csv
-from autotune.settings import CalibrateSettings
+from autotune.settings import CalibrateSettings, SweepConfig
 from trials.contract.schema import ConfigError, to_trial_config
 
 
-def run(composed: DictConfig, overrides: list[str], console: Console) -> int:
-    options: CalibrateSettings = OmegaConf.to_object(composed.calibrate)
+def run(composed: DictConfig, overrides: list[str], console: Console, *,
+        config: SweepConfig) -> int:
+    options: CalibrateSettings = config.calibrate
     if not options.csv:
         raise ConfigError("calibrate needs calibrate.csv=PATH: a CSV of measured runs, one per "
                           "row (the columns: python -m autotune calibrate --help, or README "

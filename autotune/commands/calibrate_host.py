@@ -26,6 +26,7 @@ from pathlib import Path
 from omegaconf import DictConfig
 from rich.console import Console
 
+from autotune.settings import SweepConfig
 from trials.contract.launch import trial_env
 from trials.contract.machine import default_cache_dir, machine_key
 from trials.contract.schema import Backend, ConfigError, to_trial_config
@@ -34,7 +35,8 @@ from trials.contract.schema import Backend, ConfigError, to_trial_config
 TIMEOUT_S = 600.0
 
 
-def run(composed: DictConfig, overrides: list[str], console: Console) -> int:
+def run(composed: DictConfig, overrides: list[str], console: Console, *,
+        config: SweepConfig) -> int:
     cfg = to_trial_config(composed)
     if cfg.hardware.backend is not Backend.CPU:
         raise ConfigError(f"calibrate-host measures this machine's CPU; hardware="

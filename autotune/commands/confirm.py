@@ -25,6 +25,7 @@ from omegaconf import DictConfig
 from rich.console import Console
 
 from autotune.running.confirm import run_confirm
+from autotune.settings import SweepConfig
 from autotune.study.confirmation import (  # noqa: F401  (tests and callers import them here)
     SPEED_CHANGE,
     WIDE_INTERVAL,
@@ -39,5 +40,6 @@ STOPPED = ("the running re-measurement was killed; the finished ones are stored:
            "same command again to run the rest")
 
 
-def run(composed: DictConfig, overrides: list[str], console: Console) -> int:
-    return run_confirm(composed, console)
+def run(composed: DictConfig, overrides: list[str], console: Console, *,
+        config: SweepConfig) -> int:
+    return run_confirm(composed, console, config)

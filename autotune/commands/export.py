@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 from rich.console import Console
 
 from autotune.export.atomic import recover, write_atomically
@@ -36,7 +36,7 @@ from autotune.export.mindformers_train import (
     train_changes_section,
 )
 from autotune.plan import fits
-from autotune.settings import ExportSettings, SweepSettings
+from autotune.settings import ExportSettings, SweepConfig
 from autotune.study import selection, story
 from autotune.study import storage as S
 from autotune.study.choice import choose_trial
@@ -72,9 +72,8 @@ def mindformers_files(job: TrialConfig, options: ExportSettings) -> tuple[dict, 
             TRAIN_README)
 
 
-def run_export(composed: DictConfig, console: Console) -> int:
-    settings: SweepSettings = OmegaConf.to_object(composed.sweep)
-    options: ExportSettings = OmegaConf.to_object(composed.export)
+def run_export(composed: DictConfig, console: Console, config: SweepConfig) -> int:
+    settings, options = config.sweep, config.export
     out = Path(options.out) if options.out else StudyLayout.of(settings).export
     # An export killed mid-way first: its previous export back in place, its debris gone.
     for line in recover(out):
@@ -132,5 +131,6 @@ def run_export(composed: DictConfig, console: Console) -> int:
     return 0
 
 
-def run(composed: DictConfig, overrides: list[str], console: Console) -> int:
-    return run_export(composed, console)
+def run(composed: DictConfig, overrides: list[str], console: Console, *,
+        config: SweepConfig) -> int:
+    return run_export(composed, console, config)

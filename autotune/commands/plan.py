@@ -17,23 +17,23 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 from rich.console import Console
 
 from autotune.plan.plan_output import default_name, make_plan
 from autotune.plan.planner import ignored_override
-from autotune.settings import PlanSettings, SweepSettings
+from autotune.settings import SweepConfig
 from trials.contract.schema import ConfigError, to_trial_config
 
 __all__ = ["default_name", "run"]
 
 
-def run(composed: DictConfig, overrides: list[str], console: Console) -> int:
+def run(composed: DictConfig, overrides: list[str], console: Console, *,
+        config: SweepConfig) -> int:
     refused = ignored_override(overrides)
     if refused:
         raise ConfigError(refused)
-    settings: PlanSettings = OmegaConf.to_object(composed.plan)
-    sweep: SweepSettings = OmegaConf.to_object(composed.sweep)
+    settings, sweep = config.plan, config.sweep
     for line in make_plan(to_trial_config(composed), settings, Path(sweep.runs_dir)):
         console.print(line, markup=False, soft_wrap=True)
     return 0

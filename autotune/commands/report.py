@@ -25,7 +25,7 @@ from autotune.presentation.findings import to_markdown
 from autotune.profiling.profile import stored_profiles
 from autotune.report import index, plots, prediction, stages, tables, where_time_goes
 from autotune.report.diagnosis import Finding, diagnose
-from autotune.settings import StopRules, SweepSettings
+from autotune.settings import StopRules, SweepConfig, SweepSettings
 from autotune.study import selection
 from autotune.study.layout import StudyLayout
 from autotune.study.records import TrialRecord, load_records
@@ -127,9 +127,9 @@ def soak_markdown(study, out: Path) -> str:
 SOAK_FIGURE = "soak.png"
 
 
-def run_report(composed: DictConfig, console: Console) -> int:
+def run_report(composed: DictConfig, console: Console, config: SweepConfig) -> int:
     """Entry point of ``python -m autotune report``; a missing study raises ConfigError."""
-    settings = OmegaConf.to_object(composed.sweep)
+    settings = config.sweep
     assert isinstance(settings, SweepSettings)
     study = load_existing(settings)
     records = load_records(study, layout=StudyLayout.of(settings))
@@ -140,7 +140,7 @@ def run_report(composed: DictConfig, console: Console) -> int:
     out = Path(composed.report.out) if composed.report.out else StudyLayout.of(settings).report
     # The one answer to "which trial is best", under export's options: the summary, the
     # diagnosis, export and soak all name the same trials.
-    study_verdict = export_verdict(records, OmegaConf.to_object(composed.export),
+    study_verdict = export_verdict(records, config.export,
                                 prior_cv=cfg.hardware.cost.run_to_run_cv, budget_gib=budget)
     summary = index.summarise(records, study=settings.study,
                               storage=redact(storage_url(settings)),
@@ -161,5 +161,6 @@ def run_report(composed: DictConfig, console: Console) -> int:
     return 0
 
 
-def run(composed: DictConfig, overrides: list[str], console: Console) -> int:
-    return run_report(composed, console)
+def run(composed: DictConfig, overrides: list[str], console: Console, *,
+        config: SweepConfig) -> int:
+    return run_report(composed, console, config)

@@ -3,12 +3,12 @@ finishes, then their verdicts (autotune/study/confirmation.py) on the study."""
 
 from __future__ import annotations
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 from rich.console import Console
 
 from autotune.running.repeat import rerun
 from autotune.running.runner import runner_for
-from autotune.settings import ConfirmSettings, SweepSettings
+from autotune.settings import SweepConfig, SweepSettings
 from autotune.study import confirmation as C
 from autotune.study import selection
 from autotune.study import storage as S
@@ -21,9 +21,8 @@ from autotune.study.story import pick_sentence
 from trials.contract.schema import ConfigError
 
 
-def run_confirm(composed: DictConfig, console: Console) -> int:
-    settings: SweepSettings = OmegaConf.to_object(composed.sweep)
-    options: ConfirmSettings = OmegaConf.to_object(composed.confirm)
+def run_confirm(composed: DictConfig, console: Console, config: SweepConfig) -> int:
+    settings, options = config.sweep, config.confirm
     study = S.load_existing(settings)
     layout = StudyLayout.of(settings)
     records = load_records(study, layout=layout)
