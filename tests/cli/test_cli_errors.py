@@ -83,7 +83,7 @@ def test_a_space_with_nothing_besides_the_baseline_is_refused(harness):
 
 def test_unknown_knob_and_unknown_knob_value(harness):
     code, _, err = harness.run(harness.space("k", {"train.micro_batchs": [1, 2]}))
-    assert_one_line_error(code, err, "train.micro_batchs", "not a config key")
+    assert_one_line_error(code, err, "train.micro_batchs", "not a field of train")
     code, _, err = harness.run(harness.space("v", {"precision": ["fp32", "fp8"]}))
     assert_one_line_error(code, err, "search knob precision=fp8", "Available options")
     assert not harness.runs.exists()
@@ -312,3 +312,45 @@ def test_a_simulated_sweep_needs_a_peak_in_its_profile_before_anything_is_writte
                           "add peak_tflops: {float32: N} to the profile")
     assert "calibrate" not in err
     assert not harness.runs.exists()
+
+
+# -- search-space knobs: settings of the trial, each value once ---------------------------------
+SECTIONS = "workload, precision, hardware, runtime, parallel, train, data, run, guard"
+
+
+@pytest.mark.parametrize("knobs, needles", [
+    # The sweep's own settings are not knobs: a sweep that "tunes" its budget or its report.
+    ({"sweep.n_trials": [1, 2]}, ("'sweep.n_trials' is a setting of the sweep", SECTIONS)),
+    ({"report.out": ["a", "b"]}, ("'report.out' is a setting of the sweep", SECTIONS)),
+    ({"search.devices": [1, 2]}, ("'search.devices' is a setting of the sweep", SECTIONS)),
+    # A path in no schema at all.
+    ({"model.width": [1, 2]}, ("'model.width' is not a setting of the trial", SECTIONS)),
+    # A path into a trial section that has no such field: the section's fields are listed.
+    ({"train.micro_btches": [1, 2]}, ("not a field of train", "micro_batches")),
+    ({"hardware.intra_node.bandwith_gbs": [1, 2]},
+     ("not a field of hardware.intra_node", "bandwidth_gbs")),
+    # A section, and a path below a value.
+    ({"train": [1, 2]}, ("'train' is a section, not a value", "micro_batches")),
+    ({"train.lr.peak": [1, 2]}, ("goes below train.lr, which is a value",)),
+    # Each value once: a repeat is a typo, not a second point.
+    ({"train.micro_batches": [1, 2, 1]}, ("'train.micro_batches' lists 1 twice",)),
+    ({"precision": ["fp16", "fp32", "fp16"]}, ("'precision' lists fp16 twice",)),
+    ({"parallel.split": ["1x1x1", "1x1x1"]}, ("'parallel.split' lists 1x1x1 twice",)),
+])
+def test_a_knob_is_a_setting_of_the_trial_listed_once(harness, knobs, needles):
+    harness.space("bad", knobs)
+    code, _, err = harness.run("bad")
+    # Rule: a knob path resolves in the trial's schema (TrialConfig's dataclasses) and its
+    # values are distinct; else one line naming the knob and what may be tuned, nothing written.
+    assert_one_line_error(code, err, "search knob", *needles)
+    assert not harness.runs.exists()
+
+
+@pytest.mark.parametrize("path", ["precision", "parallel.split", "train.micro_batches",
+                                  "hardware.intra_node.latency_us", "workload.options.width",
+                                  "run.steps"])
+def test_paths_into_the_trial_schema_are_knobs(path):
+    from autotune.search.space import trial_path_problem
+
+    # Rule: groups, fields of sections (nested too), free-form dict entries and the split.
+    assert trial_path_problem(path) is None
