@@ -354,3 +354,38 @@ def test_paths_into_the_trial_schema_are_knobs(path):
 
     # Rule: groups, fields of sections (nested too), free-form dict entries and the split.
     assert trial_path_problem(path) is None
+
+
+# -- a wrongly typed value in any config-group file: the file, line, key, value and type ---------
+@pytest.mark.parametrize("relative, text, extra, needles", [
+    ("hardware/mine.yaml", "name: mine\ndevices: two\n", ("hardware=mine",),
+     ("mine.yaml, line 2: hardware.devices: 'two' is not a whole number", "'devices: 1'")),
+    ("hardware/mine.yaml", "name: mine\nbackend: TPU\n", ("hardware=mine",),
+     ("line 2: hardware.backend: 'TPU' is not one of CPU, GPU, Ascend",)),
+    # A nested section's field: the full key, and the line where it sits in the file.
+    ("hardware/mine.yaml", "name: mine\nintra_node:\n  latency_us: fast\n", ("hardware=mine",),
+     ("line 3: hardware.intra_node.latency_us: 'fast' is not a number", "'latency_us: 10.0'")),
+    # A key the section does not have: its keys, to check the spelling against.
+    ("hardware/mine.yaml", "name: mine\ndevice: 2\n", ("hardware=mine",),
+     ("line 2: hardware.device is not a key of hardware", "device_memory_gib")),
+    ("precision/mine.yaml", "name: mine\nscale_window: lots\n", ("precision=mine",),
+     ("mine.yaml, line 2: precision.scale_window: 'lots' is not a whole number",)),
+    ("workload/mine.yaml", "name: mine\nn_layers: 2.5\n", ("workload=mine",),
+     ("mine.yaml, line 2: workload.n_layers: 2.5 is not a whole number",)),
+    ("data/mine.yaml", "source: text\nmultiprocessing: maybe\n", ("data=mine",),
+     ("line 2: data.multiprocessing: 'maybe' is not true or false",)),
+    # The search space's own file, an optional field: "or null", no default to copy.
+    ("search/mine.yaml", "name: mine\ndevices: two\nknobs:\n  train.micro_batches: [1, 2]\n",
+     (), ("line 2: search.devices: 'two' is not a whole number or null",
+          "fix the value in the file")),
+])
+def test_a_wrongly_typed_value_in_a_config_file_names_file_key_value_and_type(
+        harness, relative, text, extra, needles):
+    harness.space("ok", {"train.micro_batches": [1, 2]})
+    _user_file(harness, relative, text)
+    code, _, err = harness.run("mine" if relative.startswith("search/") else "ok", *extra)
+    # Rule: Hydra's "ValidationError raised while composing config" becomes the file (and
+    # line), the full key, the value and what the schema's field takes, for every group.
+    assert_one_line_error(code, err, str(harness.conf / relative), *needles)
+    assert "raised while composing" not in err
+    assert not harness.runs.exists()
