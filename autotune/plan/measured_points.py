@@ -21,7 +21,8 @@ default 1), ``context_parallel`` (default 1), ``flash_attention`` and
 ``unfused_cross_entropy`` (PyTorch's cross_entropy on fp32 logits: torchtitan),
 ``peak_gib`` (the most loaded device's peak memory), ``nodes`` (default: as few as the
 profile's ``devices`` per node allow).
-A bad row is one line naming the row and the column (ConfigError).
+A bad row is one line naming the row and the column (ConfigError); so is a column named
+twice, and a CSV of more than MAX_ROWS runs.
 """
 
 from __future__ import annotations
@@ -46,6 +47,9 @@ POSITIVE_INTS = ("n_layers", "d_model", "n_heads", "seq_len", "vocab_size", "dp"
                  "global_batch", "micro_batches", "nodes", "virtual_stages",
                  "context_parallel")
 DEFAULT_ONE = ("nodes", "virtual_stages", "context_parallel")  # empty = 1 (nodes: fewest)
+#: Rows a CSV may have: leave-one-out fits once per row, each fit over every other row (200
+#: rows took 15 s, 800 took 196 s on one core; 1,000 take about 5 minutes).
+MAX_ROWS = 1000
 BOOLEANS = {"true": True, "false": False, "1": True, "0": False, "": False}
 
 
@@ -56,6 +60,11 @@ def read_points(path: Path, hardware: HardwareConfig, peak_flops) -> list[Measur
         with path.open(encoding="utf-8-sig", newline="") as handle:  # a BOM is no column
             reader = csv.DictReader(handle)
             header = [h.strip() for h in reader.fieldnames or []]
+            # csv.DictReader keeps the last of two same-named columns and drops the first.
+            twice = sorted({c for c in header if header.count(c) > 1})
+            if twice:
+                raise ConfigError(f"{path}: column(s) {', '.join(twice)} appear more than "
+                                  "once; keep one column of each name")
             missing = [c for c in REQUIRED if c not in header]
             if missing:
                 raise ConfigError(f"{path}: missing column(s) {', '.join(missing)}; the "
@@ -73,8 +82,20 @@ def read_points(path: Path, hardware: HardwareConfig, peak_flops) -> list[Measur
         raise ConfigError(f"calibrate.csv={path} is not a CSV file ({exc})") from exc
     if not rows:
         raise ConfigError(f"{path} has no rows: one measured run per row")
+    if len(rows) > MAX_ROWS:
+        raise ConfigError(f"{path} has {len(rows)} runs; calibrate takes at most {MAX_ROWS} "
+                          "(its leave-one-out error refits once per run, so time grows with "
+                          "the square of the rows: 800 take about 3 minutes): keep a sample "
+                          "of the runs, e.g. every k-th row")
     # Row numbers as a spreadsheet shows them: the header is row 1.
     return [point(row, n, path, hardware, peak_flops) for n, row in enumerate(rows, start=2)]
+
+
+def _non_finite(text: str) -> bool:
+    try:
+        return not math.isfinite(float(text))
+    except ValueError:
+        return False
 
 
 def point(row: dict, n: int, path: Path, hardware: HardwareConfig, peak_flops) -> Measurement:
@@ -87,11 +108,13 @@ def point(row: dict, n: int, path: Path, hardware: HardwareConfig, peak_flops) -
         if optional and not text:
             return None
         what = "a whole number" if kind is int else "a number"
+        if _non_finite(text):  # nan, inf, -Infinity: the value was not measured
+            raise bad(column, "is not a finite number: write the measured value")
         try:
             value = kind(text)
         except ValueError:
             raise bad(column, f"is not {what}") from None
-        if not math.isfinite(value) or value <= 0:
+        if value <= 0:
             raise bad(column, "must be >= 1" if kind is int else
                       "must be a positive number (seconds or GiB)")
         return value

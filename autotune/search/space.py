@@ -8,7 +8,9 @@ point turns into Hydra overrides, composed exactly like the user's own.
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import typing
 from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
@@ -79,13 +81,14 @@ class SearchSpace:
         for path, values in raw.items():
             if not isinstance(values, list) or not values:
                 raise ConfigError(f"search knob {path!r} needs a non-empty list of values")
+            _check_knob(path, values)
             _check_spelling(path, [*values, *([search.baseline[path]]
                                                 if path in search.baseline else [])])
             is_group = (CONF_DIR / path).is_dir()
             current = _current_value(path, base, choices, is_group)
             if path in search.baseline:
                 current = search.baseline[path]
-            values = list(dict.fromkeys(values))  # drop repeats, keep order
+            values = list(values)
             if current not in values:  # the baseline must be a point of the space
                 values.insert(0, current)
             knobs.append(Knob(path, tuple(values), is_group))
@@ -180,6 +183,54 @@ class SearchSpace:
 
     def describe(self) -> dict[str, list]:
         return {k.path: list(k.choices) for k in self.knobs}
+
+
+def _check_knob(path: str, values: list) -> None:
+    """A knob is a setting of the trial (a path into TrialConfig, read from its dataclasses:
+    the sweep's own settings, such as its budget, are not tuned) with distinct values."""
+    problem = trial_path_problem(path)
+    if problem:
+        raise ConfigError(f"search knob {path!r} {problem}")
+    seen: list = []
+    for value in values:
+        # Equal values are one point of the space (Optuna's categorical holds it once).
+        if value in seen:
+            raise ConfigError(f"search knob {path!r} lists {format_value(value)} twice; "
+                              "list each value once")
+        seen.append(value)
+
+
+def trial_path_problem(path: str) -> str | None:
+    """Why ``path`` names no tunable setting of the trial, or None: a config group of the
+    trial (``precision``), a field under one of its sections (``train.micro_batches``,
+    ``workload.options.width`` in a free-form dict) or ``parallel.split``."""
+    if path == SPLIT:
+        return None
+    schema: type = TrialConfig
+    parts = path.split(".")
+    for depth, part in enumerate(parts):
+        hints = typing.get_type_hints(schema)
+        where = ".".join(parts[:depth])
+        if part not in hints:
+            if depth == 0:
+                whose = ("a setting of the sweep, not of the trial"
+                         if part in typing.get_type_hints(SweepConfig)
+                         else "not a setting of the trial")
+                return (f"is {whose}: knobs tune the trial's sections "
+                        f"({', '.join(TRIAL_KEYS)}), e.g. train.micro_batches or precision")
+            return (f"is not a field of {where}: its fields are {', '.join(hints)} "
+                    "(--print-config lists every key)")
+        hint = hints[part]
+        if dataclasses.is_dataclass(hint):
+            schema = hint
+            continue
+        if depth < len(parts) - 1 and (typing.get_origin(hint) or hint) is not dict:
+            return f"goes below {'.'.join(parts[:depth + 1])}, which is a value"
+        return None
+    if len(parts) == 1 and (CONF_DIR / path).is_dir():
+        return None  # a config group: its options are the values
+    fields = ", ".join(typing.get_type_hints(schema))
+    return f"is a section, not a value: name a field in it ({fields})"
 
 
 def _check_spelling(path: str, values: list) -> None:

@@ -10,7 +10,7 @@ import optuna
 from omegaconf import DictConfig, OmegaConf
 
 from autotune.settings import SoakSettings, SweepSettings
-from autotune.study.choice import choose_trial
+from autotune.study.choice import choose_trial, named_trial
 from autotune.study.layout import SoakFiles, StudyLayout
 from autotune.study.records import TrialRecord
 from trials.contract.schema import ConfigError, TrialConfig, memory_budget_gib, to_trial_config
@@ -33,18 +33,8 @@ def pick_trial(study: optuna.Study, records: list[TrialRecord], composed: DictCo
                                    prior_cv=base_cfg.hardware.cost.run_to_run_cv,
                                    budget_gib=memory_budget_gib(base_cfg))
     else:
-        by_number = {r.number: r for r in records}
-        record = by_number.get(options.trial)
-        if record is None:
-            raise ConfigError(f"soak.trial={options.trial}: no such trial in study "
-                              f"{study.study_name!r} (0..{len(records) - 1}); pick a completed "
-                              f"one, e.g. soak.trial={done[0].number}")
-        if record.reused_from is not None:
-            record = by_number.get(record.reused_from, record)
-        if not record.ok:
-            raise ConfigError(f"soak.trial={options.trial}: trial {record.number} ended "
-                              f"{record.reason_text}, it has no measured run to soak; pick a "
-                              f"completed one, e.g. soak.trial={done[0].number}")
+        record = named_trial(study, records, options.trial, setting="soak.trial",
+                             verb="soaked")
         why = f"trial {options.trial} as requested"
     if record.simulated:
         raise ConfigError(f"trial {record.number} was simulated (sweep.simulate): a soak needs "

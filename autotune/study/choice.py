@@ -19,21 +19,46 @@ def choose_trial(study: optuna.Study, records: list[TrialRecord],
                  options: ExportSettings, *, prior_cv: float,
                  budget_gib: float | None = None) -> tuple[TrialRecord, str]:
     """(record, why it was chosen). ConfigError when nothing qualifies."""
-    by_number = {r.number: r for r in records}
     if options.trial is not None:
-        record = by_number.get(options.trial)
-        if record is None:
-            raise ConfigError(f"export.trial={options.trial}: no such trial in study "
-                              f"{study.study_name!r} (0..{len(records) - 1})")
-        if record.reused_from is not None:
-            record = by_number[record.reused_from]
-        return record, f"trial {options.trial} as requested"
+        return named_trial(study, records, options.trial), f"trial {options.trial} as requested"
     chosen = selection.export_verdict(records, options, prior_cv=prior_cv, budget_gib=budget_gib)
     if chosen.pick is None:
         raise ConfigError(f"study {study.study_name!r} has no complete trial within the memory "
                           f"budget (headroom {options.min_headroom_gib:g} GiB): run the sweep "
                           "longer or lower export.min_headroom_gib")
     return chosen.pick, chosen.why
+
+
+def completed(record: TrialRecord, by_number: dict[int, TrialRecord]) -> TrialRecord | None:
+    """The measured run that ``record`` stands for (a reused trial's source), or None: only a
+    trial that completed has a measured configuration to export or soak."""
+    if record.reused_from is not None:
+        record = by_number.get(record.reused_from, record)
+    return record if record.ok else None
+
+
+def named_trial(study: optuna.Study, records: list[TrialRecord], number: int, *,
+                setting: str = "export.trial", verb: str = "exported") -> TrialRecord:
+    """The record ``setting=number`` names; ConfigError naming why it cannot be ``verb``
+    (no such trial, or how it ended) and the trials that can."""
+    by_number = {r.number: r for r in records}
+    record = by_number.get(number)
+    chosen = completed(record, by_number) if record is not None else None
+    if chosen is not None:
+        return chosen
+    ok = [r.number for r in records if completed(r, by_number) is not None]
+    shown = ", ".join(map(str, ok[:20])) + (f" ... ({len(ok)} in all)" if len(ok) > 20 else "")
+    can = (f"trials that can be {verb}: {shown} (or leave {setting} unset for the study's "
+           "pick)" if ok else "no trial of the study completed: run the sweep first")
+    if record is None:
+        raise ConfigError(f"{setting}={number}: no such trial in study "
+                          f"{study.study_name!r}; {can}")
+    how = f"{record.reason_text} ({record.state.lower()}"
+    how += f": {record.reason.label})" if record.reason is not None else ")"
+    detail = record.detail.strip().splitlines()[0][:200] if record.detail.strip() else ""
+    raise ConfigError(f"{setting}={number}: trial {number} ended {how}"
+                      + (f"; {detail}" if detail else "") + ", it did not complete and has "
+                      f"no measured configuration; {can}")
 
 
 def study_verdict(records: list[TrialRecord], composed: DictConfig) -> selection.Verdict:

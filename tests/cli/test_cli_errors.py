@@ -83,7 +83,7 @@ def test_a_space_with_nothing_besides_the_baseline_is_refused(harness):
 
 def test_unknown_knob_and_unknown_knob_value(harness):
     code, _, err = harness.run(harness.space("k", {"train.micro_batchs": [1, 2]}))
-    assert_one_line_error(code, err, "train.micro_batchs", "not a config key")
+    assert_one_line_error(code, err, "train.micro_batchs", "not a field of train")
     code, _, err = harness.run(harness.space("v", {"precision": ["fp32", "fp8"]}))
     assert_one_line_error(code, err, "search knob precision=fp8", "Available options")
     assert not harness.runs.exists()
@@ -367,4 +367,81 @@ def test_a_simulated_sweep_needs_a_peak_in_its_profile_before_anything_is_writte
                           "hardware profile nopeak (GPU) has no peak FLOP/s for float32",
                           "add peak_tflops: {float32: N} to the profile")
     assert "calibrate" not in err
+    assert not harness.runs.exists()
+
+
+# -- search-space knobs: settings of the trial, each value once ---------------------------------
+SECTIONS = "workload, precision, hardware, runtime, parallel, train, data, run, guard"
+
+
+@pytest.mark.parametrize("knobs, needles", [
+    # The sweep's own settings are not knobs: a sweep that "tunes" its budget or its report.
+    ({"sweep.n_trials": [1, 2]}, ("'sweep.n_trials' is a setting of the sweep", SECTIONS)),
+    ({"report.out": ["a", "b"]}, ("'report.out' is a setting of the sweep", SECTIONS)),
+    ({"search.devices": [1, 2]}, ("'search.devices' is a setting of the sweep", SECTIONS)),
+    # A path in no schema at all.
+    ({"model.width": [1, 2]}, ("'model.width' is not a setting of the trial", SECTIONS)),
+    # A path into a trial section that has no such field: the section's fields are listed.
+    ({"train.micro_btches": [1, 2]}, ("not a field of train", "micro_batches")),
+    ({"hardware.intra_node.bandwith_gbs": [1, 2]},
+     ("not a field of hardware.intra_node", "bandwidth_gbs")),
+    # A section, and a path below a value.
+    ({"train": [1, 2]}, ("'train' is a section, not a value", "micro_batches")),
+    ({"train.lr.peak": [1, 2]}, ("goes below train.lr, which is a value",)),
+    # Each value once: a repeat is a typo, not a second point.
+    ({"train.micro_batches": [1, 2, 1]}, ("'train.micro_batches' lists 1 twice",)),
+    ({"precision": ["fp16", "fp32", "fp16"]}, ("'precision' lists fp16 twice",)),
+    ({"parallel.split": ["1x1x1", "1x1x1"]}, ("'parallel.split' lists 1x1x1 twice",)),
+])
+def test_a_knob_is_a_setting_of_the_trial_listed_once(harness, knobs, needles):
+    harness.space("bad", knobs)
+    code, _, err = harness.run("bad")
+    # Rule: a knob path resolves in the trial's schema (TrialConfig's dataclasses) and its
+    # values are distinct; else one line naming the knob and what may be tuned, nothing written.
+    assert_one_line_error(code, err, "search knob", *needles)
+    assert not harness.runs.exists()
+
+
+@pytest.mark.parametrize("path", ["precision", "parallel.split", "train.micro_batches",
+                                  "hardware.intra_node.latency_us", "workload.options.width",
+                                  "run.steps"])
+def test_paths_into_the_trial_schema_are_knobs(path):
+    from autotune.search.space import trial_path_problem
+
+    # Rule: groups, fields of sections (nested too), free-form dict entries and the split.
+    assert trial_path_problem(path) is None
+
+
+# -- a wrongly typed value in any config-group file: the file, line, key, value and type ---------
+@pytest.mark.parametrize("relative, text, extra, needles", [
+    ("hardware/mine.yaml", "name: mine\ndevices: two\n", ("hardware=mine",),
+     ("mine.yaml, line 2: hardware.devices: 'two' is not a whole number", "'devices: 1'")),
+    ("hardware/mine.yaml", "name: mine\nbackend: TPU\n", ("hardware=mine",),
+     ("line 2: hardware.backend: 'TPU' is not one of CPU, GPU, Ascend",)),
+    # A nested section's field: the full key, and the line where it sits in the file.
+    ("hardware/mine.yaml", "name: mine\nintra_node:\n  latency_us: fast\n", ("hardware=mine",),
+     ("line 3: hardware.intra_node.latency_us: 'fast' is not a number", "'latency_us: 10.0'")),
+    # A key the section does not have: its keys, to check the spelling against.
+    ("hardware/mine.yaml", "name: mine\ndevice: 2\n", ("hardware=mine",),
+     ("line 2: hardware.device is not a key of hardware", "device_memory_gib")),
+    ("precision/mine.yaml", "name: mine\nscale_window: lots\n", ("precision=mine",),
+     ("mine.yaml, line 2: precision.scale_window: 'lots' is not a whole number",)),
+    ("workload/mine.yaml", "name: mine\nn_layers: 2.5\n", ("workload=mine",),
+     ("mine.yaml, line 2: workload.n_layers: 2.5 is not a whole number",)),
+    ("data/mine.yaml", "source: text\nmultiprocessing: maybe\n", ("data=mine",),
+     ("line 2: data.multiprocessing: 'maybe' is not true or false",)),
+    # The search space's own file, an optional field: "or null", no default to copy.
+    ("search/mine.yaml", "name: mine\ndevices: two\nknobs:\n  train.micro_batches: [1, 2]\n",
+     (), ("line 2: search.devices: 'two' is not a whole number or null",
+          "fix the value in the file")),
+])
+def test_a_wrongly_typed_value_in_a_config_file_names_file_key_value_and_type(
+        harness, relative, text, extra, needles):
+    harness.space("ok", {"train.micro_batches": [1, 2]})
+    _user_file(harness, relative, text)
+    code, _, err = harness.run("mine" if relative.startswith("search/") else "ok", *extra)
+    # Rule: Hydra's "ValidationError raised while composing config" becomes the file (and
+    # line), the full key, the value and what the schema's field takes, for every group.
+    assert_one_line_error(code, err, str(harness.conf / relative), *needles)
+    assert "raised while composing" not in err
     assert not harness.runs.exists()

@@ -24,6 +24,7 @@ from autotune.export.job import (
     mindformers_skipped,
     sbatch_script,
 )
+from tests.cli.test_cli_errors import assert_one_line_error
 from tests.conftest import ROOT
 from tests.export.test_export_multinode import job
 from trials.contract.compose import load_resolved
@@ -202,3 +203,30 @@ def test_the_summary_line_counts_this_runs_steps_after_the_compile_step():
                     "0.375 s), peak RSS 0.70 GiB, last checkpoint /j/c.safetensors")
     assert summary_line([], total_steps=6, unit="tokens", checkpoint=None) == (
         "job done: all 6 steps were done already, no checkpoint saved")
+
+
+@pytest.mark.parametrize("micro_batches, needles", [
+    (2, ("ended diverged (pruned: loss went non-finite",)),
+    (4, ("ended slow (pruned: tokens/s far below",)),
+    (8, ("ended crash (fail: the process died",)),
+    (16, ("ended infeasible (pruned:", "never launched", "not divisible")),  # 8 / 16: never ran
+    (None, ("no such trial in study 'x'",)),
+])
+def test_only_a_completed_trial_is_exported(harness, micro_batches, needles):
+    space = harness.space("ends", {"train.micro_batches": [1, 2, 4, 8, 16]})
+    harness.script([{"when": {"train.micro_batches": 2}, "do": "diverged"},
+                    {"when": {"train.micro_batches": 4}, "do": "slow"},
+                    {"when": {"train.micro_batches": 8}, "do": "crash"}])
+    overrides = harness.overrides(space, "sweep.n_trials=5", "sweep.neighbours=true",
+                                  "sweep.max_failure_rate=1.0", study="x")
+    assert harness.main("sweep", *overrides)[0] == 0
+    numbers = {t.params["train.micro_batches"]: t.number for t in harness.study("x").trials}
+    number = numbers.get(micro_batches, 99)
+    out = harness.tmp / "job"
+    code, _, err = harness.main("export", *overrides, f"export.trial={number}",
+                                f"export.out={out}")
+    # Rule: export.trial names a completed trial; any other is refused in one line with how
+    # it ended and the trials that can be exported (here the baseline alone), nothing written.
+    assert_one_line_error(code, err, f"export.trial={number}", *needles,
+                          f"trials that can be exported: {numbers[1]} ")
+    assert not out.exists()

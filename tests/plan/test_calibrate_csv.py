@@ -13,7 +13,7 @@ import pytest
 from autotune.cli import main
 from autotune.plan import calibration
 from autotune.plan.costmodel import CostModel
-from autotune.plan.measured_points import read_points
+from autotune.plan.measured_points import MAX_ROWS, read_points
 from autotune.settings import SweepConfig
 from tests.cli.test_cli_errors import assert_one_line_error
 from tests.conftest import ROOT
@@ -101,6 +101,57 @@ def test_a_bad_row_is_one_line_naming_row_and_column(tmp_path, cache, capsys, ed
     code = main(["calibrate", f"calibrate.csv={write(tmp_path / 'bad.csv', table)}",
                  "hardware=gpu_a100"])
     assert_one_line_error(code, capsys.readouterr().err, *needles)
+    assert not (cache / "calibration").exists()
+
+
+@pytest.mark.parametrize("column, text", [
+    ("step_s", "nan"), ("step_s", "inf"), ("peak_gib", "-inf"), ("peak_gib", "NaN"),
+    ("dp", "Infinity"), ("n_layers", "nan"),
+])
+def test_a_non_finite_value_is_refused_naming_row_and_column(tmp_path, cache, capsys, column,
+                                                              text):
+    table = [{column: "", **r} for r in rows()]  # peak_gib is optional: empty elsewhere
+    table[2][column] = text
+    code = main(["calibrate", f"calibrate.csv={write(tmp_path / 'bad.csv', table)}",
+                 "hardware=gpu_a100"])
+    # Rule: every number a run states is finite; nan/inf is no measurement (row 4: header 1).
+    assert_one_line_error(code, capsys.readouterr().err, f"row 4, column {column}",
+                          "is not a finite number")
+    assert not (cache / "calibration").exists()
+
+
+@pytest.mark.parametrize("header", [
+    lambda h: [*h, "step_s"],                       # the fitted column twice
+    lambda h: [*h, " dp"],                          # the same name once spaces are stripped
+    lambda h: [*h, "peak_gib", "peak_gib"],         # an optional one twice
+    lambda h: [h[-1], *h],                          # the first column repeated at the front
+])
+def test_a_column_named_twice_is_refused_naming_it(tmp_path, cache, capsys, header):
+    table = rows()
+    names = header(list(table[0]))
+    twice = sorted({n.strip() for n in names if [m.strip() for m in names].count(n.strip()) > 1})
+    path = tmp_path / "twice.csv"
+    with path.open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(names)
+        for row in table:
+            writer.writerow([row.get(n.strip(), "1") for n in names])
+    code = main(["calibrate", f"calibrate.csv={path}", "hardware=gpu_a100"])
+    # Rule: one column per name (csv.DictReader would silently keep the last one).
+    assert_one_line_error(code, capsys.readouterr().err, f"column(s) {', '.join(twice)} appear "
+                          "more than once")
+    assert not (cache / "calibration").exists()
+
+
+@pytest.mark.parametrize("n_rows", [MAX_ROWS + 1, 3 * MAX_ROWS])
+def test_more_rows_than_the_cap_are_refused_with_the_fix(tmp_path, cache, capsys, n_rows):
+    table = rows()
+    table = (table * (n_rows // len(table) + 1))[:n_rows]
+    code = main(["calibrate", f"calibrate.csv={write(tmp_path / 'big.csv', table)}",
+                 "hardware=gpu_a100"])
+    # Rule: leave-one-out is quadratic in the rows; past MAX_ROWS the fix is a sample.
+    assert_one_line_error(code, capsys.readouterr().err, f"has {n_rows} runs",
+                          f"at most {MAX_ROWS}", "keep a sample")
     assert not (cache / "calibration").exists()
 
 

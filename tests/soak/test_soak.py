@@ -221,12 +221,13 @@ def test_stitch_keeps_each_launch_up_to_where_the_next_resumed():
 
 def test_pick_trial_names_the_fix():
     study = SimpleNamespace(study_name="s")
-    failed = SimpleNamespace(number=0, ok=False, reason_text="crash", reused_from=None)
+    failed = SimpleNamespace(number=0, ok=False, reason_text="crash", reused_from=None,
+                             state="FAIL", reason=None, detail="")
     options = SimpleNamespace(trial=None)
     with pytest.raises(ConfigError, match="run the sweep first"):
         soak_plan.pick_trial(study, [failed], None, options)
     done = SimpleNamespace(number=1, ok=True, reason_text="ok", reused_from=None)
-    with pytest.raises(ConfigError, match=r"soak.trial=0: trial 0 ended crash.*soak.trial=1"):
+    with pytest.raises(ConfigError, match=r"soak.trial=0: trial 0 ended crash.*soaked: 1 "):
         soak_plan.pick_trial(study, [failed, done], None, SimpleNamespace(trial=0))
     with pytest.raises(ConfigError, match=r"soak.trial=9: no such trial"):
         soak_plan.pick_trial(study, [failed, done], None, SimpleNamespace(trial=9))

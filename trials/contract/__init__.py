@@ -9,6 +9,8 @@ and ``autotune`` imports nothing else from ``trials``.
 - :mod:`.capabilities`: what the backend can run, from the hardware profile alone
   (``hardware.supports``);
 - :mod:`.compose`: compose ``conf/`` with Hydra's compose API;
+- :mod:`.config_files`: a value a config-group file holds that its schema refuses, as the
+  file, line, key, value and expected type;
 - :mod:`.events`: the events a trial reports, as typed records;
 - :mod:`.health`: whether a run trained at all: most updates skipped is not healthy,
   whatever the loss says;

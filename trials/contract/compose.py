@@ -19,25 +19,17 @@ from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from trials.contract.config_files import chain, config_dirs, validation_problem
 from trials.contract.schema import CONF_DIR, ConfigError, TrialConfig
 from trials.contract.vocabulary import LEGACY_RECOMPUTE, expand_override
 
 ConfigStore.instance().store(name="trial_schema", node=TrialConfig)
 
 
-def _chain(exc: BaseException | None):
-    """The exception and its causes, outermost first."""
-    seen = set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        yield exc
-        exc = exc.__cause__ or exc.__context__
-
-
 def yaml_problem(exc: BaseException) -> str | None:
     """A YAML syntax error anywhere in the chain, as one line with its file, line and
     column (PyYAML's own text is four lines and leads with the parser's state)."""
-    error = next((e for e in _chain(exc) if isinstance(e, yaml.MarkedYAMLError)), None)
+    error = next((e for e in chain(exc) if isinstance(e, yaml.MarkedYAMLError)), None)
     if error is None:
         return None
     mark = error.context_mark or error.problem_mark
@@ -98,8 +90,10 @@ def compose(config_name: str, overrides: list[str], conf_dir: Path = CONF_DIR, *
             cfg = hydra_compose(config_name=config_name, overrides=overrides,
                                 return_hydra_config=with_choices)
     except Exception as exc:  # Hydra raises several unrelated types for bad input
-        shape = (group_file_problem(parsed, conf_dir, schema)
-                 if any(isinstance(e, OmegaConfBaseException) for e in _chain(exc)) else None)
+        shape = None
+        if any(isinstance(e, OmegaConfBaseException) for e in chain(exc)):
+            shape = (group_file_problem(parsed, conf_dir, schema)
+                     or validation_problem(exc, config_dirs(_searchpath(parsed), conf_dir)))
         raise ConfigError(shape or one_line(exc)) from exc
     finally:
         GlobalHydra.instance().clear()
@@ -149,8 +143,7 @@ def group_file_problem(parsed: list, conf_dir: Path, schema: type) -> str | None
     """What is wrongly shaped in a config-group file the overrides chose (a list where the
     schema wants a mapping, or the reverse), naming the file; None if none is found.
     Hydra's own error names neither the file nor the key."""
-    dirs = [Path(e.partition("://")[2] or e) for e in _searchpath(parsed)
-            if e.startswith("file://") or "://" not in e] + [conf_dir]
+    dirs = config_dirs(_searchpath(parsed), conf_dir)
     hints = typing.get_type_hints(schema)
     for override in parsed:
         group, option = override.key_or_group, override.value()
