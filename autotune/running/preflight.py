@@ -16,26 +16,37 @@ from trials.contract.mindformers import ADAPTER_ENTRY
 from trials.contract.schema import ConfigError, TrialConfig, WorkloadConfig, runnable_problem
 
 #: Imports the module and looks the factory up, in the environment a trial gets; then
-#: builds the workload (no model) and prints what knobs it applies, when it can.
+#: builds the workload as the trial does (trials/workload.py ``load_workload``: no model)
+#: and prints what knobs it applies, or why it is not a workload (the factory raised, or
+#: returned something else): the trial would fail the same way, after the study is written.
 _IMPORT_CHECK = ("import importlib, json, sys\n"
                  "module = importlib.import_module(sys.argv[1])\n"
                  "factory = getattr(module, sys.argv[2])\n"
                  "try:\n"
                  "    from omegaconf import OmegaConf\n"
                  "    from trials.contract.schema import WorkloadConfig\n"
-                 "    from trials.workload import reach_of\n"
+                 "    from trials.workload import load_workload, reach_of\n"
                  "    cfg = OmegaConf.to_object(OmegaConf.merge(\n"
                  "        OmegaConf.structured(WorkloadConfig), json.loads(sys.argv[3])))\n"
-                 "    print('REACH ' + json.dumps(reach_of(factory(cfg), cfg.name).to_json()))\n"
                  "except Exception:\n"
-                 "    pass  # the trial will fail on its own, with its traceback\n")
+                 "    sys.exit(0)  # nothing to check the workload with here\n"
+                 "try:\n"
+                 "    built = load_workload(cfg)\n"
+                 "except Exception as exc:\n"
+                 "    if sys.argv[4] == 'strict':\n"
+                 "        said = (str(exc).strip().splitlines() or [''])[0][:300]\n"
+                 "        print('PROBLEM ' + type(exc).__name__ + ': ' + said)\n"
+                 "    sys.exit(0)\n"
+                 "print('REACH ' + json.dumps(reach_of(built, cfg.name).to_json()))\n")
+_PROBLEM = "PROBLEM "
 _REACH = "REACH "
 
 
 def check_workload_entry(entry: str, *, timeout_s: float = 120.0,
                          workload: WorkloadConfig | None = None) -> Reach | None:
-    """ConfigError when ``workload.entry`` cannot be imported where a trial would run;
-    else what the workload applies (None when its factory fails without the model).
+    """ConfigError when ``workload.entry`` cannot be imported where a trial would run, or
+    its factory raises or returns no workload; else what the workload applies (None when
+    it cannot be told here).
 
     The import runs in a child process with the trial's environment: the user's
     module may import MindSpore, which the orchestrator never does.
@@ -50,7 +61,10 @@ def check_workload_entry(entry: str, *, timeout_s: float = 120.0,
         with tempfile.TemporaryDirectory(prefix="autotune-preflight-") as scratch:
             node = OmegaConf.structured(workload or WorkloadConfig(name="workload"))
             spec = json.dumps(OmegaConf.to_container(node, enum_to_str=True))
-            proc = subprocess.run([sys.executable, "-c", _IMPORT_CHECK, module, attr, spec],
+            # The MindFormers adapter builds from files of its own: judged by its trial.
+            strict = "lenient" if entry == ADAPTER_ENTRY else "strict"
+            proc = subprocess.run([sys.executable, "-c", _IMPORT_CHECK, module, attr, spec,
+                                   strict],
                                   env=trial_env(os.environ), capture_output=True, text=True,
                                   timeout=timeout_s, stdin=subprocess.DEVNULL, cwd=scratch)
     except subprocess.TimeoutExpired as exc:
@@ -66,6 +80,12 @@ def check_workload_entry(entry: str, *, timeout_s: float = 120.0,
                 ".venv-mindformers/bin/python -m autotune ...")
         raise ConfigError(f"workload.entry={entry!r} cannot be imported ({why}); check the "
                           "name and PYTHONPATH")
+    problem = next((x for x in proc.stdout.splitlines() if x.startswith(_PROBLEM)), None)
+    if problem:
+        said = problem[len(_PROBLEM):].removeprefix("ConfigError: ")
+        raise ConfigError(f"workload.entry={entry!r} does not build a workload ({said}): its "
+                          "factory must return a trials.workload.Workload for the config it "
+                          "is given; nothing was launched")
     line = next((x for x in proc.stdout.splitlines() if x.startswith(_REACH)), None)
     return Reach.from_json(json.loads(line[len(_REACH):])) if line else None
 

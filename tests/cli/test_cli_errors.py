@@ -281,6 +281,31 @@ def test_an_unimportable_workload_entry_launches_nothing(harness):
     assert_one_line_error(code, harness.capsys.readouterr().err, "no_such_factory")
 
 
+@pytest.mark.slow  # the child builds the workload as a trial does: it imports MindSpore
+@pytest.mark.parametrize("factory, needle", [
+    ("gives_dict", "returned dict, not a trials.workload.Workload"),
+    ("gives_none", "returned NoneType, not a trials.workload.Workload"),
+    ("raises", "RuntimeError: no weights at /data/x"),
+])
+def test_a_workload_factory_that_builds_no_workload_launches_nothing(harness, tmp_path,
+                                                                     monkeypatch, factory,
+                                                                     needle):
+    code_dir = tmp_path / "code"
+    code_dir.mkdir()
+    (code_dir / "bad_factories.py").write_text(
+        "def gives_dict(cfg):\n    return {'model': None}\n\n"
+        "def gives_none(cfg):\n    return None\n\n"
+        "def raises(cfg):\n    raise RuntimeError('no weights at /data/x')\n")
+    monkeypatch.setenv("PYTHONPATH", str(code_dir))
+    space = harness.space("ok", {"train.micro_batches": [1, 2]})
+    code, _, err = harness.main("sweep", *harness.overrides(space, fake=False),
+                                f"workload.entry=bad_factories:{factory}")
+    # Rule: the factory is called as a trial calls it, before the study is written.
+    assert_one_line_error(code, err, f"workload.entry='bad_factories:{factory}' does not "
+                          "build a workload", needle)
+    assert not harness.runs.exists()
+
+
 def test_a_relative_pythonpath_is_the_directory_the_command_runs_from(monkeypatch):
     """``PYTHONPATH=tests python -m autotune sweep workload.entry=user_workload:...`` (the
     README's example) imports, though the check and the trials run in other directories."""
