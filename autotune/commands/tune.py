@@ -40,11 +40,19 @@ STOPPED = ("the running trial was killed and re-queued; finished stages are kept
 
 def run_tune(composed: DictConfig, overrides: list[str], console: Console, *,
              config: SweepConfig) -> int:
-    options: TuneSettings = config.tune
     # Checks everything before anything runs.
     context = SweepContext.build(composed, config, overrides)
     sweep = Sweep(context, console)
     study = context.open_study()
+    try:
+        return _stages(context, sweep, study, composed, config, console)
+    finally:  # the disk reserve is the sweep's while it runs: nothing of it outlives tune
+        context.reserve.release()
+
+
+def _stages(context: SweepContext, sweep: Sweep, study, composed: DictConfig,
+            config: SweepConfig, console: Console) -> int:
+    options: TuneSettings = config.tune
     stored = stage_results(study)
     verdicts = []
     for i, stage in enumerate(options.stages, 1):

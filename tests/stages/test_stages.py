@@ -90,3 +90,17 @@ def test_tune_ends_with_a_verdict_per_stage_that_names_a_drift():
     assert "FAILED" in verdict("throughput", R(failed=True, lines=["too many failures"]))
     assert verdict("memory", R(fit=3, points=5, tight=1, over=1)).startswith(
         "memory: 3 of 5 points fit")
+
+
+def test_tune_refused_on_a_study_with_nothing_to_soak_leaves_nothing_of_its_own(harness):
+    """The stability stage needs a completed trial: on a study whose only trial crashed,
+    tune stops with one line, and the disk reserve it held while running is gone."""
+    space = harness.space("crashed", {"train.micro_batches": [1, 2]})
+    harness.script([{"when": {"train.micro_batches": 1}, "do": "crash"}])
+    code, _, err = harness.run(space, "sweep.n_trials=1")
+    assert code == 1, err  # nothing completed
+    before = sorted(p.name for p in (harness.runs / "s").iterdir())
+    code, _, err = harness.main("tune", *harness.overrides(space), "tune.stages=[stability]")
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert not (harness.runs / "s" / ".disk-reserve").exists()
+    assert sorted(p.name for p in (harness.runs / "s").iterdir()) == before
