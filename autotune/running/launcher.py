@@ -206,6 +206,55 @@ def kill_orphans_under(root: Path, grace_s: float = 1.0) -> int:
     return len(pids)
 
 
+# -- processes that escaped their trial ------------------------------------------------------
+#: prctl(2) option: orphans among this process's descendants are re-parented to it.
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def become_subreaper() -> bool:
+    """Adopt this command's orphaned descendants (Linux): a trial's child that left its
+    process group and dropped its marker then becomes our child instead of init's, and
+    :func:`kill_adopted` finds it. False where the kernel does not offer it."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _children_of(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == pid:
+            found.append(int(entry.name))
+    return found
+
+
+def kill_adopted() -> int:
+    """At the end of a command: every process still our child (its own children were all
+    waited for, so these are adopted orphans) is killed with its group; how many."""
+    me, mine = os.getpid(), os.getpgrp()
+    pids = _children_of(me)
+    for pid in pids:
+        try:
+            group = os.getpgid(pid)
+            if group != mine:
+                os.killpg(group, signal.SIGKILL)
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass
+    return len(pids)
+
+
 def stop(process: Process, grace_s: float = 2.0) -> None:
     """Kill the process group and anything else carrying its marker; reap the leader.
     ``grace_s``: how long SIGTERM may take before SIGKILL."""

@@ -3,7 +3,9 @@
 Called exactly like the real trial program, it plays its script's plan
 (:func:`autotune.testing.script.plan_run`) in real time: the same typed records through
 the same writer (trials/contract/metrics.py), the same exit codes, a real hang, crash or
-SIGKILL. It writes ``pid`` in its directory, and ``probe.json`` when the script asks.
+SIGKILL. It writes ``pid`` in its directory, ``probe.json`` when the script asks, and with
+``"escape": true`` starts a child that leaves its group and drops its marker
+(``escaped.pid``).
 For what only a process shows (signals, process groups, reaping, placement); the rest of
 the suite plays the same plan in virtual time (autotune/testing/virtual.py).
 """
@@ -36,6 +38,8 @@ def main() -> None:
     plan = plan_run(cfg, script, Path.cwd())
     log = MetricsLog(Path(cfg.run.metrics_path))
     (Path.cwd() / "pid").write_text(str(os.getpid()))
+    if script.get("escape"):  # a child that leaves the group and drops the marker
+        _escape(Path.cwd() / "escaped.pid")
     started, t = time.time(), 0.0
     for at, record in plan.events:
         time.sleep(max(0.0, at - t))
@@ -56,6 +60,22 @@ def main() -> None:
     if plan.stderr:
         print(plan.stderr, file=sys.stderr)
     sys.exit(plan.exit_code)
+
+
+def _escape(pid_file: Path) -> None:
+    """Start a child in a session of its own, with an environment of its own (no
+    marker), that outlives this trial: what a careless data loader or a daemon does."""
+    import subprocess
+
+    code = ("import os, sys, time\n"
+            "open(sys.argv[1], 'w').write(str(os.getpid()))\n"
+            "time.sleep(300)\n")
+    subprocess.Popen([sys.executable, "-c", code, str(pid_file)], start_new_session=True,
+                     env={"PATH": os.environ.get("PATH", "")}, stdin=subprocess.DEVNULL,
+                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 10
+    while not pid_file.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
 
 
 if __name__ == "__main__":

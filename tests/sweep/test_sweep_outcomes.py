@@ -92,6 +92,28 @@ def test_hung_trials_are_killed_whole_process_group_and_all(harness):
     assert "compile budget" in trials[6].user_attrs["detail"]
 
 
+def test_a_trials_child_that_left_its_group_and_marker_ends_with_the_command(harness):
+    """A trial's child in a session of its own, its environment dropped (no marker to
+    find it by), outlives its trial; ``python -m autotune`` adopts it (a subreaper) and
+    kills it when the command ends."""
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT, project_env
+
+    space = harness.space("escape", {"train.micro_batches": [1, 2]})
+    argv = [sys.executable, "-m", "autotune", "sweep",
+            *harness.overrides(space, "sweep.n_trials=1")]
+    env = project_env(AUTOTUNE_FAKE=json.dumps({"steps": 4, "step_sleep": 0.02,
+                                                "escape": True}))
+    proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    (pid_file,) = (harness.runs / "s").glob("trial-*/escaped.pid")
+    escaped = int(pid_file.read_text())
+    assert not pid_alive(escaped), f"the escaped child {escaped} outlived the command"
+
+
 def test_infeasible_and_oom_dominated_are_not_launched(harness):
     # global_batch 8: micro_batches 3 cannot divide it; micro_batches 2 (size 4) runs out of
     # memory, so micro_batches 1 (size 8, everything else equal) is ruled out unlaunched.
