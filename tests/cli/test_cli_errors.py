@@ -7,6 +7,8 @@ import sqlite3
 
 import pytest
 
+from autotune.cli import COMMANDS
+
 
 def assert_one_line_error(code: int, err: str, *needles: str) -> None:
     assert code == 2
@@ -234,13 +236,21 @@ def test_nonsense_settings_are_refused_before_anything_is_written(harness, overr
     assert not harness.runs.exists()
 
 
-@pytest.mark.parametrize("command", ["report", "confirm", "export"])
-def test_every_command_validates_its_settings(harness, command):
+@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("override, needle", [
+    # One setting of each class (a range, a choice, an unknown key, a type) in every verb:
+    # the whole config is validated in one pass before any verb runs, whichever it is.
+    ("confirm.repeats=0", "confirm.repeats=0 must be >= 1"),
+    ("precision.amp_level=O9", "must be one of O0, O1, O2, O3, auto"),
+    ("+sweep.n_trails=3", "unknown key 'sweep.n_trails'"),
+    ("train.micro_batches=two", "train.micro_batches"),
+])
+def test_every_command_validates_its_settings(harness, command, override, needle):
     from autotune.cli import main
 
     space = harness.space("ok", {"train.micro_batches": [1, 2]})
-    code = main([command, *harness.overrides(space, "confirm.repeats=0")])
-    assert_one_line_error(code, harness.capsys.readouterr().err, "confirm.repeats=0 must be >= 1")
+    code = main([command, *harness.overrides(space, override)])
+    assert_one_line_error(code, harness.capsys.readouterr().err, needle)
     assert not harness.runs.exists()
 
 
