@@ -18,7 +18,7 @@ from typing import Any
 
 from autotune.presentation.findings import Finding
 from autotune.presentation.labels import share_text as _pct
-from autotune.report import importance
+from autotune.study.contrasts import contrasts, how_to_isolate, of_value
 from autotune.study.data_bound import DATA_KNOBS, data_bound_evidence
 from autotune.study.records import LOG_TAIL, TrialRecord, unit_of
 from autotune.study.selection import (
@@ -48,6 +48,9 @@ class _Context:
     verdict: Verdict
     #: The study's pick in words (autotune/study/story.py).
     story: str
+    #: Run-to-run noise of one trial's tokens/s (coefficient of variation): the width of
+    #: every contrast's interval.
+    cv: float = CostPriors.run_to_run_cv
 
     @property
     def pick(self) -> TrialRecord | None:
@@ -152,7 +155,9 @@ def data_bound(ctx: _Context) -> list[Finding]:
             and subject.tokens_per_s and top.tokens_per_s > subject.tokens_per_s:
         gain = top.tokens_per_s / subject.tokens_per_s - 1.0
         nums["fix_change"] = gain
-        knobs = ", ".join(f"{k}={v}" for k, v in changed.items())
+        # Every knob the two differ in, data or not: the gain is theirs together.
+        knobs = ", ".join(f"{k}={v}" for k, v in sorted(top.params.items())
+                          if repr(v) != repr(ctx.value(subject, k)))
         tail = (f" Trial #{top.number} fixed it with {knobs}: {100 * gain:+.1f} %"
                 + (f" ({top.vs_baseline.text()})" if top.vs_baseline is not None
                    and subject is base else ""))
@@ -233,12 +238,9 @@ def oom(ctx: _Context) -> list[Finding]:
     if sizes:
         nums["micro_batch_size"] = max(sizes)
         facts.append(f"micro-batch of {'/'.join(map(str, sizes))} samples")
-    whole = importance.fully_stopped(ctx.records, Outcome.OOM,
-                                     unless=ctx.pick.params if ctx.pick is not None else None)
-    if whole:
-        nums["fully_stopped_values"] = len(whole)
-        facts.append("every trial with " + ", ".join(f"{k}={v.value} ({v.oom} of {v.trials})"
-                                                     for k, v in whole) + " ran out")
+    blame, counts = _blame(ctx, hit)
+    nums |= counts
+    facts += blame
     micro = [m for r in hit if isinstance(m := ctx.value(r, "train.micro_batches"), int)]
     accumulate = _change("train.micro_batches", max(micro) if micro else None, 2)
     # True: a study from before recompute had modes.
@@ -278,6 +280,46 @@ def hang(ctx: _Context) -> list[Finding]:
     return out
 
 
+def _blame(ctx: _Context, hit: list[TrialRecord]) -> tuple[list[str], dict[str, float]]:
+    """What the study's one-knob contrasts say of the knob values the ``hit`` trials carry
+    and the pick (else the baseline) lacks: the values that stopped them, each with its
+    contrast against a trial that completed; the values measured alone to be noise; and
+    the rest, never isolated, named only as untested alongside
+    (autotune/study/contrasts.py). Nothing to compare with, nothing said."""
+    against = ctx.pick or baseline(ctx.records)
+    if against is None:
+        return [], {}
+    found = contrasts(ctx.records, cv=ctx.cv)
+    numbers = {r.number for r in hit}
+    carried = sorted({(k, repr(v)): (k, v) for r in hit for k, v in r.params.items()
+                      if repr(v) != repr(against.params.get(k))}.values(), key=repr)
+    causes, further, cleared, untested = [], [], [], []
+    for knob, value in carried:
+        isolating = of_value(found, knob, value)
+        harmful = [c for c in isolating if c.slower]
+        # A cause of the stop turns a trial that completed into one of these stopped ones.
+        stopping = [c for c in harmful if c.trial.number in numbers and c.reference.ok]
+        if stopping:
+            more = f"; {len(stopping) - 1} more such pair(s)" if len(stopping) > 1 else ""
+            causes.append(f"{knob}={value} did it: {stopping[0].text()}{more}")
+        elif harmful:
+            further.append(f"{knob}={value} ({harmful[0].text()})")
+        elif isolating:
+            cleared.append(f"{knob}={value} ({isolating[0].text()})")
+        else:
+            untested.append(f"{knob}={value}")
+    parts = list(causes)
+    if further:
+        parts.append("slower alone, but not what stopped them: " + "; ".join(further))
+    if cleared:
+        parts.append("measured alone, not a cause: " + "; ".join(cleared))
+    if untested:
+        parts.append(f"untested alongside, never changed alone: {', '.join(untested)} "
+                     f"(no pair of trials isolates {'it' if len(untested) == 1 else 'them'}: "
+                     f"{how_to_isolate()})")
+    return parts, {"causes": len(causes), "cleared": len(cleared), "not_isolated": len(untested)}
+
+
 def slow(ctx: _Context) -> list[Finding]:
     hit = ctx.of(Outcome.SLOW)
     top = ctx.pick
@@ -293,31 +335,9 @@ def slow(ctx: _Context) -> list[Finding]:
         if top is not None:
             nums["ratio"] = nums["median_tokens_per_s"] / top.tokens_per_s
             seen += f", {nums['ratio']:.2f} x the pick's {top.tokens_per_s:,.0f}"
-    knobs = sorted({k for r in hit for k in r.params})
-    shared = {k: hit[0].params.get(k) for k in knobs
-              if len({repr(r.params.get(k)) for r in hit}) == 1
-              and (top is None or top.params.get(k) != hit[0].params.get(k))}
-    complete = [r for r in ctx.records if r.ok]
-    # Values every trial of which was stopped as slow: each explains its own slow trials
-    # even when no value is shared by all of them (fp16 ones, PyNative ones, ...).
-    whole = [(k, v) for k, v in importance.fully_stopped(
-        ctx.records, Outcome.SLOW, unless=top.params if top is not None else None)
-        if k not in shared]
-    if whole:
-        nums["fully_stopped_values"] = len(whole)
-    every = ", ".join(f"{k}={v.value} ({v.slow} of {v.trials})" for k, v in whole)
-    if shared:
-        listed = ", ".join(f"{k}={v} ({sum(r.params.get(k) == v for r in complete)} of "
-                           f"{len(complete)} completed trials)" for k, v in shared.items())
-        tail = (f"{'they all' if len(hit) > 1 else 'it'} ran with {listed}, unlike the pick: "
-                "avoid these values or give them a space of their own")
-        if whole:
-            tail += f"; every trial with {every} was stopped as slow too"
-    elif whole:
-        tail = (f"every trial with {every} was stopped as slow, while other values of the "
-                "same knob completed: avoid these values or give them a space of their own")
-    else:
-        tail = "they share no knob value that the pick lacks: no single knob explains it"
+    parts, counts = _blame(ctx, hit)
+    nums |= counts
+    tail = "; ".join(parts) or "they carry no knob value the pick lacks: no knob explains it"
     return [Finding("slow", tuple(r.number for r in hit),
                     f"{_n(hit)} stopped as slow ({_ids(hit)}{seen}): {tail}.", nums)]
 
@@ -378,7 +398,9 @@ def diagnose(records: list[TrialRecord], *, budget_gib: float | None = None,
     if study_verdict is None:
         study_verdict = verdict(records, prior_cv=CostPriors.run_to_run_cv,
                                 budget_gib=budget_gib)
-    ctx = _Context(distinct(records), budget_gib, dict(config or {}), study_verdict,
-                   pick_sentence(study_verdict, records))
+    config = dict(config or {})
+    ctx = _Context(distinct(records), budget_gib, config, study_verdict,
+                   pick_sentence(study_verdict, records),
+                   float(config.get("hardware.cost.run_to_run_cv", CostPriors.run_to_run_cv)))
     return [finding for rule in RULES for finding in rule(ctx)]
 

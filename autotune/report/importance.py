@@ -49,11 +49,6 @@ class ValueCount:
     def stopped(self) -> int:
         return self.slow + self.oom
 
-    def ended_as(self, outcomes: tuple[Outcome, ...]) -> int:
-        """How many of its trials were stopped for one of ``outcomes`` (slow, oom)."""
-        return ((self.slow if Outcome.SLOW in outcomes else 0)
-                + (self.oom if Outcome.OOM in outcomes else 0))
-
     @property
     def share(self) -> float:
         """The share of its trials stopped as slow or out of memory."""
@@ -80,14 +75,6 @@ class KnobEffect:
         """Its value with the highest stopped share, when any of its trials was stopped."""
         stopped = [v for v in self.values if v.stopped]
         return max(stopped, key=lambda v: (v.share, v.stopped), default=None)
-
-    def fully_stopped(self, *outcomes: Outcome) -> list[ValueCount]:
-        """Values whose every trial ended with one of ``outcomes`` (slow, oom by default),
-        where another value of the knob completed a trial (else it explains nothing)."""
-        outcomes = outcomes or STOPPED
-        if not any(v.completed for v in self.values):
-            return []
-        return [v for v in self.values if v.trials and v.ended_as(outcomes) == v.trials]
 
 
 def modelled(records: list[TrialRecord]) -> list[TrialRecord]:
@@ -181,12 +168,3 @@ def effects(records: list[TrialRecord]) -> list[KnobEffect]:
         return max(relative, e.stopped_share)
 
     return sorted(out, key=lambda e: (-size(e), -e.span_tokens_per_s, e.knob))
-
-
-def fully_stopped(records: list[TrialRecord], *outcomes: Outcome,
-                  unless: dict | None = None) -> list[tuple[str, ValueCount]]:
-    """(knob, value) pairs whose every trial ended with ``outcomes``, beside a value of the
-    same knob that completed; a pair ``unless`` (the pick's params) holds is left out."""
-    unless = unless or {}
-    return [(e.knob, v) for e in effects(records) for v in e.fully_stopped(*outcomes)
-            if not (e.knob in unless and unless[e.knob] == v.value)]

@@ -8,6 +8,7 @@
   machines;
 - :mod:`.conditions`: the host's state while a run was measured, and the flags a reader
   needs to see;
+- :mod:`.contrasts`: one-knob contrasts, the evidence a causal sentence about a knob rests on;
 - :mod:`.confirm_progress`: how far a ``confirm`` got, kept on the study as each of its runs
   finishes;
 - :mod:`.confirmation`: confirm's verdicts;

@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import pytest
-
 from autotune.report import importance, plots
 from tests.report.test_report import assert_png, by_rule, rec
 
@@ -57,19 +55,6 @@ def test_a_knob_whose_values_were_all_stopped_shows_a_non_zero_effect():
         "runtime.mode", "precision", "train.recompute"))
 
 
-def test_fully_stopped_values_need_a_value_that_completed():
-    records = [rec(0, "slow", params={"precision": "fp16"}),
-               rec(1, "slow", params={"precision": "fp32"})]
-    # Rule: when no value of a knob completed, no value of it explains the stops.
-    assert importance.fully_stopped(records) == []
-    records.append(rec(2, tokens_per_s=900.0, params={"precision": "bf16"}))
-    # Rule: beside a value that completed, a value whose every trial was stopped is named,
-    # and a reused copy is not a second trial of it.
-    records.append(rec(3, "slow", params={"precision": "fp16"}, reused_from=0, launched=False))
-    found = importance.fully_stopped(records, unless={"precision": "fp32"})
-    assert [(k, v.value, v.trials) for k, v in found] == [("precision", "fp16", 1)]
-
-
 def test_the_importance_figure_is_drawn_from_stopped_trials_too(tmp_path):
     path = tmp_path / "importance.png"
     records = study_where_stopped_values_matter()
@@ -82,20 +67,27 @@ def test_the_importance_figure_is_drawn_from_stopped_trials_too(tmp_path):
     assert plots.importance(records[:1], path) is False
 
 
-def test_the_slow_rule_names_values_whose_every_trial_was_stopped():
+def test_the_slow_rule_blames_each_value_its_contrast_isolates():
     (finding,) = by_rule(study_where_stopped_values_matter(), "slow")
-    # Rule: no value is shared by all slow trials, but each value whose every trial was
-    # stopped as slow is named with its count: not "no single knob explains it".
-    assert "no single knob" not in finding.sentence
-    for cited in ("runtime.mode=pynative (2 of 2)", "precision=fp16 (2 of 2)", "4 trials"):
+    # Rule: no value is shared by all slow trials, but each value whose one-knob change
+    # turned a completed trial into a slow one is named with that contrast: a gain where
+    # both measured tokens/s, the stop itself where the slow one measured none.
+    for cited in ("4 trials",
+                  "runtime.mode=pynative did it: #3 against #0, which differs only in "
+                  "runtime.mode=graph: -85.0 %",
+                  "precision=fp16 did it: #5 was stopped as slow where #0, which differs only "
+                  "in precision=fp32, completed"):
         assert cited in finding.sentence, (cited, finding.sentence)
-    assert finding.numbers["fully_stopped_values"] == 2
-    assert "train.micro_batches=" not in finding.sentence  # its values also completed
+    assert finding.numbers["causes"] == 2
+    # train.micro_batches=2 completed alone (#1): slower among stopped trials, not a cause.
+    assert "train.micro_batches=2 did it" not in finding.sentence
 
 
-def test_the_oom_rule_names_values_whose_every_trial_ran_out():
+def test_the_oom_rule_blames_the_value_its_contrast_isolates():
     (finding,) = by_rule(study_where_stopped_values_matter(), "oom")
-    # Rule: a value every trial of which ran out of memory (where another value fitted)
-    # is named with its count.
-    assert "every trial with train.recompute=full (2 of 2) ran out" in finding.sentence
-    assert finding.numbers["fully_stopped_values"] == pytest.approx(1)
+    # Rule: a value whose one-knob change turned a trial that fitted into one that ran out
+    # of memory is named with that contrast; one that completed alone is not a cause.
+    assert ("train.recompute=full did it: #7 ran out of memory where #0, which differs only "
+            "in train.recompute=none, completed") in finding.sentence
+    assert finding.numbers["causes"] == 1
+    assert "train.micro_batches=2 did it" not in finding.sentence

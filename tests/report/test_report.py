@@ -197,7 +197,7 @@ def test_hang_rule_negative():
     assert by_rule([rec(0, "slow"), rec(1, "crash")], "hang") == []
 
 
-def test_slow_rule_names_the_values_slow_trials_share():
+def test_slow_rule_blames_the_value_its_contrast_isolates():
     records = [rec(0, tokens_per_s=2000.0, params={"micro": 1, "threads": 2}),
                rec(1, tokens_per_s=1500.0, params={"micro": 1, "threads": 1}),
                rec(2, "slow", params={"micro": 4, "threads": 2},
@@ -205,19 +205,49 @@ def test_slow_rule_names_the_values_slow_trials_share():
                rec(3, "slow", params={"micro": 4, "threads": 1},
                    card={"performance": {"tokens_per_s": 600.0}})]
     (finding,) = by_rule(records, "slow")
-    # Rule: slow -> the knob values all slow trials share (and the best lacks), with numbers.
+    # Rule: slow -> the value a one-knob contrast shows slower than a trial that completed,
+    # with that contrast (trials, gain, interval), and the numbers of the slow trials.
     for cited in ("2 trials", "#2, #3", "500 tokens/s median", "0.25 x", "2,000",
-                  "micro=4 (0 of 2 completed trials)"):
+                  "micro=4 did it: #2 against #0, which differs only in micro=1: -80.0 % "
+                  "(95 % interval -82.5..-77.1 %); 1 more such pair(s)"):
         assert cited in finding.sentence, (cited, finding.sentence)
-    assert "threads=" not in finding.sentence  # not shared by both slow trials
+    # Rule: a value measured slower alone, but whose slow trials are as slow as without it
+    # (#3 against #2), is said as such, never as the cause.
+    assert ("slower alone, but not what stopped them: threads=1 (#1 against #0, which "
+            "differs only in threads=2: -25.0 %") in finding.sentence
+    assert "threads=1 did it" not in finding.sentence
+    assert finding.numbers["causes"] == 1 and finding.numbers["cleared"] == 0
+
+
+def test_slow_rule_never_blames_a_value_that_only_came_alongside():
+    # Trial 1 changed two knobs at once (as the first sampled proposals do) and was slow:
+    # nothing isolates either value.
+    records = [rec(0, tokens_per_s=2000.0, params={"mode": "graph", "prefetch": 2},
+                   role="baseline"),
+               rec(1, "slow", params={"mode": "pynative", "prefetch": 64},
+                   card={"performance": {"tokens_per_s": 300.0}})]
+    (finding,) = by_rule(records, "slow")
+    # Rule: co-occurrence is said as such, with what would isolate it; no value is a cause.
+    assert ("untested alongside, never changed alone: mode=pynative, prefetch=64 (no pair of "
+            "trials isolates them: `sweep.neighbours=true`") in finding.sentence
+    assert "did it" not in finding.sentence and finding.numbers["causes"] == 0
+    # Rule: once a trial changes one of them alone, the contrast decides: prefetch=64 alone
+    # is as fast as the baseline (within noise), so the slow trial's mode is...
+    records.append(rec(2, tokens_per_s=1990.0, params={"mode": "graph", "prefetch": 64}))
+    (finding,) = by_rule(records, "slow")
+    assert "prefetch=64 did it" not in finding.sentence
+    assert "measured alone, not a cause: prefetch=64 (#2 against #0" in finding.sentence
+    # ... the one left untested (trial 1 against trial 2 isolates it: a gain, not a stop).
+    assert "mode=pynative did it: #1 against #2, which differs only in mode=graph: -84.9 %" \
+        in finding.sentence
 
 
 def test_slow_rule_negative():
-    # Rule: a value the best trial also has explains nothing; no slow trials, no finding.
+    # Rule: a value the pick also has explains nothing; no slow trials, no finding.
     records = [rec(0, tokens_per_s=2000.0, params={"threads": 2}),
                rec(1, "slow", params={"threads": 2})]
     (finding,) = by_rule(records, "slow")
-    assert "share no knob value" in finding.sentence
+    assert "carry no knob value the pick lacks" in finding.sentence
     assert by_rule(records[:1], "slow") == []
 
 

@@ -1,0 +1,66 @@
+"""autotune.study.contrasts: one-knob contrasts, and the report's causes resting on them."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from autotune.cli import main
+from autotune.study.contrasts import contrasts, differing_knob, gain_interval, of_value
+from tests.report.test_report import rec
+
+
+def test_two_trials_are_a_contrast_only_when_one_knob_tells_them_apart():
+    a = rec(0, tokens_per_s=1000.0, params={"mode": "graph", "prefetch": 2})
+    # Rule: exactly one differing knob makes a pair; none or two do not.
+    assert differing_knob(a, rec(1, params={"mode": "pynative", "prefetch": 2})) == "mode"
+    assert differing_knob(a, rec(2, params={"mode": "pynative", "prefetch": 64})) is None
+    assert differing_knob(a, rec(3, params={"mode": "graph", "prefetch": 2})) is None
+    # Rule: a knob one trial sets and the other does not is a difference.
+    assert differing_knob(a, rec(4, params={"mode": "graph"})) == "prefetch"
+
+
+def test_the_interval_is_two_single_runs_of_the_noise():
+    gain, low, high = gain_interval(900.0, 1000.0, 0.03)
+    half = 1.96 * math.sqrt(2) * math.log(1.03)
+    # Rule: the gain is the ratio less one; its interval is symmetric in the log.
+    assert gain == pytest.approx(-0.1)
+    assert low == pytest.approx(0.9 * math.exp(-half) - 1) and high == pytest.approx(
+        0.9 * math.exp(half) - 1)
+    # Rule: a 10 % loss of one run against another is beyond 3 % run-to-run noise; at 5 %
+    # it is not.
+    assert high < 0 and gain_interval(900.0, 1000.0, 0.05)[2] > 0
+
+
+def test_a_stop_is_a_contrast_only_against_a_trial_that_completed():
+    records = [rec(0, tokens_per_s=1000.0, params={"p": "fp32", "m": 1}),
+               rec(1, "oom", params={"p": "fp32", "m": 4}),
+               rec(2, "oom", params={"p": "fp16", "m": 4}),
+               rec(3, "crash", params={"p": "fp16", "m": 1})]
+    found = contrasts(records, cv=0.03)
+    # Rule: #1 ran out where #0, one knob apart, completed: m=4 stopped it. #2 against #1
+    # (both out of memory) says nothing; a crash is not a knob's doing.
+    assert [(c.trial.number, c.reference.number, c.knob) for c in found] == [(1, 0, "m")]
+    (only,) = of_value(found, "m", 4)
+    assert only.slower and only.gain is None
+
+
+def test_the_report_blames_the_slow_knob_and_not_the_one_beside_it(harness, capsys):
+    """PyNative is truly slow (scripted); prefetch=64 does nothing but comes with it in
+    half the grid. The report blames PyNative with its contrast and clears prefetch."""
+    space = harness.space("pair", {"runtime.mode": ["graph", "pynative"],
+                                   "data.prefetch": [16, 64]})
+    harness.script([{"when": {"runtime.mode": "pynative"}, "do": "slow"}], steps=6,
+                   step_sleep=0.005)
+    code, swept, err = harness.run(space, "sweep.n_trials=4", "sweep.sampler=grid")
+    assert code == 0, err + swept
+    assert main(["report", *harness.overrides(space)]) == 0
+    capsys.readouterr()
+    diagnosis = (harness.runs / "s" / "report" / "diagnosis.md").read_text()
+    slow = next(line for line in diagnosis.splitlines() if "stopped as slow" in line)
+    # Rule: the true cause is named with its one-knob contrast...
+    assert "runtime.mode=pynative did it: #" in slow and "differs only in runtime.mode=graph" \
+        in slow, slow
+    # ... and the value that merely came alongside is never blamed.
+    assert "data.prefetch=64 did it" not in diagnosis and "avoid" not in slow
