@@ -34,7 +34,13 @@ from autotune.study.schema.stages import StageResult
 from autotune.study.schema.stages import stage_results as stored_stage_results
 from autotune.study.selection import baseline, export_verdict
 from autotune.study.storage import STOP_RULES, load_existing, redact, storage_url
-from trials.contract.schema import ConfigError, TrialConfig, memory_budget_gib, to_trial_config
+from trials.contract.schema import (
+    ConfigError,
+    CostPriors,
+    TrialConfig,
+    memory_budget_gib,
+    to_trial_config,
+)
 
 __all__ = ["Finding", "diagnose", "run_report", "write_report"]
 
@@ -47,6 +53,7 @@ def config_values(cfg: TrialConfig, stop: StopRules) -> dict[str, Any]:
         "train.clip_norm": cfg.train.clip_norm, "train.recompute": cfg.train.recompute.value,
         "data.num_workers": cfg.data.num_workers, "data.prefetch": cfg.data.prefetch,
         "hardware.supports.bf16": cfg.hardware.supports.get("bf16"),
+        "hardware.cost.run_to_run_cv": cfg.hardware.cost.run_to_run_cv,
         "sweep.stop.compile_timeout_s": stop.compile_timeout_s,
         "sweep.stop.step_timeout_s": stop.step_timeout_s,
         "sweep.stop.wall_timeout_s": stop.wall_timeout_s,
@@ -87,7 +94,8 @@ def write_report(records: list[TrialRecord], out: Path, *, summary: index.Summar
     (out / "experiments.md").write_text(
         f"# Experiments: {summary.study}\n\nKnobs: {tables.knob_legend(records) or 'none'}.\n\n"
         + tables.markdown_table(table))
-    (out / "ablation.md").write_text(tables.ablation_markdown(records))
+    cv = float(config.get("hardware.cost.run_to_run_cv", CostPriors.run_to_run_cv))
+    (out / "ablation.md").write_text(tables.ablation_markdown(records, cv=cv))
     (out / "failures.md").write_text(tables.failures_markdown(records))
     findings = diagnose(records, budget_gib=budget_gib, config=config,
                         study_verdict=summary.verdict)
@@ -97,7 +105,7 @@ def write_report(records: list[TrialRecord], out: Path, *, summary: index.Summar
     plots.history(records, out / "history.png", budget_gib=budget_gib)
     plots.memory_vs_throughput(records, out / "memory_vs_throughput.png", budget_gib=budget_gib)
     plots.importance(records, out / "importance.png")
-    plots.knob_effects(records, out / "knob_effects.png")
+    plots.knob_effects(records, out / "knob_effects.png", cv=cv)
     prediction.write(records, out, fit=fit)
     extra = stages.markdown(stage_results or {}) + soak.splitlines()
     (out / "index.md").write_text(index.render_markdown(summary, records, findings, time_goes,

@@ -30,7 +30,7 @@ from trials.contract.units import rate
 TABLES = (
     ("experiments.md", "Experiments", "every trial: start time, knob values, metrics, reason"),
     ("experiments.csv", "Experiments (CSV)", "the same table for spreadsheets and pandas"),
-    ("ablation.md", "Ablation", "one knob at a time from the baseline"),
+    ("ablation.md", "Ablation", "every pair of trials one knob apart: gain, interval, reading"),
     ("failures.md", "Failures", "counts and examples per reason"),
     ("diagnosis.md", "Diagnosis", "what to try next, with the numbers behind it"),
     ("prediction.md", "Cost model", "predicted against measured memory and throughput"),

@@ -7,12 +7,12 @@ figure then carries a note saying why, so the index never links a missing file.
 from __future__ import annotations
 
 import math
-import statistics
 from pathlib import Path
 
 # Figure comes through figures, which sets MPLCONFIGDIR before matplotlib is imported.
 from autotune.presentation.figures import Figure, placeholder, save, thousands
 from autotune.report import importance as importance_of
+from autotune.study.contrasts import pairs
 from autotune.study.records import TrialRecord, unit_of
 from autotune.study.selection import (
     baseline,
@@ -23,6 +23,7 @@ from autotune.study.selection import (
     pareto_front,
 )
 from trials.contract.outcomes import Outcome
+from trials.contract.schema import CostPriors
 from trials.contract.units import rate
 
 
@@ -145,17 +146,6 @@ def memory_vs_throughput(records: list[TrialRecord], path: Path, *,
     return save(fig, path)
 
 
-def _by_value(records: list[TrialRecord], knob: str) -> dict:
-    values: dict = {}
-    for r in records:
-        if knob in r.params:
-            values.setdefault(r.params[knob], []).append(r)
-    try:
-        return dict(sorted(values.items()))
-    except TypeError:
-        return dict(sorted(values.items(), key=lambda kv: str(kv[0])))
-
-
 def knob_importance(records: list[TrialRecord]) -> dict[str, float]:
     """Per knob: the tokens/s range its values span (:func:`autotune.report.importance.spans`:
     an additive model of completed trials and slow ones at their tokens/s when stopped)."""
@@ -239,43 +229,49 @@ def _stopped_panel(ax, effects: list) -> None:
 MIN_STOPPED_SHARE = 0.05
 
 
-def knob_effects(records: list[TrialRecord], path: Path) -> Path:
-    """Small multiples: tokens/s of completed trials per value of each knob, mean as a bar."""
-    title = "Effect of each knob value"
+def knob_effects(records: list[TrialRecord], path: Path, *,
+                 cv: float = CostPriors.run_to_run_cv) -> Path:
+    """Small multiples, one per knob: each pair of trials that differ in that knob alone
+    (autotune/study/contrasts.py) as its gain with the 95 % interval of two runs of ``cv``
+    run-to-run noise, or as a cross where one was stopped and the other completed. A knob
+    no pair isolates says so: a mean over trials that changed other knobs too would show
+    their effects as its own."""
+    title = "Effect of each knob value, from one-knob contrasts"
     ended = _ended(records)
     knobs = sorted({k for r in ended for k in r.params})
     if not knobs:
         return placeholder(path, title, "No trial with knob values has ended yet.")
+    found = pairs(records, cv=cv)
     ncols = min(3, len(knobs))
     nrows = math.ceil(len(knobs) / ncols)
-    fig = Figure(figsize=(3.6 * ncols, 3.0 * nrows + 0.4), layout="constrained")
-    axes = fig.subplots(nrows, ncols, squeeze=False, sharey=True).ravel()
+    fig = Figure(figsize=(3.8 * ncols, 3.0 * nrows + 0.6), layout="constrained")
+    axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
     for ax, knob in zip(axes, knobs):
-        groups = _by_value(ended, knob)
-        for i, rs in enumerate(groups.values()):
-            tps = [r.tokens_per_s for r in rs if r.ok and r.tokens_per_s is not None]
-            if tps:
-                ax.bar(i, statistics.fmean(tps), width=0.6, color="tab:blue", alpha=0.25)
-                offsets = [0.0] if len(tps) == 1 else [
-                    -0.2 + 0.4 * j / (len(tps) - 1) for j in range(len(tps))]
-                ax.scatter([i + o for o in offsets], tps, color="tab:blue", s=14, zorder=3)
-            failed = [r for r in rs if not r.ok]
-            if failed:  # one cross per failed trial, coloured by reason, along the bottom
-                ax.scatter([i - 0.2 + 0.4 * j / max(len(failed) - 1, 1)
-                            for j in range(len(failed))], [0.0] * len(failed), marker="x",
-                           s=18, color=[colour(r) for r in failed],
-                           zorder=3, clip_on=False)
-        ax.set_xticks(range(len(groups)),
-                      [f"{v}\n{sum(r.ok for r in rs)}/{len(rs)} ok" for v, rs in groups.items()],
-                      fontsize=8)
+        of_knob = [c for c in found if c.knob == knob]
         ax.set_title(knob, fontsize=10)
+        ax.axhline(0.0, color="grey", lw=0.8)
+        if not of_knob:
+            ax.text(0.5, 0.5, "not isolated:\nno two trials differ\nin this knob alone",
+                    ha="center", va="center", fontsize=8, transform=ax.transAxes)
+            ax.set_xticks([])
+            continue
+        for i, c in enumerate(of_knob):
+            if c.gain is None:  # stopped where the other completed
+                ax.scatter([i], [0.0], marker="x", s=30, color=colour(c.trial), zorder=3)
+                continue
+            ax.errorbar([i], [100 * c.gain], yerr=[[100 * (c.gain - c.low)],
+                                                   [100 * (c.high - c.gain)]],
+                        fmt="o", ms=4, color="tab:grey" if c.within_noise else "tab:blue",
+                        capsize=2)
+        ax.set_xticks(range(len(of_knob)),
+                      [f"{c.other}→{c.value}\n#{c.reference.number}→#{c.trial.number}"
+                       for c in of_knob], fontsize=7)
+        ax.set_ylabel("change %", fontsize=8)
         ax.grid(axis="y", alpha=0.3)
-        thousands(ax)
     for ax in axes[len(knobs):]:
         ax.axis("off")
-    for ax in axes[::ncols]:
-        ax.set_ylabel(rate(unit_of(records)))
-    fig.suptitle(f"{title}\ndots: completed trials, bars: their mean, crosses: trials that "
-                 "failed (red oom, purple diverged, black crash, brown hang/timeout, grey slow)",
-                 fontsize=10)
+    fig.suptitle(f"{title}\ndots: one trial against another that differs in this knob alone "
+                 f"(grey: within noise), bars: 95 % interval of two runs at {100 * cv:.1f} % "
+                 "noise; crosses: stopped (red oom, grey slow) where the other completed",
+                 fontsize=9)
     return save(fig, path)

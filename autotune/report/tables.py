@@ -14,9 +14,11 @@ import pandas as pd
 from autotune.presentation.labels import short
 from autotune.presentation.tables import cell, markdown_table
 from autotune.report.leaderboard import frame
+from autotune.study.contrasts import Contrast, pairs
 from autotune.study.records import TrialRecord
-from autotune.study.selection import baseline, distinct
+from autotune.study.selection import baseline
 from trials.contract.outcomes import Outcome
+from trials.contract.schema import CostPriors
 
 #: States that have no reason yet, for readers of failures.md.
 NO_REASON_YET = {"running": "still running", "waiting": "queued; not started yet"}
@@ -56,43 +58,53 @@ def knob_legend(records: list[TrialRecord]) -> str:
     return ", ".join(f"`{short(k)}` = `{k}`" for k in knobs)
 
 
-def ablation(records: list[TrialRecord]) -> pd.DataFrame:
-    """Trials that change exactly one knob of the baseline, with the change they made."""
-    base = baseline(records)
-    if base is None:
-        return pd.DataFrame()
+def reading(c: Contrast) -> str:
+    """What one contrast says, in a word or two."""
+    if c.gain is None:
+        return f"stopped it ({c.trial.reason_text})"
+    if c.within_noise:
+        return "within noise"
+    return "slower" if c.slower else "faster"
+
+
+def ablation(records: list[TrialRecord], *, cv: float = CostPriors.run_to_run_cv
+             ) -> pd.DataFrame:
+    """Every pair of trials one knob apart (autotune/study/contrasts.py), once: the later
+    trial against the earlier (a stop, against the trial that completed), with its gain,
+    the gain's 95 % interval from run-to-run noise ``cv``, and what it says."""
     rows = []
-    for r in distinct(records):
-        changed = [k for k in sorted(set(r.params) | set(base.params))
-                   if r.params.get(k) != base.params.get(k)]
-        if r.number == base.number or len(changed) != 1:
-            continue
-        knob = changed[0]
-        change = peak_change = None
-        if r.tokens_per_s is not None and base.tokens_per_s:
-            change = 100.0 * (r.tokens_per_s / base.tokens_per_s - 1.0)
-        if r.peak_memory_gib is not None and base.peak_memory_gib is not None:
-            peak_change = r.peak_memory_gib - base.peak_memory_gib
-        rows.append({"knob": knob, "baseline": base.params.get(knob), "new": r.params.get(knob),
-                     "trial": r.number, r.rate: r.tokens_per_s, "change %": change,
-                     "peak change GiB": peak_change, "reason": r.reason_text})
+    for c in pairs(records, cv=cv):
+        peak_change = None
+        if c.trial.peak_memory_gib is not None and c.reference.peak_memory_gib is not None:
+            peak_change = c.trial.peak_memory_gib - c.reference.peak_memory_gib
+        rows.append({"knob": c.knob, "trial": c.trial.number, "against": c.reference.number,
+                     "from": c.other, "to": c.value,
+                     "change %": None if c.gain is None else 100.0 * c.gain,
+                     "95 % interval": "" if c.low is None else
+                     f"{100 * c.low:+.1f}..{100 * c.high:+.1f}",
+                     "reads": reading(c), "peak change GiB": peak_change,
+                     "reason": c.trial.reason_text})
     df = pd.DataFrame(rows)
-    return df.sort_values(["knob", "trial"]).reset_index(drop=True) if rows else df
+    return df.sort_values(["knob", "trial", "against"]).reset_index(drop=True) if rows else df
 
 
-def ablation_markdown(records: list[TrialRecord]) -> str:
+def ablation_markdown(records: list[TrialRecord], *, cv: float = CostPriors.run_to_run_cv
+                      ) -> str:
     base = baseline(records)
-    head = "# One knob at a time, from the baseline\n\n"
-    if base is None:
-        return head + "None: the study has no baseline trial (role=baseline).\n"
-    df = ablation(records)
-    tps = "-" if base.tokens_per_s is None else f"{base.tokens_per_s:,.0f} {base.rate}"
-    peak = "-" if base.peak_memory_gib is None else f"{base.peak_memory_gib:.3f} GiB"
-    text = (head + f"Baseline: trial #{base.number} ({base.reason_text}; {tps}, peak {peak}).\n\n")
+    head = "# One knob at a time: every pair of trials that differ in one knob\n\n"
+    text = head
+    if base is not None:
+        tps = "-" if base.tokens_per_s is None else f"{base.tokens_per_s:,.0f} {base.rate}"
+        peak = "-" if base.peak_memory_gib is None else f"{base.peak_memory_gib:.3f} GiB"
+        text += f"Baseline: trial #{base.number} ({base.reason_text}; {tps}, peak {peak}).\n\n"
+    df = ablation(records, cv=cv)
     if df.empty:
-        return text + ("None: no trial differs from the baseline in exactly one knob "
-                       "(`sweep.neighbours=true` runs them first).\n")
-    return text + markdown_table(df)
+        return text + ("None: no two trials differ in exactly one knob "
+                       "(`sweep.neighbours=true` runs each one-knob change of the baseline "
+                       "first).\n")
+    return text + (f"Each gain is one run against another; its interval is two runs of "
+                   f"{100 * cv:.1f} % run-to-run noise. These pairs are the only evidence "
+                   "the diagnosis names a cause on.\n\n") + markdown_table(df)
 
 
 def failures(records: list[TrialRecord], *, n_examples: int = 3) -> list[dict[str, Any]]:

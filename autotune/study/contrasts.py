@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from autotune.study.records import TrialRecord
-from autotune.study.selection import distinct, measured_tokens_per_s
+from autotune.study.selection import baseline, distinct, measured_tokens_per_s
 from trials.contract.outcomes import Outcome
 
 #: Two-sided 95 % normal quantile: the interval a contrast's gain is read with.
@@ -121,6 +121,31 @@ def contrasts(records: Sequence[TrialRecord], *, cv: float) -> list[Contrast]:
             elif trial.reason in STOPPED and reference.ok:
                 found.append(Contrast(knob, trial, reference, None, None, None))
     return found
+
+
+def once(found: Iterable[Contrast], anchor: dict[str, Any] | None = None) -> list[Contrast]:
+    """Each pair once, read from the ``anchor``'s value (the baseline's params) where one
+    side has it, else the later trial against the earlier; a stop only exists one way."""
+    anchor = anchor or {}
+
+    def keep(c: Contrast) -> bool:
+        if c.gain is None:
+            return True
+        here = c.knob in anchor
+        if here and repr(c.other) == repr(anchor[c.knob]):
+            return True
+        if here and repr(c.value) == repr(anchor[c.knob]):
+            return False
+        return c.trial.number > c.reference.number
+
+    return [c for c in found if keep(c)]
+
+
+def pairs(records: Sequence[TrialRecord], *, cv: float) -> list[Contrast]:
+    """The study's contrasts, each pair once, read from the baseline's values where it can
+    be: what the ablation table and the knob-effects figure show."""
+    base = baseline(list(records))
+    return once(contrasts(records, cv=cv), base.params if base is not None else None)
 
 
 def of_value(found: Iterable[Contrast], knob: str, value: Any) -> list[Contrast]:

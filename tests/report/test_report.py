@@ -303,11 +303,16 @@ def test_ablation_rows_change_exactly_one_knob():
                rec(1, tokens_per_s=800.0, params=base | {"micro": 2}, peak_memory_gib=1.5),
                rec(2, tokens_per_s=900.0, params={"micro": 2, "threads": 1}),
                rec(3, "oom", params=base | {"micro": 4})]
-    df = tables.ablation(records)
-    # Rule: only trials one knob away from the baseline appear, with their change.
-    assert df["trial"].tolist() == [1, 3]
+    df = tables.ablation(records, cv=0.03)
+    # Rule: every pair of trials one knob apart appears once (a stop against the trial that
+    # completed), with its change, its interval and what it says; #2 against #0 (two
+    # knobs apart) does not.
+    assert list(zip(df["trial"], df["against"], df["knob"])) == [
+        (1, 0, "micro"), (3, 0, "micro"), (3, 1, "micro"), (2, 1, "threads")]
     assert df.loc[0, "change %"] == pytest.approx(-20.0)
     assert df.loc[0, "peak change GiB"] == pytest.approx(0.5)
+    assert df["reads"].tolist() == ["slower", "stopped it (oom)", "stopped it (oom)", "faster"]
+    assert df.loc[0, "95 % interval"] == "-26.3..-13.2"
 
 
 # --- end to end: a study as the sweep leaves it ---------------------------------------------

@@ -64,3 +64,7 @@ def test_the_report_blames_the_slow_knob_and_not_the_one_beside_it(harness, caps
         in slow, slow
     # ... and the value that merely came alongside is never blamed.
     assert "data.prefetch=64 did it" not in diagnosis and "avoid" not in slow
+    # Rule: the ablation table lists the same pairs, each once, read from the baseline.
+    ablation = (harness.runs / "s" / "report" / "ablation.md").read_text()
+    rows = [line for line in ablation.splitlines() if line.startswith("| runtime.mode")]
+    assert rows and all("| graph | pynative |" in row and "slower" in row for row in rows), rows
