@@ -19,7 +19,7 @@ from typing import Any
 from autotune.presentation.findings import Finding
 from autotune.presentation.labels import share_text as _pct
 from autotune.study.contrasts import contrasts, how_to_isolate, of_value
-from autotune.study.data_bound import DATA_KNOBS, data_bound_evidence
+from autotune.study.data_bound import CHEAPER_PREPROCESSING, DATA_KNOBS, data_bound_evidence
 from autotune.study.records import LOG_TAIL, TrialRecord, unit_of
 from autotune.study.selection import (
     Verdict,
@@ -123,19 +123,32 @@ def _data_values(ctx: _Context, record: TrialRecord) -> dict[str, Any]:
 
 
 def _data_advice(ctx: _Context, record: TrialRecord) -> str:
-    """What to try on its data knobs: workers up to the cores, multiprocessing, prefetch."""
+    """What to try on its data knobs (workers up to the cores, multiprocessing, a deeper
+    prefetch); a change the study already made alone from this trial's values is quoted
+    with its contrast instead of advised again."""
     cores = int(ctx.config.get("machine.cores") or os.cpu_count() or 1)
     workers = ctx.value(record, "data.num_workers")
-    tries = []
+    prefetch = ctx.value(record, "data.prefetch")
+    changes = []  # (knob, value, what it is)
     if isinstance(workers, int) and workers < cores:
-        tries.append(f"more dataset workers (data.num_workers={workers} -> "
-                     f"{min(cores, 2 * workers)}, at most the {cores} cores)")
+        changes.append(("data.num_workers", min(cores, 2 * workers),
+                        f"more dataset workers (data.num_workers={workers} -> "
+                        f"{min(cores, 2 * workers)}, at most the {cores} cores)"))
     if ctx.value(record, "data.multiprocessing") is False:
-        tries.append("worker processes instead of threads for Python work "
-                     "(data.multiprocessing=true)")
-    tries.append(_change("data.prefetch", ctx.value(record, "data.prefetch"), 2)
-                 + " (a deeper prefetch)")
-    return "; ".join(tries) + "; or cheaper preprocessing (MindSpore's C++ vision ops)"
+        changes.append(("data.multiprocessing", True, "worker processes instead of threads for "
+                        "Python work (data.multiprocessing=true)"))
+    if isinstance(prefetch, int) and not isinstance(prefetch, bool):
+        changes.append(("data.prefetch", 2 * prefetch,
+                        f"{_change('data.prefetch', prefetch, 2)} (a deeper prefetch)"))
+    found = contrasts(ctx.records, cv=ctx.cv)
+    tries, tried = [], []
+    for knob, value, text in changes:
+        done = [c for c in of_value(found, knob, value)
+                if repr(c.other) == repr(ctx.value(record, knob))]
+        (tried if done else tries).append(f"{knob}={value} was tried: {done[0].text()}"
+                                          if done else text)
+    advice = "; ".join(tries + [CHEAPER_PREPROCESSING])
+    return advice + (f" ({'; '.join(tried)})" if tried else "")
 
 
 def data_bound(ctx: _Context) -> list[Finding]:

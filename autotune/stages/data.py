@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from autotune.search.space import format_value
 from autotune.study.budget import count_launches
-from autotune.study.data_bound import DATA_KNOBS, data_bound_evidence
+from autotune.study.data_bound import CHEAPER_PREPROCESSING, DATA_KNOBS, data_bound_evidence
 from autotune.study.records import TrialRecord, load_records
 from autotune.study.schema.stages import DataResult
 from autotune.study.selection import baseline
@@ -118,6 +118,6 @@ def _summary(tried: list[Tried], base: TrialRecord) -> list[str]:
         lines.append(f"best data change: {best.change} (trial #{best.trial}, "
                      f"{100 * best.gain:+.1f} %)")
     else:
-        lines.append("no data change was faster than the baseline: the pipeline needs "
-                     "cheaper preprocessing (MindSpore's C++ vision ops), not more workers")
+        lines.append(f"no data change was faster than the baseline: the pipeline needs "
+                     f"{CHEAPER_PREPROCESSING}, not more workers")
     return lines

@@ -22,6 +22,12 @@ COMPUTE_SHARE_LOW = 0.67
 #: a data-bound trial changes.
 DATA_KNOBS = ("data.num_workers", "data.multiprocessing", "data.prefetch", "data")
 
+#: What to do when no data knob helps, whatever the workload's kind (text or images):
+#: less Python per sample, not more workers to run it.
+CHEAPER_PREPROCESSING = ("cheaper preprocessing: less Python per sample (MindSpore's C++ "
+                         "dataset transforms for its kind, or work done once ahead, e.g. "
+                         "samples tokenized or decoded into MindRecord)")
+
 
 def data_bound_evidence(record: TrialRecord) -> tuple[str, dict[str, float]] | None:
     """Why a trial is input-bound, in words and numbers, or None: its data wait, or its

@@ -115,6 +115,21 @@ def test_data_advice_never_exceeds_the_cores():
     assert "data.prefetch=16 -> 32" in finding.sentence
 
 
+def test_data_advice_quotes_a_change_already_made_alone_instead_of_advising_it():
+    knobs = {"data.num_workers": 1, "data.prefetch": 16}
+    base = rec(0, tokens_per_s=100.0, role="baseline", data_wait_share=0.55, params=knobs)
+    more = rec(1, tokens_per_s=98.0, data_wait_share=0.5,
+               params=knobs | {"data.num_workers": 2})
+    (finding,) = by_rule([base, more], "data_bound", config=CONFIG | {"machine.cores": 2})
+    # Rule: a data change the study made alone is its contrast, not advice to make it.
+    assert "more dataset workers" not in finding.sentence
+    assert ("data.num_workers=2 was tried: #1 against #0, which differs only in "
+            "data.num_workers=1: -2.0 %") in finding.sentence, finding.sentence
+    # Rule: what was not tried is still advised, and the advice fits any workload's kind.
+    assert "data.prefetch=16 -> 32" in finding.sentence
+    assert "vision" not in finding.sentence
+
+
 def test_low_mfu_rule():
     best = rec(0, tokens_per_s=900.0, mfu=0.036, micro_batch_size=2,
                params={"train.micro_batches": 4})
