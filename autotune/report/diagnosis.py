@@ -115,7 +115,9 @@ def pick_trial(ctx: _Context) -> list[Finding]:
     # The story (autotune/study/story.py) says which trial and why, as the summary does;
     # the rules below are about that trial.
     own = f" Trial #{top.number} in the sweep: {', '.join(parts)}." if parts else ""
-    return [Finding("pick", (top.number,), f"{ctx.story}.{own}", nums)]
+    return [Finding("pick", (top.number,), f"{ctx.story}.{own}", nums, cause=ctx.story,
+                    action="`python -m autotune confirm` re-measures it beside the baseline; "
+                           "`export` writes it as a job")]
 
 
 def _data_values(ctx: _Context, record: TrialRecord) -> dict[str, Any]:
@@ -260,10 +262,11 @@ def oom(ctx: _Context) -> list[Finding]:
     recompute = ("recompute (train.recompute=full)"
                  if not all(ctx.value(r, "train.recompute") in ("full", True) for r in hit)
                  else "a higher runtime.memory_optimize_level (recompute was already on)")
+    action = (f"use a smaller micro-batch through more gradient accumulation ({accumulate}), "
+              f"or {recompute}")
     return [Finding("oom", tuple(r.number for r in hit), (
         f"{_n(hit)} ran out of memory ({_ids(hit)}{'; ' if facts else ''}{'; '.join(facts)}): "
-        f"use a smaller micro-batch through more gradient accumulation ({accumulate}), "
-        f"or {recompute}."), nums)]
+        f"{action}."), nums, cause="; ".join(blame), action=action)]
 
 
 def hang(ctx: _Context) -> list[Finding]:
@@ -351,8 +354,12 @@ def slow(ctx: _Context) -> list[Finding]:
     parts, counts = _blame(ctx, hit)
     nums |= counts
     tail = "; ".join(parts) or "they carry no knob value the pick lacks: no knob explains it"
+    action = ("leave the values that did it out of the space (the slow rule stops them "
+              "anyway, at a cost)" if counts.get("causes") else
+              how_to_isolate() if counts.get("not_isolated") else "nothing to change")
     return [Finding("slow", tuple(r.number for r in hit),
-                    f"{_n(hit)} stopped as slow ({_ids(hit)}{seen}): {tail}.", nums)]
+                    f"{_n(hit)} stopped as slow ({_ids(hit)}{seen}): {tail}.", nums,
+                    cause=tail, action=action)]
 
 
 def _last_log_line(tail: str) -> str:
