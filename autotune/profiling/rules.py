@@ -7,7 +7,7 @@ all-reduce's share of the step and each rank's step time.
 | rule | fires when | advice |
 |---|---|---|
 | communication | communication > 20 % of the step | accumulation, overlap, micro-batch, dp |
-| data_wait | data wait > 10 % of the step or > 10 ms | workers, multiprocessing, MindRecord |
+| data_wait | input-bound: data wait > 10 % of the step, or the probe | workers, less Python |
 | dominant_op | one op type > 40 % of the step | named |
 | memory_peaks | memory-curve peak > 3 x its mean | memory level, recompute |
 | slow_rank | (max - min) / mean of per-rank step time > 5 %, dp > 1 | a slow rank |
@@ -15,8 +15,8 @@ all-reduce's share of the step and each rank's step time.
 | cast_overhead | Cast operators > 10 % of the step | fp32, or fewer casts |
 
 Thresholds: communication from the method's four-layer evaluation ("over 20-30 % of
-step time means the parallel strategy is wrong"); data wait (10 ms a step) and slow
-rank ((max-min)/mean > 5 %) from msprof-analyze's advisor on Ascend
+step time means the parallel strategy is wrong"); slow rank ((max-min)/mean > 5 %) from
+msprof-analyze's advisor on Ascend
 (https://gitee.com/ascend/mstt/tree/master/profiler/msprof_analyze/advisor);
 one op over 40 % from this project's issue 10. The memory factor is ours: a step's
 allocator curve rises through the forward and falls through the backward, so peaks
@@ -41,14 +41,12 @@ from dataclasses import dataclass, field
 
 from autotune.presentation.findings import Finding
 from autotune.presentation.labels import share_text as _pct
-from autotune.study.data_bound import DATA_WAIT_HIGH
+from autotune.study.data_bound import CHEAPER_PREPROCESSING, input_bound
 from trials.contract.breakdown import MemoryCurve, OpRow
 from trials.contract.events import ProfileRecord
 from trials.contract.performance import Performance
 
 COMM_SHARE_HIGH = 0.20
-DATA_WAIT_SHARE_HIGH = DATA_WAIT_HIGH  # the study judges a data-bound trial by it too
-DATA_WAIT_S_HIGH = 0.010
 DOMINANT_OP_SHARE = 0.40
 MEMORY_PEAK_FACTOR = 3.0
 RANK_SPREAD_HIGH = 0.05
@@ -72,6 +70,8 @@ class Evidence:
     memory: MemoryCurve = field(default_factory=MemoryCurve)
     rank_step_s: list = field(default_factory=list)
     dp: int = 1
+    #: The run's scorecard performance (its data wait and pipeline probe), where known.
+    performance: Performance | None = None
 
     @property
     def who(self) -> tuple[int, ...]:
@@ -94,7 +94,7 @@ def from_profile(profile: ProfileRecord, performance: Performance | None = None,
     return Evidence(trial=trial, step_s=profile.step_s, shares=shares,
                     seconds=dict(profile.seconds), comm_share=comm, comm_source=source,
                     top_ops=list(profile.top_ops), memory=profile.memory,
-                    rank_step_s=list(perf.rank_step_s), dp=dp)
+                    rank_step_s=list(perf.rank_step_s), dp=dp, performance=perf)
 
 
 def from_performance(performance: Performance, *, trial: int | None = None,
@@ -108,7 +108,8 @@ def from_performance(performance: Performance, *, trial: int | None = None,
                     seconds={} if wait is None or step_s is None else {"data_wait": wait * step_s},
                     comm_share=performance.comm_share,
                     comm_source="all-reduce timed alone",
-                    rank_step_s=list(performance.rank_step_s), dp=dp)
+                    rank_step_s=list(performance.rank_step_s), dp=dp,
+                    performance=performance)
 
 
 def communication(e: Evidence) -> Finding | None:
@@ -123,18 +124,20 @@ def communication(e: Evidence) -> Finding | None:
 
 
 def data_wait(e: Evidence) -> Finding | None:
-    share = e.shares.get("data_wait")
+    """Input-bound by the study's one rule (autotune/study/data_bound.py): the profile's own
+    data-wait share where it measured one, else the run's, and the run's pipeline probe."""
+    perf = e.performance or Performance()
+    share = e.shares.get("data_wait", perf.data_wait_share)
+    found = input_bound(perf, share)
+    if found is None:
+        return None
+    why, nums = found
     wait_s = e.seconds.get("data_wait")
-    if share is None and wait_s is None:
-        return None
-    if (share or 0) <= DATA_WAIT_SHARE_HIGH and (wait_s or 0) <= DATA_WAIT_S_HIGH:
-        return None
-    ms = "" if wait_s is None else f", {1e3 * wait_s:.1f} ms a step"
+    ms = "" if wait_s is None else f" ({1e3 * wait_s:.1f} ms of input wait a step)"
     return Finding("data_wait", e.who, (
-        f"{e.subject} waits for input data {_pct(share or 0)} of its step{ms} (limits: "
-        f"{_pct(DATA_WAIT_SHARE_HIGH)} or {1e3 * DATA_WAIT_S_HIGH:.0f} ms): add dataset workers "
-        "(data.num_workers), turn on data.multiprocessing, or convert the data to MindRecord "
-        "(data=mindrecord)."), {"data_wait_share": share or 0.0, "data_wait_s": wait_s or 0.0})
+        f"{e.subject} is input-bound: it {why}{ms}: add dataset workers (data.num_workers), "
+        f"turn on data.multiprocessing, convert the data to MindRecord (data=mindrecord), or "
+        f"{CHEAPER_PREPROCESSING}."), nums | {"data_wait_s": wait_s or 0.0})
 
 
 def dominant_op(e: Evidence) -> Finding | None:

@@ -1,6 +1,7 @@
 """Is a trial input-bound? Its data wait, or its pipeline probe, says so.
 
-One rule, read by the report's diagnosis (it opens with a data-bound baseline) and by
+One rule, read by the report's diagnosis (it opens with a data-bound baseline), by
+``profile``'s rules (autotune/profiling/rules.py: the same verdict on the same numbers) and by
 the search (a data-bound baseline has its data knobs tried first: the sweep's
 neighbours, ``tune``'s data stage)::
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 from autotune.presentation.labels import share_text as _pct
 from autotune.study.records import TrialRecord
+from trials.contract.performance import Performance
 
 #: A data-wait share above this (fraction of step time) means the input pipeline is short.
 DATA_WAIT_HIGH = 0.10
@@ -30,11 +32,16 @@ CHEAPER_PREPROCESSING = ("cheaper preprocessing: less Python per sample (MindSpo
 
 
 def data_bound_evidence(record: TrialRecord) -> tuple[str, dict[str, float]] | None:
-    """Why a trial is input-bound, in words and numbers, or None: its data wait, or its
-    pipeline probe (the pipeline alone slower than the step alone, or the step in training
-    far slower than alone while the pipeline shares the cores)."""
-    perf = record.perf
-    wait = record.data_wait_share
+    """Why a trial is input-bound, in words and numbers, or None (:func:`input_bound` of
+    its scorecard)."""
+    return input_bound(record.perf, record.data_wait_share)
+
+
+def input_bound(perf: Performance, wait: float | None) -> tuple[str, dict[str, float]] | None:
+    """Why a run is input-bound, in words and numbers, or None: its data wait (``wait``, a
+    share of the step), or its pipeline probe (the pipeline alone slower than the step
+    alone, or the step in training far slower than alone while the pipeline shares the
+    cores). The one rule the report, the search and ``profile`` judge a run by."""
     pipe, compute, train = (perf.pipeline_samples_per_s, perf.compute_samples_per_s,
                             perf.samples_per_s)
     nums: dict[str, float] = {}

@@ -19,6 +19,7 @@ from trials.contract.breakdown import (
     split_steps,
     top_ops,
 )
+from trials.contract.performance import Performance
 
 
 def op(name: str, start: float, dur: float) -> OpEvent:
@@ -104,8 +105,12 @@ def evidence(**kw) -> rules.Evidence:
     (rules.communication, {"comm_share": 0.31}, {"comm_share": 0.12}, "31.0 %"),
     (rules.data_wait, {"shares": {"data_wait": 0.15}, "seconds": {"data_wait": 0.004}},
      {"shares": {"data_wait": 0.05}, "seconds": {"data_wait": 0.004}}, "15.0 %"),
-    (rules.data_wait, {"shares": {"data_wait": 0.05}, "seconds": {"data_wait": 0.025}},
-     {"shares": {"data_wait": 0.05}, "seconds": {"data_wait": 0.009}}, "25.0 ms"),
+    # Little data wait, but the step trains at half its rate alone: the pipeline probe.
+    (rules.data_wait, {"shares": {"data_wait": 0.03}, "performance": Performance(
+        pipeline_samples_per_s=320.0, compute_samples_per_s=284.0, samples_per_s=138.0)},
+     {"shares": {"data_wait": 0.03}, "performance": Performance(
+         pipeline_samples_per_s=320.0, compute_samples_per_s=284.0, samples_per_s=270.0)},
+     "competes with the step for the cores"),
     (rules.dominant_op,
      {"top_ops": [OpRow(type="MatMul", category="forward", share=0.55, ms_per_step=55.0,
                          calls_per_step=4, example="Default/x/MatMul-op1")]},
@@ -240,3 +245,22 @@ def test_a_negative_profiler_overhead_is_called_noise(overhead, says_noise):
     text = overhead_text({"overhead": overhead, "unprofiled_step_s": 0.01})
     # Rule: a profiled step faster than the unprofiled ones is noise, and says so.
     assert ("within the step-time noise" in text) is says_noise, text
+
+
+@pytest.mark.parametrize("wait, probe", [
+    (0.15, None), (0.05, None), (0.03, (320.0, 284.0, 138.0)), (0.03, (320.0, 284.0, 270.0)),
+    (0.02, (110.0, 260.0, 100.0)),
+])
+def test_report_and_profile_agree_on_whether_a_run_is_input_bound(wait, probe):
+    from autotune.report.diagnosis import diagnose
+    from tests.report.test_report import rec
+
+    perf = {} if probe is None else dict(zip(
+        ("pipeline_samples_per_s", "compute_samples_per_s", "samples_per_s"), probe))
+    card = {"performance": {"data_wait_share": wait, **perf}}
+    record = rec(0, tokens_per_s=100.0, role="baseline", data_wait_share=wait, card=card)
+    reported = [f for f in diagnose([record]) if f.rule == "data_bound"]
+    profiled = rules.data_wait(rules.from_performance(record.perf, trial=0))
+    # Rule: one rule judges both: the report's diagnosis and profile's rules say input-bound
+    # for the same run, or neither does.
+    assert bool(reported) == (profiled is not None)
