@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 SYMPTOMS: dict[str, tuple[str, str]] = {
     "pick": ("throughput", "the pick (what export takes)"),
     "data_bound": ("throughput", "the input pipeline holds the step back"),
+    "pipeline": ("throughput", "what the input pipeline costs the step"),
     "low_mfu": ("throughput", "low MFU at a small micro-batch"),
     "slow": ("throughput", "trials stopped as slow"),
     "communication": ("throughput", "communication takes a large share of the step"),

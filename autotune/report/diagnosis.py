@@ -38,6 +38,9 @@ from trials.contract.units import rate
 MFU_LOW = 0.10
 SMALL_MICRO_BATCH = 2
 NOT_RUN = (Outcome.UNSUPPORTED, Outcome.INFEASIBLE, Outcome.CONFIG_ERROR)
+#: The pipeline probe's step alone and the step in training are timed apart; a gap under
+#: this share of the step is not told apart from the step's own run-to-run noise.
+PIPELINE_NOISE = 0.05
 
 
 @dataclass
@@ -185,6 +188,34 @@ def data_bound(ctx: _Context) -> list[Finding]:
         tail = (f" No trial fixed it by its data knobs: try {_data_advice(ctx, subject)} "
                 "(`search=data` sweeps them).")
     return [Finding("data_bound", (subject.number,), head + tail, nums)]
+
+
+def pipeline(ctx: _Context) -> list[Finding]:
+    """What the input pipeline costs the step, by the pipeline probe of the baseline (else
+    the pick): the step trained against the step alone, fed one batch again and again on
+    the same process. Said whether it costs something or nothing; a data-bound run is
+    :func:`data_bound`'s to open with."""
+    base = baseline(ctx.records)
+    subject = next((r for r in (base, ctx.pick) if r is not None and r.ok), None)
+    if subject is None or data_bound_evidence(subject):
+        return []
+    train, alone = subject.perf.samples_per_s, subject.perf.compute_samples_per_s
+    if not train or not alone:
+        return []
+    cost = max(0.0, 1.0 - train / alone)
+    nums = {"pipeline_cost_share": cost, "samples_per_s": train, "compute_samples_per_s": alone}
+    measured = (f"trial #{subject.number} trained at {train:,.0f} samples/s against "
+                f"{alone:,.0f} for its step alone (the pipeline probe)")
+    if cost < PIPELINE_NOISE:
+        return [Finding("pipeline", (subject.number,), (
+            f"The input pipeline costs nothing measurable: {measured}, under "
+            f"{_pct(PIPELINE_NOISE)} apart."), nums, cause=measured, action="nothing to change")]
+    advice = _data_advice(ctx, subject)
+    return [Finding("pipeline", (subject.number,), (
+        f"The input pipeline costs {_pct(cost)} of the step, on time but sharing the cores: "
+        f"{measured}, with little data wait. What reduces it: {advice}."), nums,
+        cause=f"the pipeline's workers share the cores with the step: {measured}",
+        action=advice)]
 
 
 def low_mfu(ctx: _Context) -> list[Finding]:
@@ -401,7 +432,8 @@ def not_run(ctx: _Context) -> list[Finding]:
 
 
 RULES: tuple[Callable[[_Context], list[Finding]], ...] = (
-    data_bound, pick_trial, low_mfu, diverged_fp16, diverged, oom, hang, slow, crash, not_run)
+    data_bound, pipeline, pick_trial, low_mfu, diverged_fp16, diverged, oom, hang, slow, crash,
+    not_run)
 
 
 def diagnose(records: list[TrialRecord], *, budget_gib: float | None = None,

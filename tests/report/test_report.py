@@ -106,6 +106,28 @@ def test_data_bound_by_the_probe_alone():
         assert cited in finding.sentence, (cited, finding.sentence)
 
 
+def test_the_pipeline_cost_is_said_with_its_number_or_as_nothing_measurable():
+    knobs = {"data.num_workers": 1, "data.prefetch": 3}
+    # An image pipeline on time (0.3 ms wait) that still slows the step: 0.80 x alone.
+    shared = rec(0, tokens_per_s=80.0, role="baseline", data_wait_share=0.003, params=knobs,
+                 card=_probe(900.0, 100.0, 80.0))
+    (finding,) = by_rule([shared], "pipeline", config=CONFIG | {"machine.cores": 2})
+    # Rule: the probe's gap is the pipeline's cost, named with its number and its knobs.
+    for cited in ("costs 20.0 % of the step", "80 samples/s against 100",
+                  "data.num_workers=1 -> 2", "data.prefetch=3 -> 6"):
+        assert cited in finding.sentence, (cited, finding.sentence)
+    assert finding.numbers["pipeline_cost_share"] == pytest.approx(0.2)
+    # Rule: the built-in GPT trains as fast as its step alone: nothing measurable.
+    gpt = rec(0, tokens_per_s=560.0, role="baseline", data_wait_share=0.0,
+              card=_probe(8990.0, 16.0, 17.5))
+    (finding,) = by_rule([gpt], "pipeline")
+    assert finding.sentence.startswith("The input pipeline costs nothing measurable")
+    # Rule: a data-bound run is the data_bound rule's to open with, not said twice.
+    bound = rec(0, tokens_per_s=50.0, role="baseline", data_wait_share=0.003,
+                card=_probe(900.0, 100.0, 50.0))
+    assert by_rule([bound], "pipeline") == [] and by_rule([bound], "data_bound")
+
+
 def test_data_advice_never_exceeds_the_cores():
     base = rec(0, tokens_per_s=100.0, role="baseline", data_wait_share=0.4,
                params={"data.num_workers": 2})
