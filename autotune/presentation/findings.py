@@ -60,9 +60,9 @@ class Finding:
 
 
 def _number(value: float) -> str:
-    if isinstance(value, float) and not value.is_integer():
-        return f"{value:.3g}"
-    return f"{value:,.0f}" if isinstance(value, int | float) else str(value)
+    if not isinstance(value, int | float):
+        return str(value)
+    return f"{value:,.0f}" if abs(value) >= 100 or float(value).is_integer() else f"{value:.3g}"
 
 
 def _cell(text: str) -> str:

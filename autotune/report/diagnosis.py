@@ -204,12 +204,14 @@ def pipeline(ctx: _Context) -> list[Finding]:
         return []
     cost = max(0.0, 1.0 - train / alone)
     nums = {"pipeline_cost_share": cost, "samples_per_s": train, "compute_samples_per_s": alone}
-    measured = (f"trial #{subject.number} trained at {train:,.0f} samples/s against "
-                f"{alone:,.0f} for its step alone (the pipeline probe)")
+    measured = (f"trial #{subject.number} trained at {train:,.1f} samples/s, "
+                f"{train / alone:.2f} x its step alone ({alone:,.1f} samples/s, the pipeline "
+                "probe)")
     if cost < PIPELINE_NOISE:
         return [Finding("pipeline", (subject.number,), (
-            f"The input pipeline costs nothing measurable: {measured}, under "
-            f"{_pct(PIPELINE_NOISE)} apart."), nums, cause=measured, action="nothing to change")]
+            f"The input pipeline costs nothing measurable: {measured}; a gap under "
+            f"{_pct(PIPELINE_NOISE)} is the step's own noise."), nums, cause=measured,
+            action="nothing to change")]
     advice = _data_advice(ctx, subject)
     return [Finding("pipeline", (subject.number,), (
         f"The input pipeline costs {_pct(cost)} of the step, on time but sharing the cores: "

@@ -113,7 +113,7 @@ def test_the_pipeline_cost_is_said_with_its_number_or_as_nothing_measurable():
                  card=_probe(900.0, 100.0, 80.0))
     (finding,) = by_rule([shared], "pipeline", config=CONFIG | {"machine.cores": 2})
     # Rule: the probe's gap is the pipeline's cost, named with its number and its knobs.
-    for cited in ("costs 20.0 % of the step", "80 samples/s against 100",
+    for cited in ("costs 20.0 % of the step", "80.0 samples/s, 0.80 x its step alone (100.0",
                   "data.num_workers=1 -> 2", "data.prefetch=3 -> 6"):
         assert cited in finding.sentence, (cited, finding.sentence)
     assert finding.numbers["pipeline_cost_share"] == pytest.approx(0.2)
