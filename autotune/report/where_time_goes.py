@@ -71,7 +71,7 @@ def section(records: list[TrialRecord], profiles: dict[int, ProfileResult],
                   + _rss(m.rss)]
     lines += ["", f"Files: `{chosen.dir}` (trace.json opens in Perfetto or "
                   "chrome://tracing; raw/ in MindStudio Insight)."]
-    return TimeSection(lines=lines, figure=FIGURE, findings=findings_of(chosen))
+    return TimeSection(lines=lines, figure=FIGURE, findings=_not_input(findings_of(chosen)))
 
 
 def _rss(rss: MemoryStats) -> str:
@@ -96,7 +96,13 @@ def _without_profile(pick: TrialRecord | None) -> TimeSection:
         lines.append(f"Gradient all-reduce (timed alone): {1e3 * (perf.comm_s or 0):.2f} ms, "
                      f"{100 * perf.comm_share:.1f} % of the step; per-rank step spread "
                      f"{100 * (perf.rank_spread or 0):.1f} %.")
-    return TimeSection(lines=lines, findings=rules.diagnose(evidence))
+    return TimeSection(lines=lines, findings=_not_input(rules.diagnose(evidence)))
+
+
+def _not_input(findings: list[Finding]) -> list[Finding]:
+    """The step's findings less whether it is input-bound: the report's diagnosis says that
+    first (its data_bound and pipeline rules, by the same rule: study/data_bound.py)."""
+    return [f for f in findings if f.rule != "data_wait"]
 
 
 def markdown(s: TimeSection) -> list[str]:

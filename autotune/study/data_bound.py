@@ -54,13 +54,16 @@ def input_bound(perf: Performance, wait: float | None) -> tuple[str, dict[str, f
         probe = {"pipeline_samples_per_s": pipe, "compute_samples_per_s": compute,
                  "samples_per_s": train}
         if pipe < compute:
-            nums |= probe
+            nums |= probe | {"pipeline_cost_share": max(0.0, 1.0 - train / compute)}
             facts.append(f"has an input pipeline that alone delivers {pipe:,.0f} samples/s while "
-                         f"the step alone consumes {compute:,.0f}")
+                         f"the step alone consumes {compute:,.0f}; it trained at {train:,.0f} "
+                         f"samples/s, {train / compute:.2f} x its step alone: the pipeline "
+                         f"costs {_pct(max(0.0, 1.0 - train / compute))} of the step")
         elif train < COMPUTE_SHARE_LOW * compute:
-            nums |= probe
+            nums |= probe | {"pipeline_cost_share": 1.0 - train / compute}
             facts.append(f"it trained at {train:,.0f} samples/s, {train / compute:.2f} x the "
                          f"{compute:,.0f} samples/s of its step alone: the input pipeline "
-                         f"({pipe:,.0f} samples/s alone) competes with the step for the cores")
+                         f"({pipe:,.0f} samples/s alone) competes with the step for the cores "
+                         f"and costs {_pct(1.0 - train / compute)} of the step")
     return ("; ".join(facts), nums) if facts else None
 

@@ -17,7 +17,8 @@ def stored(trial: int) -> ProfileResult:
                     "peak_over_mean": 2.0, "t_s": [0.0, 0.1], "mib": [10.0, 20.0]}}
     return ProfileResult.from_json({
         "trial": trial, "profile": p, "dir": f"profiles/{trial}",
-        "findings": [{"rule": "data_wait", "trials": [trial], "sentence": "waits"}]})
+        "findings": [{"rule": "data_wait", "trials": [trial], "sentence": "waits"},
+                     {"rule": "dominant_op", "trials": [trial], "sentence": "MatMul"}]})
 
 
 def test_the_best_trials_profile_is_shown_with_its_figure(tmp_path):
@@ -28,8 +29,9 @@ def test_the_best_trials_profile_is_shown_with_its_figure(tmp_path):
     assert s.lines[0].startswith("Trial #1, 3 steps profiled")
     assert s.figure == FIGURE and (tmp_path / FIGURE).is_file()
     assert "| data_wait | 60.00 | 60.0 % |" in s.lines
-    # Rule: the findings are the stored profile's.
-    assert [f.rule for f in s.findings] == ["data_wait"]
+    # Rule: the findings are the stored profile's, less whether the step is input-bound:
+    # the diagnosis says that first, by the same rule (study/data_bound.py).
+    assert [f.rule for f in s.findings] == ["dominant_op"]
     assert f"[![Where the time goes]({FIGURE})]({FIGURE})" in markdown(s)
 
 
@@ -44,13 +46,13 @@ def test_without_the_best_trials_profile_the_latest_is_shown_and_says_so(tmp_pat
 
 def test_no_profile_falls_back_to_the_scorecard_and_its_rules(tmp_path):
     best = rec(4, tokens_per_s=100.0, card={"performance": {
-        "data_wait_share": 0.5, "step_time_median_s": 0.2}})
+        "data_wait_share": 0.5, "step_time_median_s": 0.2, "comm_share": 0.4}})
     s = section([best], {}, best, tmp_path)
-    # Rule: no figure; the command to profile it; its data wait from the measured steps,
-    # judged by the profile's own rules.
+    # Rule: no figure; the command to profile it; its data wait from the measured steps;
+    # the scorecard judged by the profile's own rules, less input-bound (the diagnosis').
     assert s.figure is None and not (tmp_path / FIGURE).exists()
     assert "profile.trial=4" in s.lines[0] and "data wait 50.0 %" in s.lines[1]
-    assert "data_wait" in [f.rule for f in s.findings]
+    assert [f.rule for f in s.findings] == ["communication"]
     # Rule: no completed trial, nothing to say where the time goes.
     assert section([], {}, None, tmp_path).lines == [
         "No completed trial to say where its time goes."]
