@@ -69,7 +69,7 @@ def calibrate_csv(path: Path, hw: HardwareConfig, *, store: bool,
     prior = Constants.priors(hw)
     constants = calibration.fit(points, prior)
     fitted = [calibration.predicted(p, constants) for p in points]
-    held = calibration.leave_one_out(points, prior)
+    held = calibration.leave_one_out(points, prior, progress=_progress(say, len(points)))
     say(table(points, fitted, held))
     inside, outside = relative_errors(points, fitted), relative_errors(points, held)
     say(f"step time: in-sample {mape(inside['step'])}, leave-one-out "
@@ -125,3 +125,19 @@ def collective(efficiency: float) -> str:
         return (f"{efficiency:.3g} (the fit's bound: these runs show no cost of it, as when "
                 "the framework hides it behind compute)")
     return f"{efficiency:.3g}"
+
+
+#: From this many runs the leave-one-out refits take long enough to say how far they got.
+PROGRESS_FROM = 100
+
+
+def _progress(say: Callable[[str], None], total: int) -> Callable[[int, int], None] | None:
+    """A line every tenth of the refits, for a CSV of PROGRESS_FROM runs or more."""
+    if total < PROGRESS_FROM:
+        return None
+    step = max(1, total // 10)
+
+    def report(done: int, of: int) -> None:
+        if done % step == 0 or done == of:
+            say(f"leave-one-out: {done}/{of} refits")
+    return report

@@ -25,6 +25,7 @@ import json
 import math
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -327,12 +328,18 @@ def predicted(point: Measurement, constants: Constants) -> Prediction:
                    peak_flops_per_device=point.peak_flops_per_device)
 
 
-def leave_one_out(points: list[Measurement], start: Constants) -> list[Prediction]:
+def leave_one_out(points: list[Measurement], start: Constants,
+                  progress: Callable[[int, int], None] | None = None) -> list[Prediction]:
     """Each point predicted by the fit (from ``start``) of every other point: what a run the
     fit has not seen should expect. ``calibrate``'s held-out error and the sweep's held-out
-    ranking (learning.held_out_rank) both come from here."""
-    return [predicted(p, fit(points[:i] + points[i + 1:], start))
-            for i, p in enumerate(points)]
+    ranking (learning.held_out_rank) both come from here. ``progress(done, total)`` is
+    called after each refit (there are as many as points, each over all the others)."""
+    held = []
+    for i, p in enumerate(points):
+        held.append(predicted(p, fit(points[:i] + points[i + 1:], start)))
+        if progress is not None:
+            progress(i + 1, len(points))
+    return held
 
 
 # -- storage ---------------------------------------------------------------------------

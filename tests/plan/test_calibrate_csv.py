@@ -213,3 +213,18 @@ def test_the_frameworks_memory_columns_reach_the_job(tmp_path):
             jobs[0].unfused_cross_entropy) == (True, True, True)
     assert (jobs[1].fp32_main_grads, jobs[1].keeps_16bit_grads,
             jobs[1].unfused_cross_entropy) == (False, False, False)
+
+
+def test_a_large_csv_says_how_far_its_refits_got():
+    from autotune.plan.calibrate_csv import PROGRESS_FROM, _progress
+
+    said: list[str] = []
+    report = _progress(said.append, 250)
+    for done in range(1, 251):
+        report(done, 250)
+    # Rule: from PROGRESS_FROM runs, a line every tenth of the refits and at the end.
+    assert said[0] == "leave-one-out: 25/250 refits"
+    assert said[-1] == "leave-one-out: 250/250 refits"
+    assert len(said) == 10
+    # Rule: a small CSV's refits take seconds: no progress lines.
+    assert _progress(said.append, PROGRESS_FROM - 1) is None
