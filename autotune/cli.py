@@ -101,6 +101,10 @@ def main(argv: list[str] | None = None) -> int:
                                schema=SweepConfig)
             config = validate_settings(composed)
             if args.print_config:
+                if args.command in SEARCHING:  # its space is validated too: every knob
+                    from autotune.search.space import SearchSpace
+
+                    SearchSpace.from_config(config.search, composed, args.overrides)
                 from autotune.study.urls import redact
 
                 shown = OmegaConf.masked_copy(composed, [k for k in composed if k != "hydra"])

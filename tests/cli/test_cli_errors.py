@@ -209,6 +209,18 @@ def test_print_config_runs_nothing(harness):
     assert not harness.runs.exists()
 
 
+def test_print_config_validates_the_space_as_the_sweep_does(harness):
+    from autotune.cli import main
+
+    space = harness.space("own", {"sweep.n_trials": [1, 2]})
+    code = main(["sweep", "--print-config", *harness.overrides(space)])
+    # Rule: --print-config runs the whole validation of what it shows, the space's knobs
+    # too: a knob that is a setting of the sweep is refused as the sweep refuses it.
+    assert_one_line_error(code, harness.capsys.readouterr().err,
+                          "search knob 'sweep.n_trials' is a setting of the sweep")
+    assert not harness.runs.exists()
+
+
 @pytest.mark.parametrize("override, needle", [
     # Every setting is range-checked before anything is written (a sample of each section).
     ("sweep.n_trials=-3", "sweep.n_trials=-3 must be >= 1"),
