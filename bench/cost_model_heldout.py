@@ -16,6 +16,12 @@ Data (bench/data/README.md says what each column means and which settings are as
       imported from there, the cited runs of bench/data/published_runs.csv
       (bench/published_runs.py), and ZeRO's model-state memory [Z20].
 
+First, the protocol users follow (issue 33), **calibrate small, plan big**: the constants
+fitted on vTrain's single-node runs alone predict every multi-node published run (by
+source, signed, false OOM, ranking within groups of one source, model and node count),
+beside the profiles' priors with no fit; and inside vTrain, a fit on hidden size 1,024
+predicts hidden size 2,048.
+
 Every headline is held out: the constants are fitted (autotune.plan.calibration.fit) on the
 other model sizes, groups or sources, then used on the one left out. Uncalibrated numbers
 use the profile's priors; in-sample numbers are labelled as such. A false OOM is a
@@ -62,6 +68,8 @@ A100_MEMORY_GIB = (40.0, 80.0)
 MIN_GROUP_ROWS = 3
 #: "The model's fastest is within 5 % of the measured fastest" (issue 21).
 FASTEST_TOLERANCE = 0.05
+#: vTrain's two hidden sizes: the extrapolation split fits on the first, tests the second.
+SMALL_HIDDEN, BIG_HIDDEN = 1024, 2048
 
 
 @dataclass(frozen=True)
@@ -256,6 +264,20 @@ def build(rows: list[LandscapeRow], pubs: list[dict],
             parts.setdefault("uncalibrated", []).append(folds.task(hw, None, part))
             parts.setdefault("held_out", []).append(folds.task(hw, train, part))
         sections["published"][name] = parts
+    # Calibrate small, plan big (issue 33): the constants fitted on vTrain's single-node
+    # runs alone predict every multi-node published run (each on its own profile's priors
+    # before the fit); beside them, the priors with no fit at all.
+    multi = [i for i, p in zip(pub, pubs) if p["nodes"] > 1]
+    sections["protocol"] = {"calibrated": [], "priors": []}
+    for hw in sorted({folds.points[i]["hardware"] for i in multi}):
+        part = [i for i in multi if folds.points[i]["hardware"] == hw]
+        sections["protocol"]["calibrated"].append(folds.task(hw, vt, part))
+        sections["protocol"]["priors"].append(folds.task(hw, None, part))
+    # Extrapolation inside vTrain: fit on hidden size 1,024, predict hidden size 2,048.
+    small = [i for i in vt if rows[i].dims.hidden == SMALL_HIDDEN]
+    big = [i for i in vt if rows[i].dims.hidden == BIG_HIDDEN]
+    sections["extrapolation"] = {"fit_small_test_big": [folds.task(A100, small, big)],
+                                 "in_sample_big": [folds.task(A100, big, big)]}
     chk = folds.add([point_of(p["dims"], p["settings"], p["hardware"], p["nodes"],
                               p["step_s"], p["peak_gib"]) for p in checks])
     sections["memory_checks"] = [
@@ -340,6 +362,62 @@ def published(pubs: list[dict], offset: int, folds: Folds, sections: dict,
     return out
 
 
+def protocol(pubs: list[dict], offset: int, folds: Folds, parts: dict,
+             answer: dict) -> dict:
+    """Calibrate small, plan big: every multi-node published run predicted by the fit on
+    vTrain's single-node runs (``calibrated``) and by the priors (``priors``): step errors
+    overall and by source, false OOM, published peaks, and the ranking within groups."""
+    out = {}
+    for label, task_ids in parts.items():
+        idx, steps, peaks = gathered(folds, answer, task_ids)
+        test = [pubs[i - offset] for i in idx]
+        budgets = [p.get("device_memory_gib")
+                   or float(adapter.profile(p["hardware"]).device_memory_gib) for p in test]
+        by_source = {}
+        for source in sorted({p["source"] for p in test}):
+            k = [j for j, p in enumerate(test) if p["source"] == source]
+            by_source[source] = errors([steps[j] for j in k], [test[j]["step_s"] for j in k])
+        out[label] = {**errors(steps, [p["step_s"] for p in test]), "step_by_source": by_source,
+                      "false_oom": false_oom_points(peaks, budgets),
+                      **peak_scores([{"source": p["source"], "name": p["name"],
+                                      "predicted_gib": m, "published_gib": p["peak_gib"]}
+                                     for p, m in zip(test, peaks) if p.get("peak_gib")]),
+                      "ranking": published_ranking(test, steps),
+                      "points": [{"source": p["source"], "name": p["name"],
+                                  "step_s": p["step_s"], "predicted_s": s_}
+                                 for p, s_ in zip(test, steps)]}
+    return out
+
+
+def published_ranking(points: list[dict], predicted: list[float]) -> dict:
+    """Per group of published runs of one source, model and node count (2 runs or more):
+    is the model's fastest per sample within 5 % of the measured fastest per sample."""
+    groups: dict[tuple, list[int]] = defaultdict(list)
+    for i, p in enumerate(points):
+        groups[(p["source"], repr(p["dims"]), p["nodes"])].append(i)
+    hits = []
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        per_sample = np.array([points[i]["step_s"] / points[i]["settings"]["global_batch"]
+                               for i in members])
+        guess = np.array([predicted[i] / points[i]["settings"]["global_batch"]
+                          for i in members])
+        hits.append(bool(per_sample[np.argmin(guess)]
+                         <= per_sample.min() * (1 + FASTEST_TOLERANCE)))
+    return {"groups": len(hits), "fastest_within_5pct": int(sum(hits))}
+
+
+def extrapolation(rows: list[LandscapeRow], folds: Folds, parts: dict, answer: dict) -> dict:
+    """vTrain's hidden size 2,048 predicted by the fit on hidden size 1,024, and the same
+    rows in-sample (labelled)."""
+    out = {}
+    for label, task_ids in parts.items():
+        idx, steps, peaks = gathered(folds, answer, task_ids)
+        out[label] = landscape_scores([rows[i] for i in idx], steps, peaks)
+    return out
+
+
 def peak_scores(points: list[dict]) -> dict:
     """Predicted against published peaks (``predicted_gib``, ``published_gib`` a point):
     their errors (None without a point), per source, and the points themselves."""
@@ -397,7 +475,9 @@ def memory_held_out(peaked: list[dict], task_ids: list[int], answer: dict) -> di
 def scores(rows: list[LandscapeRow], pubs: list[dict], checks: list[dict], folds: Folds,
            sections: dict, answer: dict) -> dict:
     peaked = [p for p in pubs + checks if p.get("peak_gib")]
-    return {"vtrain": landscape(rows, folds, sections["vtrain"], answer),
+    return {"protocol": protocol(pubs, len(rows), folds, sections["protocol"], answer),
+            "extrapolation": extrapolation(rows, folds, sections["extrapolation"], answer),
+            "vtrain": landscape(rows, folds, sections["vtrain"], answer),
             "published": published(pubs, len(rows), folds, sections["published"], answer),
             "memory_checks": memory_checks(checks, sections["memory_checks"], answer),
             "memory_held_out": memory_held_out(peaked, sections["memory_held_out"], answer)}

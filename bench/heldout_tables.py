@@ -33,7 +33,49 @@ def print_landscape(title: str, table: dict[str, dict]) -> None:
                  "Spearman (median)", "false OOM 40 / 80 GiB (guard)"], body)
 
 
+PROTOCOL_TITLES = {
+    "calibrated": "fit on vTrain's single-node runs only",
+    "priors": "the profiles' priors, no fit"}
+
+
+def protocol_rows(protocols: dict[str, dict]) -> list[list]:
+    """One row per (model, column): overall and each source's step MAPE and signed error,
+    false OOM and the ranking within groups."""
+    body = []
+    for who, p in protocols.items():
+        for label, title in PROTOCOL_TITLES.items():
+            s = p[label]
+            r, f = s["ranking"], s["false_oom"]
+            body.append([who, title, s["n"], pct(s["mape"]), pct(s["signed_mean"], True),
+                         pct(s["max_abs"]), f"{f['over_budget']} ({f['ruled_out_by_guard']})",
+                         f"{r['fastest_within_5pct']}/{r['groups']}",
+                         ", ".join(f"{src} {pct(e['mape'])}"
+                                   for src, e in s["step_by_source"].items())])
+    return body
+
+
+def print_protocol(protocols: dict[str, dict], extrapolations: dict[str, dict]) -> None:
+    """The headline: calibrate small, plan big; then vTrain's hidden-size extrapolation."""
+    print("\nCalibrate small, plan big: every multi-node published run predicted (targets: "
+          "step MAPE <= 12 % calibrated, no source above 20 %, <= 20 % at the priors, "
+          "false OOM 0, fastest within 5 % in >= 80 % of groups)")
+    print_table(["model", "constants", "n", "step MAPE %", "signed %", "max %",
+                 "false OOM (guard)", "fastest <=5 %", "MAPE % by source"],
+                protocol_rows(protocols))
+    body = []
+    for who, e in extrapolations.items():
+        for label, title in (("fit_small_test_big", "fit on hidden 1,024, held out"),
+                             ("in_sample_big", "fit on hidden 2,048, IN-SAMPLE")):
+            s = e[label]
+            body.append([who, title, s["n"], pct(s["mape"]), pct(s["signed_mean"], True),
+                         f"{s['fastest_within_5pct']}/{s['groups']}", oom_cell(s)])
+    print("\nvTrain single node, hidden size 2,048 (target: step MAPE <= 10 % held out)")
+    print_table(["model", "constants", "n", "step MAPE %", "signed %", "fastest <=5 %",
+                 "false OOM 40 / 80 GiB (guard)"], body)
+
+
 def print_new(result: dict) -> None:
+    print_protocol({"new": result["protocol"]}, {"new": result["extrapolation"]})
     vt = result["vtrain"]
     for name, title in LANDSCAPE_TITLES.items():
         print_landscape(title, vt[name])
@@ -108,6 +150,8 @@ def print_peaks(a: dict, title: str) -> None:
 def print_side_by_side(new: dict, old: dict, commit: str) -> None:
     """Old and new on the same points and folds: per model size and per source."""
     tag = commit[:7]
+    print_protocol({f"old {tag}": old["protocol"], "new": new["protocol"]},
+                   {f"old {tag}": old["extrapolation"], "new": new["extrapolation"]})
     for name, title in LANDSCAPE_TITLES.items():
         body = []
         for model, n in new["vtrain"][name].items():

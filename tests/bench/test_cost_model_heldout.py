@@ -201,3 +201,30 @@ def test_every_published_peak_is_held_out_by_source_with_a_memory_fit():
     prior = adapter.profile(one["prior"]).cost
     assert without["constants"]["allocator_factor"] == prior.allocator_factor
     assert with_peaks["constants"]["allocator_factor"] != prior.allocator_factor
+
+
+def test_calibrate_small_plan_big_fits_on_one_node_and_predicts_only_many(rows):
+    """The protocol users follow (issue 33): the fit sees vTrain's single-node runs and
+    nothing else; it predicts every multi-node published run and nothing else; the priors
+    column predicts the same runs with no fit. The hidden-size split fits on 1,024 only and
+    predicts 2,048 only."""
+    from bench.cost_model_heldout import build, published_points
+
+    every = published_points()
+    pubs = [p for p in every if not p.get("memory_only")]
+    folds, sections = build(rows, pubs, [])
+    single = set(range(len(rows)))
+    multi = {len(rows) + k for k, p in enumerate(pubs) if p["nodes"] > 1}
+    calibrated = [folds.tasks[t] for t in sections["protocol"]["calibrated"]]
+    priors = [folds.tasks[t] for t in sections["protocol"]["priors"]]
+    assert {i for t in calibrated for i in t["predict"]} == multi
+    assert all(set(t["fit_on"]) == single for t in calibrated)
+    assert {i for t in priors for i in t["predict"]} == multi
+    assert all(t["fit_on"] is None for t in priors)
+    # Each task predicts one profile's runs, on that profile's priors.
+    for t in calibrated + priors:
+        assert {folds.points[i]["hardware"] for i in t["predict"]} == {t["prior"]}
+    (split,) = [folds.tasks[t] for t in sections["extrapolation"]["fit_small_test_big"]]
+    assert {rows[i].dims.hidden for i in split["fit_on"]} == {1024}
+    assert {rows[i].dims.hidden for i in split["predict"]} == {2048}
+    assert len(split["fit_on"]) == len(split["predict"]) == 720
