@@ -30,7 +30,7 @@ import contextlib
 import fcntl
 import hashlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import optuna
@@ -81,6 +81,17 @@ def attribute_lock(study: optuna.Study, key: str) -> Iterator[None]:
     connect_args = (getattr(storage, "engine_kwargs", None) or {}).get("connect_args", {})
     with _study_lock(url, study.study_name, f"attribute:{key}", connect_args):
         yield
+
+
+def update_attribute(study: optuna.Study, key: str, change: Callable[[dict], None]) -> None:
+    """Read one dict-valued study attribute, ``change`` it in place and write it back, all
+    under the attribute's lock: the one way every stored blob keyed by trial or name is
+    updated, so two writers (two confirms, confirm beside a sweep, profile beside report)
+    never write back each other's older copy."""
+    with attribute_lock(study, key):
+        stored = dict(study.user_attrs.get(key) or {})
+        change(stored)
+        study.set_user_attr(key, stored)
 
 
 @contextlib.contextmanager

@@ -106,3 +106,33 @@ def test_two_processes_adding_repeats_at_once_lose_none(tmp_path):
     assert [w.wait(timeout=120) for w in writers] == [0, 0]
     runs = [r.run for r in stored_repeats(optuna.load_study(study_name="s", storage=url))[0]]
     assert sorted(runs) == sorted(f"{n}/{i}" for n in "ab" for i in range(15))
+
+
+UPDATER = """
+import sys, time, optuna
+from autotune.study.claims import update_attribute
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+study = optuna.load_study(study_name="s", storage=sys.argv[1])
+
+def add(d):  # a writer that takes a while between its read and its write
+    time.sleep(0.01)
+    d[f"{sys.argv[2]}{i}"] = i
+
+for i in range(int(sys.argv[3])):
+    update_attribute(study, "autotune.blob", add)
+"""
+
+
+def test_every_keyed_blob_is_updated_under_its_lock_by_two_processes(tmp_path):
+    """The one read-modify-write of a dict-valued study attribute (confirm's verdicts,
+    profiles, stage results, uploads, repeats all go through it): two writers each add 15
+    keys, and all 30 are stored."""
+    import optuna
+
+    url = "sqlite:///" + str(tmp_path / "study.db")
+    optuna.create_study(study_name="s", storage=url)
+    writers = [subprocess.Popen([sys.executable, "-c", UPDATER, url, name, "15"])
+               for name in ("a", "b")]
+    assert [w.wait(timeout=120) for w in writers] == [0, 0]
+    stored = optuna.load_study(study_name="s", storage=url).user_attrs["autotune.blob"]
+    assert sorted(stored) == sorted(f"{n}{i}" for n in "ab" for i in range(15))

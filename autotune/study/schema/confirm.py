@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from autotune.study.claims import update_attribute
 from autotune.study.schema import keys
 from autotune.study.schema.blob import Blob
 
@@ -77,9 +78,8 @@ def store_confirm_verdicts(study, verdicts: dict[int, ConfirmVerdict],
                            orders: list[list[int]]) -> None:
     """Add ``verdicts`` to the stored ones (a trial's new verdict replaces its old one) and
     keep the order of this confirm's rounds."""
-    stored = dict(study.user_attrs.get(keys.CONFIRM_VERDICTS) or {})
-    stored.update({str(n): v.to_json() for n, v in verdicts.items()})
-    study.set_user_attr(keys.CONFIRM_VERDICTS, stored)
+    update_attribute(study, keys.CONFIRM_VERDICTS, lambda stored: stored.update(
+        {str(n): v.to_json() for n, v in verdicts.items()}))
     study.set_user_attr(keys.CONFIRM_ORDER, [list(order) for order in orders])
 
 

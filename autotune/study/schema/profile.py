@@ -7,6 +7,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from autotune.study.claims import update_attribute
 from autotune.study.schema import keys
 from autotune.study.schema.blob import VERSION_KEY, Blob
 from trials.contract.events import ProfileRecord
@@ -71,6 +72,5 @@ def stored_profiles(study) -> dict[int, ProfileResult]:
 
 def store_profile(study, trial: int, result: ProfileResult) -> None:
     """Keep ``result`` as trial ``trial``'s profile (it replaces an earlier one)."""
-    profiles = dict(study.user_attrs.get(keys.PROFILES) or {})
-    profiles[str(trial)] = dataclasses.replace(result, trial=trial).to_json()
-    study.set_user_attr(keys.PROFILES, profiles)
+    update_attribute(study, keys.PROFILES, lambda stored: stored.update(
+        {str(trial): dataclasses.replace(result, trial=trial).to_json()}))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from autotune.study.claims import update_attribute
 from autotune.study.schema import keys
 from autotune.study.schema.blob import Blob
 
@@ -23,6 +24,4 @@ def published(study) -> dict[str, Published]:
 
 def store_published(study, name: str, entry: Published) -> None:
     """Keep ``entry`` as what ``name`` was uploaded as (it replaces an earlier one)."""
-    stored = dict(study.user_attrs.get(keys.PUBLISHED) or {})
-    stored[name] = entry.to_json()
-    study.set_user_attr(keys.PUBLISHED, stored)
+    update_attribute(study, keys.PUBLISHED, lambda stored: stored.update({name: entry.to_json()}))

@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from autotune.study.claims import attribute_lock
+from autotune.study.claims import update_attribute
 from autotune.study.conditions import Conditions
 from autotune.study.schema import keys
 from autotune.study.schema.blob import VERSION_KEY, Blob
@@ -93,15 +93,14 @@ def add_repeats(study, runs: dict[int, list[dict]], source: str) -> None:
     each with its source, when it ended (``at``, default now), the host's conditions of
     its run and its place in a command (``run``) where it has them. A run whose ``run`` is
     stored already is not stored again: each run counts once."""
-    # Read, add and write under the attribute's lock: two writers (two confirms, confirm
-    # beside a sweep) must not write back each other's older copy.
-    with attribute_lock(study, keys.REPEATS):
-        stored = dict(study.user_attrs.get(keys.REPEATS) or {})
-        now = time.time()
+    now = time.time()
+
+    def add(stored: dict) -> None:
         for number, perfs in runs.items():
             earlier = stored.get(str(number), [])
             known = {r.run for r in map(Repeat.from_json, earlier) if r.run}
             kept = [Repeat.of_run(perf, source, now=now).to_json() for perf in perfs
                     if not perf.get(Repeat.RUN) or perf[Repeat.RUN] not in known]
             stored[str(number)] = [*earlier, *kept]
-        study.set_user_attr(keys.REPEATS, stored)
+
+    update_attribute(study, keys.REPEATS, add)

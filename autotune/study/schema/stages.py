@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from autotune.study.claims import update_attribute
 from autotune.study.schema import keys
 from autotune.study.schema.blob import Blob
 
@@ -106,6 +107,4 @@ def stage_results(study) -> dict[str, StageResult]:
 
 def store_stage_result(study, stage: str, result: StageResult) -> None:
     """Keep ``stage``'s result (it replaces an earlier one)."""
-    stored = dict(study.user_attrs.get(keys.STAGES) or {})
-    stored[stage] = result.to_json()
-    study.set_user_attr(keys.STAGES, stored)
+    update_attribute(study, keys.STAGES, lambda stored: stored.update({stage: result.to_json()}))
