@@ -36,6 +36,7 @@ from autotune.study import records as R
 from autotune.study.artifacts import RunFiles
 from autotune.study.disk import DiskFull, check_room, full_is_diskfull
 from autotune.study.interruption import interrupt, taken_over
+from autotune.study.schema.keys import PROPOSED_AS, ROLE
 from autotune.study.sweep_end import SweepEnd
 from autotune.study.view import StudyView
 from autotune.sweep_context import SweepContext
@@ -92,7 +93,11 @@ class Proposals:
         self._queue_seeds()
         study, space = self.study, self.context.space
         trial = study.ask(space.distributions())
-        label = params_label(trial.params) + (" (simulated)" if self.settings.simulate else "")
+        # Every progress line of the trial says why it was proposed.
+        why = PROPOSED_AS.get(trial.user_attrs.get(ROLE),
+                                f"the sampler, {self.settings.sampler.value}")
+        label = (params_label(trial.params) + f" ({why})"
+                 + (" (simulated)" if self.settings.simulate else ""))
         trial.set_user_attr(R.WORKER, reaping.worker_identity().to_json())
         reaping.beat(trial)
         if budget.budget_spent(study, self.settings.n_trials):

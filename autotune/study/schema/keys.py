@@ -70,3 +70,7 @@ NEIGHBOUR_ROLE = "neighbour"  # one knob away from the baseline (sweep.neighbour
 PREDICTED_ROLE = "predicted"  # the cost model's best predictions, enqueued once
 SAMPLED_ROLE = "sampled"  # proposed by the sampler
 RETRY_ROLE = "retry"  # a lost trial's configuration, re-queued
+#: Why a trial of each role was proposed, as the sweep's progress lines say it (a trial
+#: without a role is the sampler's).
+PROPOSED_AS = {BASELINE_ROLE: "the baseline", NEIGHBOUR_ROLE: "a neighbour of the baseline",
+               PREDICTED_ROLE: "the cost model's pick", RETRY_ROLE: "a lost trial, again"}
