@@ -194,6 +194,9 @@ class Trainer:
             accumulation=self.accumulation, micro_batch_size=micro_batch_size(cfg),
             tokens_per_step=self.tokens_per_step, flops_per_token=self.flops_per_token,
             budget_gib=self.budget_gib, applied=self.applied))
+        if not production:
+            # Before the trial's own pipeline exists: nothing else fills a queue meanwhile.
+            self.pipeline = self._time_pipeline_alone()
         # Skip the batches a resumed run has consumed so the data order continues.
         iterator = self.dataset.skip(start_step * self.accumulation).create_tuple_iterator(
             num_epochs=-1, output_numpy=False)
@@ -219,10 +222,12 @@ class Trainer:
             unhealthy = unhealthy_updates(self.steps)
             if unhealthy:
                 raise Diverged(unhealthy)
-            self.pipeline = self._probe_pipeline(iterator)
             self.communication = self._time_gradient_allreduce()
             if cfg.run.profile_steps:
                 self.profile = self._profile(iterator, step + 1)
+            # Last: it stops the trial's own pipeline, so that no worker refilling its
+            # queue runs beside the step timed alone.
+            self.pipeline |= self._time_step_alone(iterator)
         return self._summary()
 
     def _record(self, step: int, phase: Phase, out: tuple) -> StepRecord:
@@ -267,34 +272,45 @@ class Trainer:
         return {**analysis, "unprofiled_step_s": unprofiled,
                 "overhead": analysis["step_s"] / unprofiled if unprofiled else 0.0}
 
-    def _probe_pipeline(self, iterator) -> dict:
-        """The step alone and the input pipeline alone, after measuring: samples/s of each.
+    def _time_pipeline_alone(self) -> dict:
+        """The input pipeline alone: samples/s of a copy of it with the same knobs, timed
+        before the trial's own pipeline starts (which would otherwise be refilling its
+        prefetch queue on the same cores: issue 32 measured half the rate that way), then
+        stopped, so that none of its workers runs beside the measured steps. Its first
+        batch, which pays the start-up, is not timed. Summed over ranks."""
+        n = self.cfg.run.probe_batches
+        if not n:
+            return {}
+        started = time.perf_counter()
+        cfg = self.cfg
+        probe = self.workload.build_dataset(
+            cfg.data, batch_size=micro_batch_size(cfg), num_shards=cfg.parallel.dp,
+            shard_id=self.rank, seed=cfg.train.seed + 1, cache_dir=cache_dir(cfg))
+        batches = probe.create_tuple_iterator(num_epochs=-1, output_numpy=False)
+        next(batches)
+        fetch_start = time.perf_counter()
+        for _ in range(n * self.accumulation):
+            next(batches)
+        pipeline_s = (time.perf_counter() - fetch_start) / n
+        batches.stop()  # its workers end here, not beside the measured steps
+        samples = micro_batch_size(cfg) * self.accumulation * self.world
+        return {"pipeline_samples_per_s": samples / pipeline_s if pipeline_s > 0 else None,
+                "probe_s": time.perf_counter() - started}
 
-        The step is fed one batch again and again (no fetch). The pipeline is a fresh copy
-        with the same knobs (the trial's own is full: its queues would drain instantly);
-        its first batch, which pays the start-up, is not timed. Both summed over ranks.
-        """
+    def _time_step_alone(self, iterator) -> dict:
+        """The step alone, after measuring (and profiling): fed one batch again and again
+        (no fetch), on the same process after compile, with the trial's own pipeline
+        stopped. Summed over ranks."""
         n = self.cfg.run.probe_batches
         if not n:
             return {}
         started = time.perf_counter()
         samples = micro_batch_size(self.cfg) * self.accumulation * self.world
         same = itertools.repeat(next(iterator))
+        iterator.stop()  # the pipeline idle: nothing but the step on the cores
         compute_s = float(np.median([self._one_step(same, math.inf)[5] for _ in range(n)]))
-        cfg = self.cfg
-        fresh = self.workload.build_dataset(
-            cfg.data, batch_size=micro_batch_size(cfg), num_shards=cfg.parallel.dp,
-            shard_id=self.rank, seed=cfg.train.seed + 1, cache_dir=cache_dir(cfg))
-        # Kept, as the trial's own: dropping it waits for its workers to shut down.
-        self.probe_iterator = fresh.create_tuple_iterator(num_epochs=-1, output_numpy=False)
-        next(self.probe_iterator)
-        fetch_start = time.perf_counter()
-        for _ in range(n * self.accumulation):
-            next(self.probe_iterator)
-        pipeline_s = (time.perf_counter() - fetch_start) / n
-        return {"pipeline_samples_per_s": samples / pipeline_s if pipeline_s > 0 else None,
-                "compute_samples_per_s": samples / compute_s if compute_s > 0 else None,
-                "probe_s": time.perf_counter() - started}
+        return {"compute_samples_per_s": samples / compute_s if compute_s > 0 else None,
+                "probe_s": self.pipeline.get("probe_s", 0.0) + time.perf_counter() - started}
 
     def _time_gradient_allreduce(self) -> dict:
         """dp > 1: the gradient all-reduce of one step, timed alone after measuring.
