@@ -74,8 +74,9 @@ def test_a_trial_with_dataset_worker_processes_reports_its_pss_as_its_peak(tmp_p
     """Two dataset worker processes (image_cnn: two for its source and two for its map):
     the peak the trial records is within 15 % of the PSS of its processes read from /proc
     while it ran, where their RSS summed counts the pages the workers share with the trial
-    process again in every worker. (No pipeline probe: its second dataset, after measuring,
-    is not counted in the peak; see Trainer._summary.)"""
+    process again in every worker. (No pipeline probe: its copy of the pipeline, timed and
+    stopped before training, would add its workers to what this test samples from /proc
+    in the first seconds.)"""
     overrides = [*workload, "data.num_workers=2", "data.multiprocessing=true",
                  "run.warmup_steps=1", "run.measure_steps=40", "run.adaptive=false",
                  "run.probe_batches=0"]
