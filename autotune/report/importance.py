@@ -27,12 +27,10 @@ from typing import Any
 
 import numpy as np
 
+from autotune.study.contrasts import STOPPED
 from autotune.study.records import TrialRecord
 from autotune.study.selection import distinct, measured_tokens_per_s
 from trials.contract.outcomes import Outcome
-
-#: How a trial is stopped for a reason its knob values may explain.
-STOPPED = (Outcome.SLOW, Outcome.OOM)
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,8 @@ from trials.contract.outcomes import Outcome
 
 #: Two-sided 95 % normal quantile: the interval a contrast's gain is read with.
 Z95 = 1.96
-#: How a trial can end that a single knob may explain (the other side completed).
+#: How a trial can end that its knob values may explain (slow, out of memory): what a
+#: contrast reads as a stop and the importance model counts as stopped.
 STOPPED = (Outcome.SLOW, Outcome.OOM)
 
 
