@@ -10,6 +10,7 @@ is about, one sentence, and the numbers that sentence cites::
 
 from __future__ import annotations
 
+import functools
 import os
 import statistics
 from collections.abc import Callable, Mapping
@@ -18,7 +19,7 @@ from typing import Any
 
 from autotune.presentation.findings import Finding
 from autotune.presentation.labels import share_text as _pct
-from autotune.study.contrasts import contrasts, how_to_isolate, of_value
+from autotune.study.contrasts import Contrast, contrasts, how_to_isolate, of_value
 from autotune.study.data_bound import CHEAPER_PREPROCESSING, DATA_KNOBS, data_bound_evidence
 from autotune.study.records import LOG_TAIL, TrialRecord, unit_of
 from autotune.study.selection import (
@@ -54,6 +55,11 @@ class _Context:
     #: Run-to-run noise of one trial's tokens/s (coefficient of variation): the width of
     #: every contrast's interval.
     cv: float = CostPriors.run_to_run_cv
+
+    @functools.cached_property
+    def contrasts(self) -> list[Contrast]:
+        """The study's one-knob contrasts, found once for every rule."""
+        return contrasts(self.records, cv=self.cv)
 
     @property
     def pick(self) -> TrialRecord | None:
@@ -145,7 +151,7 @@ def _data_advice(ctx: _Context, record: TrialRecord) -> str:
     if isinstance(prefetch, int) and not isinstance(prefetch, bool):
         changes.append(("data.prefetch", 2 * prefetch,
                         f"{_change('data.prefetch', prefetch, 2)} (a deeper prefetch)"))
-    found = contrasts(ctx.records, cv=ctx.cv)
+    found = ctx.contrasts
     tries, tried = [], []
     for knob, value, text in changes:
         done = [c for c in of_value(found, knob, value)
@@ -338,7 +344,7 @@ def _blame(ctx: _Context, hit: list[TrialRecord]) -> tuple[list[str], dict[str, 
     against = ctx.pick or baseline(ctx.records)
     if against is None:
         return [], {}
-    found = contrasts(ctx.records, cv=ctx.cv)
+    found = ctx.contrasts
     numbers = {r.number for r in hit}
     carried = sorted({(k, repr(v)): (k, v) for r in hit for k, v in r.params.items()
                       if repr(v) != repr(against.params.get(k))}.values(), key=repr)
