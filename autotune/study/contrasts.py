@@ -117,7 +117,9 @@ def contrasts(records: Sequence[TrialRecord], *, cv: float) -> list[Contrast]:
             if reference is trial or (knob := differing_knob(trial, reference)) is None:
                 continue
             t, r = measured_tokens_per_s(trial), measured_tokens_per_s(reference)
-            if t and r:
+            # Running out of memory is not a speed: it is read as the stop it is, whatever
+            # the trial had measured before it.
+            if t and r and trial.reason is not Outcome.OOM:
                 found.append(Contrast(knob, trial, reference, *gain_interval(t, r, cv)))
             elif trial.reason in STOPPED and reference.ok:
                 found.append(Contrast(knob, trial, reference, None, None, None))

@@ -44,6 +44,12 @@ def test_a_stop_is_a_contrast_only_against_a_trial_that_completed():
     assert [(c.trial.number, c.reference.number, c.knob) for c in found] == [(1, 0, "m")]
     (only,) = of_value(found, "m", 4)
     assert only.slower and only.gain is None
+    # Rule: an out-of-memory trial that measured some steps first is still read as a stop,
+    # never as a speed (it may have been fast until it ran out).
+    fast_then_out = rec(5, "oom", params={"p": "fp32", "m": 4},
+                        card={"performance": {"tokens_per_s": 1500.0}})
+    (stop,) = of_value(contrasts([records[0], fast_then_out], cv=0.03), "m", 4)
+    assert stop.gain is None and stop.slower
 
 
 def test_the_report_blames_the_slow_knob_and_not_the_one_beside_it(harness, capsys):
