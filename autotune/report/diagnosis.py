@@ -20,7 +20,12 @@ from typing import Any
 from autotune.presentation.findings import Finding
 from autotune.presentation.labels import share_text as _pct
 from autotune.study.contrasts import Contrast, contrasts, how_to_isolate, of_value
-from autotune.study.data_bound import CHEAPER_PREPROCESSING, DATA_KNOBS, data_bound_evidence
+from autotune.study.data_bound import (
+    CHEAPER_PREPROCESSING,
+    DATA_KNOBS,
+    data_bound_evidence,
+    pipeline_cost,
+)
 from autotune.study.records import LOG_TAIL, TrialRecord, unit_of
 from autotune.study.selection import (
     Verdict,
@@ -205,10 +210,10 @@ def pipeline(ctx: _Context) -> list[Finding]:
     subject = next((r for r in (base, ctx.pick) if r is not None and r.ok), None)
     if subject is None or data_bound_evidence(subject):
         return []
-    train, alone = subject.perf.samples_per_s, subject.perf.compute_samples_per_s
-    if not train or not alone:
+    cost = pipeline_cost(subject.perf)
+    if cost is None:
         return []
-    cost = max(0.0, 1.0 - train / alone)
+    train, alone = subject.perf.samples_per_s, subject.perf.compute_samples_per_s
     nums = {"pipeline_cost_share": cost, "samples_per_s": train, "compute_samples_per_s": alone}
     measured = (f"trial #{subject.number} trained at {train:,.1f} samples/s, "
                 f"{train / alone:.2f} x its step alone ({alone:,.1f} samples/s, the pipeline "

@@ -69,9 +69,10 @@ def reading(c: Contrast) -> str:
 
 def ablation(records: list[TrialRecord], *, cv: float = CostPriors.run_to_run_cv
              ) -> pd.DataFrame:
-    """Every pair of trials one knob apart (autotune/study/contrasts.py), once: the later
-    trial against the earlier (a stop, against the trial that completed), with its gain,
-    the gain's 95 % interval from run-to-run noise ``cv``, and what it says."""
+    """Every pair of trials one knob apart, once (:func:`autotune.study.contrasts.pairs`:
+    read from the baseline's value where one side has it; a stop against the trial that
+    completed), with its gain, the gain's 95 % interval from run-to-run noise ``cv``, and
+    what it says."""
     rows = []
     for c in pairs(records, cv=cv):
         peak_change = None

@@ -31,6 +31,13 @@ CHEAPER_PREPROCESSING = ("cheaper preprocessing: less Python per sample (MindSpo
                          "samples tokenized or decoded into MindRecord)")
 
 
+def pipeline_cost(perf: Performance) -> float | None:
+    """The share of the step the input pipeline costs, by the pipeline probe: 1 - trained /
+    step-alone samples/s (0 when training kept pace); None without a probe."""
+    train, alone = perf.samples_per_s, perf.compute_samples_per_s
+    return max(0.0, 1.0 - train / alone) if train and alone else None
+
+
 def data_bound_evidence(record: TrialRecord) -> tuple[str, dict[str, float]] | None:
     """Why a trial is input-bound, in words and numbers, or None (:func:`input_bound` of
     its scorecard)."""
@@ -53,17 +60,18 @@ def input_bound(perf: Performance, wait: float | None) -> tuple[str, dict[str, f
     if pipe and compute and train:
         probe = {"pipeline_samples_per_s": pipe, "compute_samples_per_s": compute,
                  "samples_per_s": train}
+        cost = pipeline_cost(perf)
         if pipe < compute:
-            nums |= probe | {"pipeline_cost_share": max(0.0, 1.0 - train / compute)}
+            nums |= probe | {"pipeline_cost_share": cost}
             facts.append(f"has an input pipeline that alone delivers {pipe:,.0f} samples/s while "
                          f"the step alone consumes {compute:,.0f}; it trained at {train:,.0f} "
                          f"samples/s, {train / compute:.2f} x its step alone: the pipeline "
-                         f"costs {_pct(max(0.0, 1.0 - train / compute))} of the step")
+                         f"costs {_pct(cost)} of the step")
         elif train < COMPUTE_SHARE_LOW * compute:
-            nums |= probe | {"pipeline_cost_share": 1.0 - train / compute}
+            nums |= probe | {"pipeline_cost_share": cost}
             facts.append(f"it trained at {train:,.0f} samples/s, {train / compute:.2f} x the "
                          f"{compute:,.0f} samples/s of its step alone: the input pipeline "
                          f"({pipe:,.0f} samples/s alone) competes with the step for the cores "
-                         f"and costs {_pct(1.0 - train / compute)} of the step")
+                         f"and costs {_pct(cost)} of the step")
     return ("; ".join(facts), nums) if facts else None
 
