@@ -1,7 +1,9 @@
 """The exported job's environment: which Python runs it, and what that Python needs.
 
 ``env.sh`` (sourced by ``launch.sh``) picks the interpreter: ``AUTOTUNE_PYTHON``, else
-the job's own ``.venv``, else ``python3``; ``requirements.txt`` pins the packages the
+the nearest ``.venv`` in the job's directory or a directory above it (a job exported
+inside the checkout, ``best_job/``, finds the checkout's; one copied elsewhere, its own),
+else ``python3``; ``requirements.txt`` pins the packages the
 trial program imports at the versions the study measured with. ``launch.sh`` then puts
 the job's ``src/`` first on PYTHONPATH and checks, without importing them, that the
 interpreter finds every module the job needs, naming what is missing in one line.
@@ -47,13 +49,19 @@ ENV_SH = """\
 #     python3 -m venv .venv && .venv/bin/pip install -r requirements.txt
 # or point at one that exists:
 #     AUTOTUNE_PYTHON=/path/to/venv/bin/python bash launch.sh
-# The Python that runs the job: AUTOTUNE_PYTHON, else .venv/bin/python here, else python3.
+# The Python that runs the job: AUTOTUNE_PYTHON, else the nearest .venv/bin/python here or
+# in a directory above (a job exported inside a checkout finds the checkout's), else python3.
 if [ -n "${{AUTOTUNE_PYTHON:-}}" ]; then
   PY="$AUTOTUNE_PYTHON"
-elif [ -x .venv/bin/python ]; then
-  PY="$PWD/.venv/bin/python"
 else
-  PY="$(command -v python3 || true)"
+  PY=""
+  dir="$PWD"
+  while [ -z "$PY" ]; do
+    if [ -x "$dir/.venv/bin/python" ]; then PY="$dir/.venv/bin/python"; fi
+    if [ "$dir" = / ]; then break; fi
+    dir="$(dirname "$dir")"
+  done
+  if [ -z "$PY" ]; then PY="$(command -v python3 || true)"; fi
 fi
 if [ -z "$PY" ] || ! command -v "$PY" >/dev/null 2>&1; then
   echo "env.sh: no Python${{PY:+ at $PY}}: set AUTOTUNE_PYTHON=/path/to/python" \\
@@ -78,7 +86,7 @@ _CHECK = ("import importlib.util as u, sys; "
 def launch_environment(job: TrialConfig, modules: list[str]) -> str:
     """launch.sh's lines that set PY and PYTHONPATH, and check what the job imports."""
     names = [name for _, name in _packages(job)] + modules
-    return ("# Python: env.sh (AUTOTUNE_PYTHON, else this job's .venv, else python3). The\n"
+    return ("# Python: env.sh (AUTOTUNE_PYTHON, else the nearest .venv, else python3). The\n"
             f"# trial program and the workload: this job's own copy in {SRC}/, first.\n"
             ". ./env.sh\n"
             f'export PYTHONPATH="$PWD/{SRC}${{PYTHONPATH:+:$PYTHONPATH}}"\n'

@@ -314,8 +314,9 @@ throughput (tokens/s or samples/s), peak memory and the last checkpoint.
   hardware profile runs it on every node (see its header): each takes its node rank and
   the first node's address from NODE_RANK / MASTER_ADDR, else from SLURM. It names, in
   one line, a module the chosen Python cannot find.
-- `env.sh`, `requirements.txt`: which Python runs the job (AUTOTUNE_PYTHON, else `.venv/`
-  here, else `python3`) and the package versions the study measured with.
+- `env.sh`, `requirements.txt`: which Python runs the job (AUTOTUNE_PYTHON, else the
+  nearest `.venv/` here or in a directory above, else `python3`) and the package versions
+  the study measured with.
 - `src/`: the job's own copy of the trial program (`src/trials/`) and of your workload's
   module, first on PYTHONPATH; `sha256sum -c SHA256SUMS` checks them against the export.
 - `job.sbatch`: the SLURM job: its nodes, one msrun per node (`srun bash launch.sh`);

@@ -183,6 +183,31 @@ def test_launch_sh_names_the_missing_python_or_module_in_one_line(tmp_path):
         "AUTOTUNE_PYTHON=/path/to/python")
 
 
+def test_launch_sh_takes_the_nearest_venv_above_the_job(tmp_path):
+    # A job exported inside a checkout (best_job/ beside the checkout's .venv/), run as the
+    # README runs it: `bash best_job/launch.sh`, with no AUTOTUNE_PYTHON.
+    def venv(where: Path, python: str, name: str) -> None:
+        (where / ".venv" / "bin").mkdir(parents=True)
+        script = where / ".venv" / "bin" / "python"
+        script.write_text(f'#!/bin/sh\necho "{name}" >&2\nexec {python} "$@"\n')
+        script.chmod(0o755)
+
+    venv(tmp_path, sys.executable, "the venv above")
+    out = _launch_dir(tmp_path, job("workload=image_cnn"), ["imgcls"])
+    proc = _launch(out)
+    # Rule: the checkout's .venv runs it (it has MindSpore; only the workload is missing),
+    # not the system python3, which has none of the job's packages.
+    assert proc.returncode == 2 and proc.stderr.startswith("the venv above\n")
+    assert proc.stderr.strip().endswith(
+        "cannot import imgcls: build the environment env.sh describes, or set "
+        "AUTOTUNE_PYTHON=/path/to/python")
+    # Rule: the job's own .venv comes first, the one above it after.
+    venv(out, "/usr/bin/python3", "the job's own venv")
+    proc = _launch(out)
+    assert proc.stderr.startswith("the job's own venv\n") and "cannot import mindspore" in \
+        proc.stderr
+
+
 def test_launch_environment_checks_the_trial_programs_packages_and_the_workload():
     lines = launch_environment(job("workload=image_cnn"), ["imgcls"])
     assert lines.splitlines()[-1].endswith("mindspore numpy omegaconf hydra yaml imgcls "
