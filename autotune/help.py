@@ -14,6 +14,7 @@ import importlib
 import inspect
 import re
 import textwrap
+import typing
 
 from autotune import settings as S
 
@@ -63,18 +64,59 @@ def _hydra(value) -> str:
     return "''" if value == "" else str(value)
 
 
-def settings_lines(cls: type, prefix: str) -> list[str]:
-    """``prefix.name=default  what it means`` for every field, nested groups expanded."""
-    notes = field_notes(cls)
-    lines = []
+@dataclasses.dataclass(frozen=True)
+class Setting:
+    """One row of a command's settings table: what ``--help`` prints and the reference shows."""
+
+    key: str
+    type: str
+    default: str
+    range: str
+    meaning: str
+
+
+def _type_name(kind) -> str:
+    if isinstance(kind, type) and issubclass(kind, enum.Enum):
+        return "one of " + ", ".join(str(m.value) for m in kind)
+    args = [a for a in typing.get_args(kind) if a is not type(None)]
+    if typing.get_origin(kind) in (list, tuple):
+        return f"list of {_type_name(args[0])}" if args else "list"
+    if args and len(args) < len(typing.get_args(kind)):  # Optional[X]
+        return f"{_type_name(args[0])} or null"
+    return getattr(kind, "__name__", str(kind))
+
+
+def _range(f: dataclasses.Field) -> str:
+    spec = f.metadata.get("autotune.rule", {})
+    if "one_of" in spec:
+        return "one of " + ", ".join(map(str, spec["one_of"]))
+    if "path" in spec:
+        return f"path: {spec['path']}"
+    signs = (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<"))
+    return " and ".join(f"{sign} {spec[k]:g}" for k, sign in signs if k in spec)
+
+
+def settings_rows(cls: type, prefix: str) -> list[Setting]:
+    """Every field of a settings group, nested groups expanded: the one settings table."""
+    notes, hints = field_notes(cls), typing.get_type_hints(cls)
+    rows = []
     for f in dataclasses.fields(cls):
         value = _default(f)
         if dataclasses.is_dataclass(value):
-            lines += settings_lines(type(value), f"{prefix}.{f.name}")
+            rows += settings_rows(type(value), f"{prefix}.{f.name}")
             continue
-        lines.append(f"  {prefix}.{f.name}={_hydra(value)}")
-        if f.name in notes:
-            lines += textwrap.wrap(plain(notes[f.name]), 92, initial_indent=" " * 6,
+        rows.append(Setting(f"{prefix}.{f.name}", _type_name(hints[f.name]), _hydra(value),
+                            _range(f), plain(notes.get(f.name, ""))))
+    return rows
+
+
+def settings_lines(cls: type, prefix: str) -> list[str]:
+    """``prefix.name=default  what it means`` for every row of the settings table."""
+    lines = []
+    for row in settings_rows(cls, prefix):
+        lines.append(f"  {row.key}={row.default}")
+        if row.meaning:
+            lines += textwrap.wrap(row.meaning, 92, initial_indent=" " * 6,
                                    subsequent_indent=" " * 6)
     return lines
 

@@ -193,8 +193,9 @@ class EndRecord:
 Record = (StartRecord | StepRecord | CheckpointRecord | ProfileRecord | SummaryRecord
           | EndRecord)
 
-_BY_KIND: dict[str, type] = {c.kind.value: c for c in (StartRecord, StepRecord, CheckpointRecord,
-                                                      ProfileRecord, SummaryRecord, EndRecord)}
+#: Every record kind, in the order a trial emits them.
+RECORDS = (StartRecord, StepRecord, CheckpointRecord, ProfileRecord, SummaryRecord, EndRecord)
+_BY_KIND: dict[str, type] = {c.kind.value: c for c in RECORDS}
 
 
 def record_to_json(record: Record) -> dict[str, Any]:
