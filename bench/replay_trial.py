@@ -38,7 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--landscape", type=Path, default=LANDSCAPE)
     args, overrides = parser.parse_known_args(sys.argv[1:] if argv is None else argv)
     cfg = to_trial_config(load_resolved(args.config, overrides))
-    run = Landscape(args.landscape).grid[key(params_of(cfg))]
+    landscape = Landscape(args.landscape)
+    run = landscape.grid[key(params_of(cfg, landscape.space))]
     budget = memory_budget_gib(cfg)
     metrics = MetricsLog(Path(cfg.run.metrics_path))
     metrics.emit(StartRecord(total_steps=len(run["steps"]), budget_gib=budget))

@@ -48,6 +48,7 @@ import os
 import shutil
 import tempfile
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -57,8 +58,6 @@ from trials.contract.vocabulary import LEGACY_RECOMPUTE
 
 NAME = "search_efficiency"
 LANDSCAPE = REPO / "bench" / "data" / "landscape_cpu.json.gz"
-#: The landscape's model (bench/landscape_record.py FIXED, without its guard override).
-BASE = ["search=landscape_cpu", "workload.n_layers=2", "workload.seq_len=64", "data=synthetic"]
 WITHIN = 0.03
 #: Seconds from a trial's stop decision to its processes being gone (poll + kill).
 STOP_COST_S = 0.5
@@ -74,6 +73,22 @@ SEARCHERS: dict[str, list[str]] = {
     "default+race": ["sweep.race.rounds=1"],
     "default+model-always": ["sweep.predict.trust_time_error=1"],
 }
+#: The searchers a plain run compares (the rest are candidate defaults: bench.search_defaults).
+COMPARED = tuple(SEARCHERS)
+#: Candidate settings of the default searcher, each one change from today's default
+#: (bench/search_defaults.py chooses among them on one landscape, scores on the other).
+CANDIDATES: dict[str, list[str]] = {
+    "default": [],
+    "startup-3": ["sweep.n_startup_trials=3"],
+    "startup-10": ["sweep.n_startup_trials=10"],
+    "neighbours": ["sweep.neighbours=true"],
+    "neighbours+startup-3": ["sweep.neighbours=true", "sweep.n_startup_trials=3"],
+    "no-model": ["sweep.predict.enqueue_best=0"],
+    "model-always": ["sweep.predict.trust_time_error=1"],
+    "slow-0.3": ["sweep.stop.slow_ratio=0.3"],
+    "slow-0.7": ["sweep.stop.slow_ratio=0.7"],
+}
+SEARCHERS.update({name: flags for name, flags in CANDIDATES.items() if name not in SEARCHERS})
 
 
 def key(params: dict) -> str:
@@ -97,6 +112,13 @@ class Landscape:
             data = json.load(fh)
         self.space = {k: [in_modes({k: v})[k] for v in values]
                       for k, values in data["space"].items()}
+        #: The sweep's overrides that compose the recorded trials: the space, then the fixed
+        #: overrides it was recorded with (the memory budget is the replay's own).
+        self.search = data.get("search", "landscape_cpu")
+        self.base = [f"search={self.search}", *(o for o in data.get("fixed", [])
+                                                 if not o.startswith("guard.memory_budget_gib"))]
+        #: The replay's memory budget per rank: one that rules part of the landscape out.
+        self.budget_gib = float(data["budget_gib"])
         runs = [{**r, "params": in_modes(r["params"])} for r in data["runs"]]
         self.grid = {key(r["params"]): r for r in runs if r["kind"] == "grid"}
         self.repeats: dict[str, list[dict]] = {}
@@ -165,15 +187,26 @@ def replay_records(run: dict, factor: float) -> list:
     return out
 
 
-def params_of(cfg) -> dict:
-    """The landscape's knob values of a resolved trial config."""
+def params_of(cfg, space: dict) -> dict:
+    """The landscape's knob values of a resolved trial config: each knob of ``space`` read
+    back (a config group by its name, an enum by its value, the split as ``DPxMPxPP``)."""
+    import dataclasses
+    import enum
+
     from trials.contract.vocabulary import format_split
 
-    return {"runtime.mode": cfg.runtime.mode.value, "precision": cfg.precision.name,
-            "train.micro_batches": cfg.train.micro_batches,
-            "train.recompute": cfg.train.recompute.value,
-            "parallel.split": format_split(cfg.parallel.dp, cfg.parallel.mp, cfg.parallel.pp),
-            "runtime.threads": cfg.runtime.threads}
+    out = {}
+    for path in space:
+        if path == "parallel.split":
+            out[path] = format_split(cfg.parallel.dp, cfg.parallel.mp, cfg.parallel.pp)
+            continue
+        value = cfg
+        for part in path.split("."):
+            value = getattr(value, part)
+        if dataclasses.is_dataclass(value):  # a config group: its name
+            value = value.name
+        out[path] = value.value if isinstance(value, enum.Enum) else value
+    return out
 
 
 def replay_plan(run: dict, factor: float, budget_gib: float) -> tuple[list, float, int]:
@@ -223,7 +256,7 @@ class ReplayRunner:
     def start(self, job, placement=None):
         from autotune.testing.virtual import VirtualTrial
 
-        run = self.landscape.grid[key(params_of(job.cfg))]
+        run = self.landscape.grid[key(params_of(job.cfg, self.landscape.space))]
         factor = float(np.exp(self.rng.normal(0.0, self.cv))) if self.cv else 1.0
         events, exit_s, code = replay_plan(run, factor, self.budget_gib)
         return VirtualTrial(job, events, exit_s=exit_s, exit_code=code,
@@ -233,9 +266,9 @@ class ReplayRunner:
         self.spent += seconds
 
 
-def sweep_overrides(searcher: str, seed: int, *, budget_gib: float, n_trials: int,
-                    runs: Path, extra: tuple[str, ...] = ()) -> list[str]:
-    return [*BASE, *SEARCHERS[searcher], *extra, f"guard.memory_budget_gib={budget_gib}",
+def sweep_overrides(searcher: str, seed: int, *, base: list[str], budget_gib: float,
+                    n_trials: int, runs: Path, extra: tuple[str, ...] = ()) -> list[str]:
+    return [*base, *SEARCHERS[searcher], *extra, f"guard.memory_budget_gib={budget_gib}",
             f"sweep.seed={seed}", f"sweep.n_trials={n_trials}", f"sweep.runs_dir={runs}",
             "sweep.study=replay", "sweep.progress=false",
             "sweep.max_failure_rate=1", "profile.after_sweep=false",  # replayed: no process
@@ -255,8 +288,8 @@ def search_once(searcher: str, seed: int, *, landscape: Landscape, budget_gib: f
     from trials.contract.compose import compose
 
     runs = workdir / f"{searcher}-{seed}"
-    overrides = sweep_overrides(searcher, seed, budget_gib=budget_gib, n_trials=n_trials,
-                                runs=runs, extra=extra)
+    overrides = sweep_overrides(searcher, seed, base=landscape.base, budget_gib=budget_gib,
+                                n_trials=n_trials, runs=runs, extra=extra)
     from autotune.search.proposals import SEEDED
     from autotune.study import records as R
     from autotune.study import selection
@@ -293,11 +326,6 @@ def decisions_of(study) -> list[tuple]:
              else round(r.tokens_per_s, 3)) for r in load_records(study)]
 
 
-#: Memory budget per rank of the replayed searches. Peaks here are 0.51-0.70 GiB (mostly
-#: MindSpore's own runtime: the model is small); under 0.62 GiB 36 of the 96 points run
-#: out of memory, among them the fastest point overall (graph, fp32, 1 micro-batch, which
-#: is also the composed default), so the optimum is a micro-batched one.
-BUDGET_GIB = 0.62
 
 
 _LANDSCAPES: dict[Path, Landscape] = {}
@@ -338,30 +366,32 @@ def summarise(results: dict[str, list[dict]], optimum: float, grid_s: float) -> 
     return rows
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, default=50)
-    parser.add_argument("--n-trials", type=int, default=32,
-                        help="launch budget of every searcher (default 32, a third of the "
-                             "grid)")
-    parser.add_argument("--budget-gib", type=float, default=None,
-                        help=f"memory budget per rank (default {BUDGET_GIB})")
-    parser.add_argument("--searchers", nargs="*", default=list(SEARCHERS))
-    parser.add_argument("--landscape", type=Path, default=LANDSCAPE)
-    parser.add_argument("--jobs", type=int, default=1,
-                        help="replayed sweeps run at once (simulated time: load does not "
-                             "change the results)")
-    args = parser.parse_args(argv)
+@dataclass
+class Replayed:
+    """Every searcher's replayed sweeps on one landscape, and what they are scored against."""
+
+    results: dict[str, list[dict]]
+    optimum: float
+    params: dict
+    grid_s: float
+    budget_gib: float
+    over: int
+    cv: float
+
+
+def replay_all(path: Path, searchers: list[str], *, seeds: int, n_trials: int, jobs: int,
+               budget_gib: float | None = None) -> Replayed:
+    """``seeds`` replayed sweeps of each searcher on the landscape at ``path``."""
     os.environ.setdefault("GLOG_v", "3")
-    landscape = Landscape(args.landscape)
+    landscape = Landscape(path)
     peaks = [landscape.peak(r) for r in landscape.grid.values() if r["steps"]]
-    budget = args.budget_gib or BUDGET_GIB
+    budget = budget_gib or landscape.budget_gib
     cv = landscape.run_to_run_cv()
     params, optimum = landscape.optimum(budget)
     grid_s = landscape.grid_seconds(budget)
     over = sum(1 for p in peaks if p > budget)
-    log(f"landscape: {len(landscape.grid)} points, {over} over the {budget:g} GiB budget; "
-        f"optimum {optimum:,.0f} tok/s at {params}; full grid {grid_s:,.0f} trial-s; "
+    log(f"{path.name}: {len(landscape.grid)} points, {over} over the {budget:g} GiB budget; "
+        f"optimum {optimum:,.0f}/s at {params}; full grid {grid_s:,.0f} trial-s; "
         f"run-to-run CV {100 * cv:.1f} %")
     workdir = Path(tempfile.mkdtemp(prefix="autotune-replay-"))
     # The cost model starts from the profile's priors and this machine's GEMM peak, with no
@@ -369,22 +399,44 @@ def main(argv: list[str] | None = None) -> int:
     from trials.contract.machine import default_cache_dir
 
     (workdir / "cache").mkdir()
-    peaks = default_cache_dir() / "peak_flops.json"
-    if peaks.exists():
-        shutil.copy(peaks, workdir / "cache" / "peak_flops.json")
+    peak_file = default_cache_dir() / "peak_flops.json"
+    if peak_file.exists():
+        shutil.copy(peak_file, workdir / "cache" / "peak_flops.json")
     os.environ["AUTOTUNE_CACHE"] = str(workdir / "cache")
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     results: dict[str, list[dict]] = {}
-    tasks = [(name, seed) for name in args.searchers for seed in range(args.seeds)]
-    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-        futures = {task: pool.submit(_search_task, *task, args.landscape, budget,
-                                     args.n_trials, cv, workdir) for task in tasks}
-        for name in args.searchers:
-            results[name] = [futures[(name, seed)].result() for seed in range(args.seeds)]
-            log(f"{name}: {args.seeds} seeds done")
+    tasks = [(name, seed) for name in searchers for seed in range(seeds)]
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        futures = {task: pool.submit(_search_task, *task, path, budget, n_trials, cv, workdir)
+                   for task in tasks}
+        for name in searchers:
+            results[name] = [futures[(name, seed)].result() for seed in range(seeds)]
+            log(f"{name}: {seeds} seeds done")
     shutil.rmtree(workdir, ignore_errors=True)
+    return Replayed(results, optimum, params, grid_s, budget, over, cv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=50)
+    parser.add_argument("--n-trials", type=int, default=32,
+                        help="launch budget of every searcher (default 32, a third of the "
+                             "grid)")
+    parser.add_argument("--budget-gib", type=float, default=None,
+                        help="memory budget per rank (default: the landscape's own)")
+    parser.add_argument("--searchers", nargs="*", default=list(COMPARED),
+                        choices=list(SEARCHERS))
+    parser.add_argument("--landscape", type=Path, default=LANDSCAPE)
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="replayed sweeps run at once (simulated time: load does not "
+                             "change the results)")
+    args = parser.parse_args(argv)
+    replayed = replay_all(args.landscape, args.searchers, seeds=args.seeds,
+                          n_trials=args.n_trials, jobs=args.jobs, budget_gib=args.budget_gib)
+    results, optimum, grid_s = replayed.results, replayed.optimum, replayed.grid_s
+    budget, over, cv, params = replayed.budget_gib, replayed.over, replayed.cv, replayed.params
     headers = ["searcher", "seeds", "median s to 3 %", "p90 s to 3 %", "median % of grid",
                "median s spent", "% ending within 3 %", "seeds reaching 3 %"]
     rows = summarise(results, optimum, grid_s)

@@ -13,7 +13,6 @@ from autotune.cli import main
 from autotune.settings import SweepConfig
 from autotune.study.storage import load_existing
 from bench.search_efficiency import (
-    BUDGET_GIB,
     Landscape,
     decisions_of,
     search_once,
@@ -28,14 +27,14 @@ from trials.contract.compose import compose
 def test_the_in_process_replay_decides_as_the_real_sweep(searcher, tmp_path, monkeypatch):
     monkeypatch.setenv("AUTOTUNE_CACHE", str(tmp_path / "cache"))  # same priors for both
     landscape = Landscape()
-    budget = BUDGET_GIB
+    budget = landscape.budget_gib
     # A sweep refits only from trials it knows to be real measurements: the replay does,
     # a trial command does not; the comparison is of the loop, without refits.
     no_refit = ("sweep.predict.refit=false",)
     replayed = search_once(searcher, 3, landscape=landscape, budget_gib=budget, n_trials=6,
                            cv=0.0, workdir=tmp_path / "replay", extra=no_refit)
 
-    overrides = sweep_overrides(searcher, 3, budget_gib=budget, n_trials=6,
+    overrides = sweep_overrides(searcher, 3, base=landscape.base, budget_gib=budget, n_trials=6,
                                 runs=tmp_path / "real", extra=no_refit)
     command = f"sweep.trial_command=[{sys.executable},-m,bench.replay_trial]"
     assert main(["sweep", *overrides, command]) == 0
