@@ -6,6 +6,8 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 export GLOG_v := 3
+# Material for MkDocs prints a banner about its successor on every build.
+export NO_MKDOCS_2_WARNING := 1
 
 # MindFormers lives in its own environment (its wheel declares MindSpore 2.11 and a package
 # that is not on PyPI): `make mindformers-setup` builds .venv-mindformers with the project,
@@ -16,7 +18,7 @@ MF_STAMP := $(MF_VENV)/.installed
 # bench/seam_overhead.py compares HEAD's orchestrator with this revision's (issue 19).
 SEAM_OLD ?= 26a4878
 
-.PHONY: setup sweep test lint bench clean mindformers-setup sweep-mindformers test-mindformers
+.PHONY: setup sweep test lint docs docs-serve reference bench clean mindformers-setup sweep-mindformers test-mindformers
 
 setup: $(STAMP)
 
@@ -50,6 +52,18 @@ test-mindformers: mindformers-setup
 lint: setup
 	$(VENV)/bin/ruff check autotune trials tests bench
 	$(VENV)/bin/lint-imports
+
+# The documentation site, mkdocs --strict (a broken link or a page missing from the nav fails
+# it). The reference pages are generated from the code by `make reference` and committed;
+# tests/cli/test_reference.py fails when one is stale.
+docs: setup
+	$(VENV)/bin/mkdocs build --strict
+
+reference: setup
+	$(PY) -m autotune.reference docs/reference
+
+docs-serve: docs
+	$(VENV)/bin/mkdocs serve
 
 bench: setup
 	$(PY) -m bench.trial_overhead

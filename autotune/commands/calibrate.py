@@ -38,8 +38,8 @@ def run(composed: DictConfig, overrides: list[str], console: Console, *,
     options: CalibrateSettings = config.calibrate
     if not options.csv:
         raise ConfigError("calibrate needs calibrate.csv=PATH: a CSV of measured runs, one per "
-                          "row (the columns: python -m autotune calibrate --help, or README "
-                          "\"Planning before launch\")")
+                          "row (the columns: python -m autotune calibrate --help, or "
+                          "docs/how-to/plan-and-calibrate.md)")
     return calibrate_csv(Path(options.csv), to_trial_config(composed).hardware,
                          store=options.store,
                          say=lambda line: console.print(line, markup=False, soft_wrap=True))

@@ -249,7 +249,8 @@ def markdown(title: str, model: CostModel, shown: pd.DataFrame, df: pd.DataFrame
     summary = ruled_out_summary(df)
     text += markdown_table(summary) if not summary.empty else "None.\n"
     text += ("\nEvery point, with its memory and step-time breakdown: `plan.csv`. What the "
-             "model does not cover: see the README (\"Planning before launch\").\n")
+             "model does not cover: the documentation's \"The cost model\" "
+             "(docs/explanation/cost-model.md).\n")
     return text
 
 

@@ -1,4 +1,5 @@
-"""Every `python -m autotune ...` command line the README shows runs as shown.
+"""Every `python -m autotune ...` command line the README and the documentation show runs
+as shown.
 
 Each runs with ``--print-config`` (composition and the whole validation, nothing
 launched). Those that take seconds run for real as written: ``plan`` and ``calibrate``,
@@ -21,11 +22,19 @@ from pathlib import Path
 
 import pytest
 
+from autotune.reference import GENERATED
 from autotune.testing.fake_trial import COMMAND as FAKE_TRIAL
 from autotune.testing.virtual import virtual_runner
 from tests.conftest import ROOT, project_env
 
-README = (ROOT / "README.md").read_text()
+#: The pages a reader follows: the README and the documentation site's sources. Left out:
+#: the generated reference (its text is the commands' own help, composed by
+#: test_help_examples_compose) and the benchmarks' history (a dated record of commands as
+#: they were then, not instructions).
+PAGES = [ROOT / "README.md", *(
+    page for page in sorted((ROOT / "docs").rglob("*.md"))
+    if page.name != "benchmarks-history.md" and not page.read_text().startswith(GENERATED))]
+README = "\n\n".join(page.read_text() for page in PAGES)
 
 
 def readme_commands() -> list[str]:
@@ -44,7 +53,10 @@ COMMANDS = readme_commands()
 
 
 def test_the_readme_shows_every_command():
-    verbs = {c.split("python -m autotune", 1)[1].split()[0] for c in COMMANDS}
+    # (`python -m autotune --help` and `... COMMAND --help` are lines too, of no one verb.)
+    verbs = {word for c in COMMANDS
+             if not (word := c.split("python -m autotune", 1)[1].split()[0]).startswith("-")
+             and not word.isupper()}
     assert verbs == {"sweep", "plan", "report", "confirm", "export", "profile", "commbench",
                      "soak", "dashboard", "tune", "calibrate-host", "calibrate"}, COMMANDS
 

@@ -84,7 +84,8 @@ class WorkloadConfig:
     """
 
     name: str = MISSING
-    #: ``"package.module:factory"`` of a user workload (see README); empty = built-in GPT.
+    #: ``"package.module:factory"`` of a user workload (docs/how-to/own-model.md);
+    #: empty = built-in GPT.
     entry: str = ""
     arch: Arch = Arch.gpt
     n_layers: int = field(default=2, metadata=rule(ge=1))
