@@ -105,8 +105,9 @@ class RaceSettings:
     """Racing: a trial that lands within noise of the best is re-measured, interleaved with
     the best, before the sampler is told (it is told the pooled estimate)."""
 
-    #: Rounds of (best, new) re-runs; 0 = no racing. Off by default: BENCHMARKS.md
-    #: "search efficiency" shows what it costs and what it buys.
+    #: Rounds of (best, new) re-runs; 0 = no racing. Off by default: the racing row of
+    #: docs/benchmarks-history.md, "Search efficiency on a recorded landscape", shows what
+    #: it costs and what it buys.
     rounds: int = field(default=0, metadata=rule(ge=0, le=10))
 
 
@@ -190,7 +191,8 @@ class SweepSettings:
     #: A run during which other processes used more than this many cores (over its
     #: measured steps) is flagged as measured under load ("load" in the leaderboard).
     #: 0.5: this 2-core VM's clean benchmark runs saw 0.00-0.26 cores of other load,
-    #: while at 0.6-1.6 cores identical code differed by -25..+17 % (BENCHMARKS.md).
+    #: while at 0.6-1.6 cores identical code differed by -25..+17 %
+    #: (docs/benchmarks-history.md: "Trial program", "Seam refactor overhead").
     #: It counts cores, not a share: raise it on a large shared host.
     contention_cores: float = field(default=0.5, metadata=rule(ge=0))
     #: A trial stopped as slow while the host was contended is re-queued once; before it

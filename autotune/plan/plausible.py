@@ -26,9 +26,9 @@ MIN_COMPUTE_EFFICIENCY = 0.02
 #: The allocator's factor over the model's states and buffers.
 MAX_ALLOCATOR_FACTOR = 4.0
 #: Measured activations over Korthikanti et al.'s count: the largest fitted on real CPU
-#: trials is 12.8 (fp16, MindSpore's CPU backend keeps extra copies: BENCHMARKS.md, "Cost
-#: model on real CPU trials"); past this the peaks are not the model's terms. (Issue 21: a
-#: sweep's fit of 3 trials left float32 at 24.3.)
+#: trials is 12.8 (fp16, MindSpore's CPU backend keeps extra copies:
+#: docs/benchmarks-history.md, "CPU validation"); past this the peaks are not the model's
+#: terms. (Issue 21: a sweep's fit of 3 trials left float32 at 24.3.)
 MAX_ACTIVATION_FACTOR = 16.0
 
 

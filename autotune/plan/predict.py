@@ -84,8 +84,8 @@ class Constants:
 
 #: The model's held-out memory error: the largest relative error of the predicted peak on
 #: the real CPU trials held out of the fit (bench/cost_model_cpu.py on the committed
-#: measurements, BENCHMARKS.md: +8.3 %), rounded up. Every memory prediction carries it as
-#: an interval, peak x (1 -+ this).
+#: measurements: +8.3 %, docs/benchmarks-history.md, "After issue 21's first terms"),
+#: rounded up. Every memory prediction carries it as an interval, peak x (1 -+ this).
 HELD_OUT_MEMORY_ERROR = 0.09
 
 

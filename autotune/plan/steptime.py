@@ -163,8 +163,8 @@ def gemm_shape(d: ModelDims, job: Job) -> str:
     but other GEMM shapes, most often t = 2 at micro-batch 2b against d = 2 at b (h1024
     measured 9-15 % faster at t = 2 for b = 2, 4-8 % slower for b = 1, at every batch and
     pp). One efficiency per fitted shape (calibration.MIN_SHAPE_POINTS), held out by group:
-    114 of 136, step MAPE 8.6 -> 6.9 % (BENCHMARKS.md, "The GEMM shape's compute
-    efficiency")."""
+    114 of 136, step MAPE 8.6 -> 6.9 % (docs/benchmarks-history.md, "The GEMM shape's
+    compute efficiency")."""
     return f"{pow2(job.micro_batch_size * local_seq(d, job))}x{pow2(d.hidden / job.mp)}"
 
 

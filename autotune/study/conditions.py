@@ -2,8 +2,9 @@
 
 A run's tokens/s is only as good as the machine it ran on: on a shared host another job
 can take a core for a minute and move a trial's figure by tens of per cent
-(BENCHMARKS.md: identical code differed by -25..+17 % while other jobs used 0.6-1.6 of
-2 cores). The follow loop measures :class:`Conditions` for every run
+(docs/benchmarks-history.md, "Seam refactor overhead": identical code differed by -25..+17 %
+while other jobs used 0.6-1.6 of 2 cores). The follow loop measures :class:`Conditions`
+for every run
 (:mod:`autotune.running.conditions`); the study stores them with the trial and with each
 repeat; a run measured under other processes' load above ``sweep.contention_cores`` is
 *contended*, a baseline whose interval misses ``run.target_interval`` is *imprecise*.
