@@ -129,7 +129,9 @@ class Proposals:
             max_time_error=predict.trust_time_error, min_rank=predict.trust_rank,
             ranking=(lambda: refitter.held_out_rank(StudyView(study).records))
             if refitter is not None else None,
-            follow=predict.follow)
+            follow=predict.follow,
+            measured_terms=(lambda: refitter.measured_terms(StudyView(study).records))
+            if refitter is not None else None)
 
     def _claim(self, trial: optuna.Trial, proposal: filters.Proposal,
                label: str) -> Settled | Ready:

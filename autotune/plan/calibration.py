@@ -96,6 +96,12 @@ def _time_columns(m: Measurement) -> tuple[dict[str, float], float]:
     return columns, fixed
 
 
+def time_terms(m: Measurement) -> set[str]:
+    """The time constants a prediction of this trial rests on: its columns that are not 0
+    (``compute:float16``, ``overhead:pynative``, ``dp``, ...)."""
+    return {k for k, v in _time_columns(m)[0].items() if v > 0}
+
+
 def _time_prior(name: str, prior: Constants) -> tuple[float, float]:
     """(the prior's coefficient of a column, the lower bound of the fit): compute cannot
     beat the peak (efficiency <= 1); a collective may be mostly hidden by the framework's

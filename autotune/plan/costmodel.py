@@ -101,6 +101,12 @@ class CostModel:
                            peak_gib=peak_gib, step_s=step_s, data_wait_s=data_wait_s,
                            oom_budget_gib=oom_budget_gib)
 
+    def time_terms(self, cfg: TrialConfig) -> set[str]:
+        """The time constants this configuration's prediction rests on
+        (:func:`calibration.time_terms`); none for a user workload."""
+        m = self.measurement(cfg)
+        return set() if m is None else calibration.time_terms(m)
+
     def fitted(self, measurements: list[Measurement]) -> Constants:
         """The constants these measurements support, fitted from ``start`` (not from the
         last fit); the caller decides whether to use and store them."""

@@ -124,6 +124,13 @@ class Refitter:
                 self._rank = (measured, held_out_rank(points, self.model))
             return self._rank[1]
 
+    def measured_terms(self, records: list[TrialRecord]) -> set[str]:
+        """The time constants some trial of the study timed (a measured step time whose
+        prediction used them): what its fits know from evidence rather than from priors."""
+        with self._lock:
+            points = measurements(records, self.model, self._configs)
+        return set().union(*(calibration.time_terms(m) for m in points if m.step_s))
+
     def after_trial(self, study, records: list[TrialRecord], number: int) -> str | None:
         """Refit when due; returns the line to print when a refit was refused."""
         with self._lock:

@@ -91,7 +91,8 @@ MODELLED_PREFIXES = ("workload.", "parallel.", "train.", "precision", "hardware"
 
 def queue_best_predicted(study: optuna.Study, space: SearchSpace, model, budget_gib: float,
                          k: int, *, max_time_error: float, min_rank: float = 1.0,
-                         ranking=None, follow: bool = False) -> list[dict]:
+                         ranking=None, follow: bool = False,
+                         measured_terms=None) -> list[dict]:
     """Queue the k points with the best predicted tokens/s that fit the budget, once per
     study, as soon as the model is trusted: its step-time error (``time_uncertainty``: the
     imported fit's held-out error, or the study's own fit's residual) is at most
@@ -99,8 +100,12 @@ def queue_best_predicted(study: optuna.Study, space: SearchSpace, model, budget_
     own trials, None when too few) is at least ``min_rank``. One point per combination of
     the modelled knobs; the knobs the model cannot tell apart (data workers, memory
     levels, ...) take the values of the fastest trial measured so far, else the
-    baseline's. Points the study has are skipped. With ``follow``, after those k the
-    model's best unseen point is queued every other launch while it stays trusted."""
+    baseline's. Points the study has are skipped, and so are points whose prediction rests on
+    a time constant no trial of the study timed (``measured_terms()``: the model's terms with
+    evidence; a fit's small residual on graph-mode trials says nothing of PyNative, of fp16
+    or of a second rank, whose constants are still the priors' guesses). With ``follow``,
+    after those k the model's best unseen point is queued every other launch while it stays
+    trusted."""
     from autotune.search.feasibility import structural_problem
     from autotune.study.view import StudyView
 
@@ -127,10 +132,13 @@ def queue_best_predicted(study: optuna.Study, space: SearchSpace, model, budget_
         key = json.dumps(modelled, sort_keys=True, default=str)
         if key not in candidates:
             candidates[key] = {**point, **unmodelled}
+    evidence = measured_terms() if measured_terms is not None else None
     scored = []
     for point in candidates.values():
         cfg, problem = structural_problem(space, point)
         if problem or point in seen:
+            continue
+        if evidence is not None and not model.time_terms(cfg) <= evidence:
             continue
         prediction = model.predict_config(cfg)
         # The memory guard's own rule: out only when even the optimistic end is over.

@@ -190,3 +190,35 @@ def test_a_stored_trial_config_with_recompute_on_off_reads_as_a_mode(tmp_path):
         path.write_text(OmegaConf.to_yaml(node))
         # Rule: configs written before recompute had modes (reports of old studies) still load.
         assert to_trial_config(load_resolved(path, [])).train.recompute is mode
+
+
+def test_the_model_seeds_only_points_whose_terms_a_trial_timed():
+    import optuna
+
+    from autotune.plan.costmodel import CostModel
+    from autotune.search.proposals import queue_best_predicted
+    from trials.contract.schema import to_trial_config
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    space = space_of({"runtime.mode": ["graph", "pynative"], "train.micro_batches": [1, 2]})
+    base = compose("sweep", [], with_choices=True, schema=SweepConfig)
+    model = CostModel.for_profile(to_trial_config(base).hardware)
+    # The CPU priors know nothing of PyNative's host cost (0 until calibrated), so the model
+    # ranks PyNative first: the default study's fit of three graph-mode trials did, and its
+    # three seeds were PyNative trials stopped as slow (-76 % against graph).
+    pynative = {"runtime.mode": "pynative", "train.micro_batches": 1}
+    graph_only = {"overhead:graph", "compute:float32", "layer:graph", "scores"}
+
+    def seeds(measured: set[str]) -> list[dict]:
+        study = optuna.create_study(direction="maximize")
+        return queue_best_predicted(study, space, model, 8.0, 3, max_time_error=1.0,
+                                    measured_terms=lambda: measured)
+
+    # Rule: with only graph-mode trials timed, no PyNative point is seeded.
+    assert seeds(graph_only) and all(p["runtime.mode"] == "graph" for p in seeds(graph_only))
+    # Rule: once a PyNative trial was timed, its points may be seeded.
+    with_pynative = graph_only | {"overhead:pynative", "layer:pynative"}
+    assert any(p["runtime.mode"] == "pynative" for p in seeds(with_pynative))
+    # Without the evidence gate (a simulated sweep's model is its own truth), every point.
+    study = optuna.create_study(direction="maximize")
+    assert pynative in queue_best_predicted(study, space, model, 8.0, 3, max_time_error=1.0)
