@@ -184,7 +184,7 @@ class Proposals:
             return Settled(launched=False)
 
     def _measure_trial(self, ready: Ready, placement: Placement) -> Measured | Settled:
-        """Run the trial (and its race); a trial slow under load is re-queued (Settled). A
+        """Run the trial (and its race); a trial stopped under load is re-queued (Settled). A
         stop or a full disk on the way is recorded on the trial before it unwinds."""
         trial, root = ready.trial, self.context.layout.root
         retry = bool(trial.user_attrs.get(R.CONTENDED_RETRY))
@@ -244,14 +244,15 @@ class Proposals:
 
     # -- contention -----------------------------------------------------------------------
     def _slow_under_load(self, result: monitor.TrialResult) -> bool:
-        """Stopped as slow while other processes loaded the host (one trial at a time: side
-        by side, the sweep's own trials are the load)."""
-        return (result.reason is Outcome.SLOW and result.conditions is not None
-                and self.settings.parallel_trials == 1
-                and result.conditions.loaded_at_the_end(self.settings.contention_cores))
+        """Stopped as slow, or by a clock (hang, timeout), while other processes loaded the
+        host: not a verdict on the configuration (one trial at a time: side by side, the
+        sweep's own trials are the load)."""
+        return (result.conditions is not None and self.settings.parallel_trials == 1
+                and result.conditions.may_explain(result.reason.value,
+                                                  self.settings.contention_cores))
 
     def _requeue_contended(self, ready: Ready, result: monitor.TrialResult) -> Settled:
-        """Slow under load: re-queued once, to run again when the host is quiet."""
+        """Stopped under load: re-queued once, to run again when the host is quiet."""
         trial = ready.trial
         reaping.requeue(self.study, trial, Outcome.CONTENDED,
                         f"{result.detail}, while {result.conditions.text()}; re-queued "
@@ -262,12 +263,12 @@ class Proposals:
         return Settled(launched=True)
 
     def _wait_for_quiet(self, trial: optuna.Trial, stopped: int | None) -> None:
-        """Before the re-run of a configuration stopped as slow under load (in trial
+        """Before the re-run of a configuration stopped under load (in trial
         ``stopped``, the retry's ``retry_of``): wait (beating) for the host to be quiet, up
         to ``sweep.quiet_wait_s``."""
         quiet_wait_s, cores = self.settings.quiet_wait_s, self.settings.contention_cores
         which = f"trial {stopped}'s configuration" if stopped is not None else "a configuration"
-        self.progress.note(f"trial {trial.number}: re-runs {which}, stopped as slow under "
+        self.progress.note(f"trial {trial.number}: re-runs {which}, stopped under "
                            f"load; waiting up to {quiet_wait_s:g} s for the host to be quiet")
 
         def still_here() -> None:

@@ -195,8 +195,9 @@ class SweepSettings:
     #: (docs/benchmarks-history.md: "Trial program", "Seam refactor overhead").
     #: It counts cores, not a share: raise it on a large shared host.
     contention_cores: float = field(default=0.5, metadata=rule(ge=0))
-    #: A trial stopped as slow while the host was contended is re-queued once; before it
-    #: runs again the sweep waits up to this long for the host to be quiet (seconds).
+    #: A trial stopped (slow, hang, timeout) while the host was contended is re-queued
+    #: once; before it runs again the sweep waits up to this long for the host to be quiet
+    #: (seconds).
     quiet_wait_s: float = field(default=60.0, metadata=rule(ge=0))
 
 

@@ -30,6 +30,9 @@ MIN_WINDOW_S = 1.0
 #: the last steps, which a slow rule judges a trial by (a run stopped early is mostly
 #: warm-up, and a load that started late is diluted over its whole run).
 RECENT_S = 3.0
+#: The verdicts a loaded host can cause by itself: stopped as slow, or by a clock (no step
+#: in time, past the wall cap). Reached under load, none says what the configuration is.
+LOAD_CAN_CAUSE = ("slow", "hang", "timeout")
 #: The window's kinds: the measured steps (the steps tokens/s is computed from), or the
 #: whole run (it measured no step, or its measured steps were read in one go).
 MEASURED_STEPS = "measured steps"
@@ -73,6 +76,11 @@ class Conditions:
         judged = self.judge(contention_cores)
         return bool(judged.contended) or (self.recent_cores is not None
                                           and self.recent_cores > contention_cores)
+
+    def may_explain(self, reason: str, contention_cores: float) -> bool:
+        """Whether this load may be what ended a run as ``reason`` (an Outcome's value): a
+        verdict of :data:`LOAD_CAN_CAUSE` reached while the host was loaded."""
+        return reason in LOAD_CAN_CAUSE and self.loaded_at_the_end(contention_cores)
 
     def text(self) -> str:
         """One line: 'other processes 1.30 cores over 4.2 s of measured steps, ...'."""

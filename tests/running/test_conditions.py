@@ -287,7 +287,7 @@ def test_a_trial_stopped_as_slow_under_load_is_re_queued_once_for_a_quiet_host(h
     first, retried = (t for t in study.trials if t.params == {"train.micro_batches": 2})
     # The retry is announced under its own number, naming the trial that was stopped.
     assert (f"trial {retried.number}: re-runs trial {first.number}'s configuration, stopped "
-            "as slow under load; waiting up to 20 s for the host to be quiet") in out
+            "under load; waiting up to 20 s for the host to be quiet") in out
     # ...and the report counts as the sweep did: 3 launched, 2 of them against the budget.
     from autotune.cli import main
 
@@ -318,3 +318,16 @@ def test_a_load_that_came_late_in_a_run_is_seen_in_its_last_seconds():
     meter.snapshots.clear()
     meter.snapshots.extend([(0.0, 0.0, 0.0, 0.0), (0.5, 1.0, 0.0, 0.0)])
     assert meter.recent_cores() is None
+
+
+def test_a_verdict_a_loaded_host_can_cause_is_not_one_on_the_configuration():
+    loaded = Conditions(other_cores=1.2, window=MEASURED_STEPS, window_s=10.0)
+    quiet = Conditions(other_cores=0.1, window=MEASURED_STEPS, window_s=10.0)
+    # Rule: stopped as slow, or by a clock (no step in time, past the wall cap), while the
+    # host was loaded: the load may explain it (the sweep re-queues it as contended).
+    for reason in ("slow", "hang", "timeout"):
+        assert loaded.may_explain(reason, 0.5), reason
+        assert not quiet.may_explain(reason, 0.5), reason
+    # Rule: what a load cannot cause stays the configuration's, loaded or not.
+    for reason in ("ok", "oom", "diverged", "crash", "unsupported"):
+        assert not loaded.may_explain(reason, 0.5), reason

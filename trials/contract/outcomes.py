@@ -152,8 +152,8 @@ MEANINGS: dict[Outcome, Meaning] = {
                                  "the orchestrator was stopped (SIGTERM/SIGINT); the "
                                  "configuration was re-queued", "tab:gray", evaluated=False),
     Outcome.CONTENDED: Meaning("FAIL", _C.NONE,
-                               "stopped as slow while other processes loaded the host; "
-                               "re-queued once, to run when it is quiet", "tab:cyan",
+                               "stopped (slow, hang, timeout) while other processes loaded "
+                               "the host; re-queued once, to run when it is quiet", "tab:cyan",
                                evaluated=False),
     Outcome.BUDGET: Meaning("FAIL", _C.NONE,
                             "the launch budget was spent by other workers; never launched",

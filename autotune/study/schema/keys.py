@@ -31,7 +31,7 @@ MEMORY_FIT = "memory_fit"  # fits / tight / over: the budget against the predict
 #: :data:`CONFIRM_VERDICTS` (a ConfirmVerdict's JSON).
 CONFIRM = "confirm"
 CONDITIONS = "conditions"  # the host's state over its run (autotune/study/conditions.py)
-#: On a re-queued trial: its configuration was stopped as slow under load once already.
+#: On a re-queued trial: its configuration was stopped under load once already.
 CONTENDED_RETRY = "contended_retry"
 IMPRECISE = "imprecise"  # the baseline missed run.target_interval: "interval +-17.1 % > ..."
 RETRY_OF = "retry_of"  # on a re-queued trial: the number of the trial it retries
