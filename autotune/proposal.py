@@ -34,6 +34,7 @@ from autotune.signals import Stopped
 from autotune.study import budget, futility, reaping, scoring, selection, twins
 from autotune.study import records as R
 from autotune.study.artifacts import RunFiles
+from autotune.study.conditions import STAYS_LOADED_RUNS, stays_loaded
 from autotune.study.disk import DiskFull, check_room, full_is_diskfull
 from autotune.study.interruption import interrupt, taken_over
 from autotune.study.schema.keys import PROPOSED_AS, ROLE
@@ -200,7 +201,8 @@ class Proposals:
                 result = self._launch(trial, ready.cfg, ready.label, placement, best=best)
             check_room(root)  # a trial that ended on a full disk lost its last records
             if not retry and self._slow_under_load(result):
-                return self._requeue_contended(ready, result)
+                if not self._judged_as_loaded(ready, result):
+                    return self._requeue_contended(ready, result)
             return Measured(result, self._race(trial, result, leader, before))
         except (Stopped, DiskFull) as stopped:
             interrupt(self.study, trial, stopped, outage=self.context.storage.outage,
@@ -251,9 +253,32 @@ class Proposals:
                 and result.conditions.may_explain(result.reason.value,
                                                   self.settings.contention_cores))
 
+    def _judged_as_loaded(self, ready: Ready, result: monitor.TrialResult) -> bool:
+        """On a host that stays loaded (:func:`conditions.stays_loaded` over the study's
+        runs, this one the newest), a trial stopped as slow is told slow as it is: the slow
+        rule judged it against the best re-scaled by the baseline's latest run, measured
+        under the same load, and waiting for a quiet host that does not come would only run
+        it twice. A clock's verdict (hang, timeout) is re-queued all the same."""
+        if result.reason is not Outcome.SLOW:
+            return False
+        records = StudyView(self.study).records
+        runs = sorted((at or 0.0, loaded) for r in records if r.number != ready.trial.number
+                      for (at, _), loaded in zip(r.timed_runs(), r.sweep_run_loads()))
+        loads = [loaded for _, loaded in runs] + [True]
+        if not stays_loaded(loads):
+            return False
+        self.progress.note(
+            f"trial {ready.trial.number}: stopped as slow while the host stays loaded "
+            f"({sum(loads[-STAYS_LOADED_RUNS:])} of its last {STAYS_LOADED_RUNS} runs); judged "
+            "against the baseline measured under the same load, not re-run")
+        return True
+
     def _requeue_contended(self, ready: Ready, result: monitor.TrialResult) -> Settled:
-        """Stopped under load: re-queued once, to run again when the host is quiet."""
+        """Stopped under load: re-queued once, to run again when the host is quiet. Its
+        conditions stay on it: whether the host stays loaded is read from every run."""
         trial = ready.trial
+        trial.set_user_attr(R.CONDITIONS, result.conditions.judge(
+            self.settings.contention_cores).to_dict())
         reaping.requeue(self.study, trial, Outcome.CONTENDED,
                         f"{result.detail}, while {result.conditions.text()}; re-queued "
                         "once, to run when the host is quiet",

@@ -33,10 +33,24 @@ RECENT_S = 3.0
 #: The verdicts a loaded host can cause by itself: stopped as slow, or by a clock (no step
 #: in time, past the wall cap). Reached under load, none says what the configuration is.
 LOAD_CAN_CAUSE = ("slow", "hang", "timeout")
+#: A host whose load stays: this many of the study's last runs (the newest included)...
+STAYS_LOADED_RUNS = 4
+#: ...of which at least this many were measured under load. A load that passes (a compile
+#: next door, a backup) loads one or two runs; waiting for quiet and re-running is right
+#: for it. A host that stays loaded would make every slow trial wait and run twice.
+STAYS_LOADED_MIN = 3
 #: The window's kinds: the measured steps (the steps tokens/s is computed from), or the
 #: whole run (it measured no step, or its measured steps were read in one go).
 MEASURED_STEPS = "measured steps"
 WHOLE_RUN = "whole run"
+
+
+def stays_loaded(loads: list[bool]) -> bool:
+    """Whether the host stays loaded: of the study's runs in time order (``loads``: each
+    measured under load or not, the newest last), at least :data:`STAYS_LOADED_MIN` of the
+    last :data:`STAYS_LOADED_RUNS`, the newest among them."""
+    recent = loads[-STAYS_LOADED_RUNS:]
+    return bool(recent) and recent[-1] and sum(recent) >= STAYS_LOADED_MIN
 
 
 @dataclass(frozen=True)

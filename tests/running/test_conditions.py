@@ -331,3 +331,19 @@ def test_a_verdict_a_loaded_host_can_cause_is_not_one_on_the_configuration():
     # Rule: what a load cannot cause stays the configuration's, loaded or not.
     for reason in ("ok", "oom", "diverged", "crash", "unsupported"):
         assert not loaded.may_explain(reason, 0.5), reason
+
+
+def test_a_load_that_stays_is_told_from_one_that_passes():
+    from autotune.study.conditions import stays_loaded
+
+    # Rule: one or two loaded runs among quiet ones are a load that passes (wait, re-run).
+    assert not stays_loaded([False, False, False, True])
+    assert not stays_loaded([False, True, False, True])
+    # Rule: three of the last four loaded, the newest among them: the host stays loaded
+    # (judge against the baseline measured under the same load; do not wait and re-run).
+    assert stays_loaded([False, True, True, True])
+    assert stays_loaded([True, True, False, True])
+    # Rule: the newest run quiet means the load has passed, whatever came before.
+    assert not stays_loaded([True, True, True, False])
+    # Too few runs to tell a load that stays.
+    assert not stays_loaded([True, True])
