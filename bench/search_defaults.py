@@ -1,6 +1,8 @@
 """The default searcher's settings, chosen on one landscape and scored on the other.
 
     .venv/bin/python -m bench.search_defaults --jobs 2          # 50 seeds, every candidate
+    .venv/bin/python -m bench.search_defaults --seeds 20 --jobs 2 \
+        --candidates startup-3 neighbours no-model slow-0.7          # the run reported
     .venv/bin/python -m bench.search_defaults --seeds 5         # a quick look
 
 A default chosen on the landscape that scores it is in-sample. Here each candidate
@@ -44,15 +46,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n-trials", type=int, default=32)
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--landscapes", type=Path, nargs="*", default=LANDSCAPES)
+    parser.add_argument("--candidates", nargs="*", default=list(CANDIDATES),
+                        choices=list(CANDIDATES), help="a subset of the candidates")
     args = parser.parse_args(argv)
-    names = [*CANDIDATES, REFERENCE]
+    candidates = list(dict.fromkeys(["default", *args.candidates]))
+    names = [*candidates, REFERENCE]
     rows: dict[str, dict[str, list]] = {}  # landscape -> searcher -> summary row
     for path in args.landscapes:
         replayed = replay_all(path, names, seeds=args.seeds, n_trials=args.n_trials,
                               jobs=args.jobs)
         summary = summarise(replayed.results, replayed.optimum, replayed.grid_s)
         rows[path.name] = {row[0]: row for row in summary}
-    chosen = {land: min((by[n] for n in CANDIDATES), key=score)[0] for land, by in rows.items()}
+    chosen = {land: min((by[n] for n in candidates), key=score)[0] for land, by in rows.items()}
     lands = list(rows)
     headers = ["candidate", *(f"{land.split('.')[0]}: % within 3 % / median % of grid"
                               for land in lands), "chosen on"]
@@ -79,7 +84,8 @@ def main(argv: list[str] | None = None) -> int:
         log(f"{land}: {REFERENCE} / default, median seconds to 3 %: "
             + ("n/a" if ratio is None else f"{ratio:.2f}x"))
     path = write_result(NAME, {"seeds": args.seeds, "n_trials": args.n_trials,
-                               "landscapes": lands, "candidates": CANDIDATES,
+                               "landscapes": lands,
+                               "candidates": {n: CANDIDATES[n] for n in candidates},
                                "rows": rows, "chosen": chosen, "speedups": speedups})
     log(f"wrote {path}")
     return 0
