@@ -1,16 +1,19 @@
 """How many trial-seconds does each searcher need to find the optimum? Replayed searches.
 
-A landscape of 96 CPU configurations was recorded once (``bench.landscape_record``):
-every point really run, step by step. Here the real sweep loop (``autotune.sweep.Sweep``:
-the sampler, the baseline, the OOM and slow rules, racing, scoring, selection) runs
-against it, with one change: a trial's process is replaced by its recorded run
-(:class:`ReplayRunner`). Each replayed run is the recorded one with its step times
-scaled by a run-to-run factor exp(N(0, cv)), cv measured from the landscape's repeats,
-so a rerun of a point differs as a real one would. The memory budget is applied
-step by step as the trial's guard would (each step keeps its peak RSS), and a trial
-stopped as slow costs its time up to the step that decided it. The searchers start
-from MindSpore's own default (PyNative, fp32, one process: conf/search/landscape_cpu.yaml),
-not from the optimum.
+A landscape is recorded once (``bench.landscape_record``): every point of a space really
+run, step by step. Two are committed: ``bench/data/landscape_cpu.json.gz`` (the GPT's
+execution knobs, 96 points; the default) and ``bench/data/landscape_data.json.gz`` (the
+data-bound ``image_cnn``'s pipeline knobs beside mode and precision, 64 points); each file
+names its space, the overrides it was recorded with and its replay memory budget. Here
+the real sweep loop (``autotune.sweep.Sweep``: the sampler, the baseline, the OOM and slow
+rules, racing, scoring, selection) runs against one, with one change: a trial's process
+is replaced by its recorded run (:class:`ReplayRunner`). Each replayed run is the recorded
+one with its step times scaled by a run-to-run factor exp(N(0, cv)), cv measured from the
+landscape's repeats, so a rerun of a point differs as a real one would. The memory budget
+is applied step by step as the trial's guard would (each step keeps its peak), and a trial
+stopped as slow costs its time up to the step that decided it. The searchers start from
+the landscape's baseline (MindSpore's own defaults: PyNative, fp32, one process, one data
+worker), not from the optimum.
 
 Searchers (each for ``--seeds`` seeds, the same budget of launches):
 
@@ -30,7 +33,8 @@ Reported: trial-seconds until the sweep's current pick is within 3 % of the grid
 (median, p90), against the full grid's trial-seconds; the chance that the pick at the
 end of the budget is within 3 %.
 
-    .venv/bin/python -m bench.search_efficiency --jobs 2        # 50 seeds x 6 searchers
+    .venv/bin/python -m bench.search_efficiency --jobs 2        # 50 seeds x 7 searchers
+    .venv/bin/python -m bench.search_efficiency --landscape bench/data/landscape_data.json.gz
     .venv/bin/python -m bench.search_efficiency --seeds 5       # a quick look
 
 ``tests/search/test_search_replay.py`` checks that this in-process replay and the real sweep
