@@ -16,6 +16,7 @@ come back as JSON lines plus an exit code; the contract between the two halves i
 - :mod:`.profiling`: where the time goes;
 - :mod:`.progress`: the sweep's progress;
 - :mod:`.proposal`: one proposal's life;
+- :mod:`.reference`: the documentation's reference pages, generated from the code;
 - :mod:`.report`: the report side;
 - :mod:`.running`: running trials;
 - :mod:`.search`: the search side;

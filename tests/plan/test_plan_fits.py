@@ -26,7 +26,7 @@ from autotune.plan.predict import Constants
 from autotune.report import prediction
 from autotune.settings import SweepConfig, validate_settings
 from autotune.study.records import PREDICTION, load_records
-from bench.search_efficiency import BUDGET_GIB, Landscape, ReplayRunner, sweep_overrides
+from bench.search_efficiency import Landscape, ReplayRunner, sweep_overrides
 from tests.conftest import project_env
 from trials.contract.compose import compose
 from trials.contract.machine import machine_key
@@ -49,7 +49,9 @@ def replayed_sweep(study: str, seed: int, runs, n_trials: int = 6):
     from autotune.sweep import Sweep
     from autotune.sweep_context import SweepContext
 
-    overrides = [o for o in sweep_overrides("default", seed, budget_gib=BUDGET_GIB,
+    landscape = Landscape()
+    overrides = [o for o in sweep_overrides("default", seed, base=landscape.base,
+                                            budget_gib=landscape.budget_gib,
                                             n_trials=n_trials, runs=runs)
                  if not o.startswith(("sweep.study=", "sweep.predict.refit="))]
     overrides.append(f"sweep.study={study}")
@@ -57,7 +59,8 @@ def replayed_sweep(study: str, seed: int, runs, n_trials: int = 6):
     config = validate_settings(composed)
     out = io.StringIO()
     context = SweepContext.build(composed, config, overrides, measured=True,
-                                 runner=ReplayRunner(Landscape(), seed, 0.0, BUDGET_GIB))
+                                 runner=ReplayRunner(landscape, seed, 0.0,
+                                                     landscape.budget_gib))
     sweep = Sweep(context, Console(file=out, width=200))
     return sweep, sweep.run().study, out.getvalue()
 
