@@ -33,7 +33,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from autotune.help import plain
+from autotune.help import command_module, plain
 from autotune.signals import Stopped, stop_on_signals
 from trials.contract.schema import ConfigError
 
@@ -149,10 +149,6 @@ def environment_fault(exc: Exception) -> str | None:
 
 #: What a command stopped part-way leaves, when its module does not say (``STOPPED``).
 STOPPED = "run the same command again to start it over"
-
-
-def command_module(command: str) -> str:
-    return f"autotune.commands.{command.replace('-', '_')}"
 
 
 def stopped_text(command: str) -> str:

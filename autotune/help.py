@@ -110,10 +110,10 @@ def settings_rows(cls: type, prefix: str) -> list[Setting]:
     return rows
 
 
-def settings_lines(cls: type, prefix: str) -> list[str]:
-    """``prefix.name=default  what it means`` for every row of the settings table."""
+def settings_lines(rows: list[Setting]) -> list[str]:
+    """``prefix.name=default  what it means`` for every row of a settings table."""
     lines = []
-    for row in settings_rows(cls, prefix):
+    for row in rows:
         lines.append(f"  {row.key}={row.default}")
         if row.meaning:
             lines += textwrap.wrap(row.meaning, 92, initial_indent=" " * 6,
@@ -121,16 +121,32 @@ def settings_lines(cls: type, prefix: str) -> list[str]:
     return lines
 
 
+def command_module(verb: str) -> str:
+    """The module that runs a verb (a hyphen in the verb is an underscore in its name)."""
+    return f"autotune.commands.{verb.replace('-', '_')}"
+
+
+def command_text(verb: str) -> str:
+    """What a verb does and its examples: its module's docstring, as a terminal shows it."""
+    return plain(inspect.cleandoc(importlib.import_module(command_module(verb)).__doc__ or ""))
+
+
+def command_settings(verb: str) -> tuple[str | None, list[Setting]]:
+    """The settings group a verb reads (None: only the trial's) and its rows."""
+    group = GROUP.get(verb, verb)
+    if group is None:
+        return None, []
+    return group, settings_rows(type(getattr(S.SweepConfig(), group)), group)
+
+
 def command_help(verb: str) -> str:
     """The whole page of ``python -m autotune <verb> --help``."""
-    module = importlib.import_module(f"autotune.commands.{verb.replace('-', '_')}")
     page = [f"usage: python -m autotune {verb} [--print-config] [-v] [overrides ...]", "",
-            plain(inspect.cleandoc(module.__doc__ or "")), ""]
-    group = GROUP.get(verb, verb)
+            command_text(verb), ""]
+    group, rows = command_settings(verb)
     if group is not None:
-        cls = type(getattr(S.SweepConfig(), group))
         page += [f"Its settings ({group}.KEY=VALUE on the command line; defaults shown):",
-                 *settings_lines(cls, group), ""]
+                 *settings_lines(rows), ""]
     page += textwrap.wrap(
         "Every command also takes the trial's overrides (workload=, hardware=, precision=, "
         "parallel.*, train.*, data.*, run.*) and the study's (sweep.study=, sweep.storage=, "

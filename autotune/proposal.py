@@ -250,7 +250,7 @@ class Proposals:
         host: not a verdict on the configuration (one trial at a time: side by side, the
         sweep's own trials are the load)."""
         return (result.conditions is not None and self.settings.parallel_trials == 1
-                and result.conditions.may_explain(result.reason.value,
+                and result.conditions.may_explain(result.reason,
                                                   self.settings.contention_cores))
 
     def _judged_as_loaded(self, ready: Ready, result: monitor.TrialResult) -> bool:

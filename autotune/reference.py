@@ -18,15 +18,13 @@ Three pages, each from the one place its facts are written:
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import inspect
 import sys
 import typing
 from pathlib import Path
 
-from autotune import settings as S
 from autotune.cli import COMMANDS
-from autotune.help import GROUP, Setting, plain, settings_rows
+from autotune.help import Setting, command_settings, command_text, plain, settings_rows
 from trials.contract.events import RECORDS
 from trials.contract.outcomes import Outcome
 from trials.contract.schema import TRIAL_KEYS, TrialConfig
@@ -48,6 +46,13 @@ def settings_table(rows: list[Setting]) -> list[str]:
     return out
 
 
+def _section(title: str, text: str, rows: list[Setting], *, as_code: bool) -> list[str]:
+    """One page section: its heading, its text (a command's as a terminal shows it), its
+    settings table."""
+    body = ["```text", text, "```"] if as_code else [text]
+    return [f"## {title}", "", *body, "", *(settings_table(rows) + [""] if rows else [])]
+
+
 def commands_page() -> str:
     page = [GENERATED, "", "# Commands", "",
             "Every command is `python -m autotune COMMAND [--print-config] [overrides ...]`; "
@@ -55,13 +60,7 @@ def commands_page() -> str:
             "study's (`sweep.study`, `sweep.storage`, `sweep.runs_dir`) as well as its own, "
             "listed below: the table `python -m autotune COMMAND --help` prints.", ""]
     for verb in COMMANDS:
-        module = importlib.import_module(f"autotune.commands.{verb.replace('-', '_')}")
-        page += [f"## {verb}", "", "```text", plain(inspect.cleandoc(module.__doc__ or "")),
-                 "```", ""]
-        group = GROUP.get(verb, verb)
-        if group is not None:
-            cls = type(getattr(S.SweepConfig(), group))
-            page += settings_table(settings_rows(cls, group)) + [""]
+        page += _section(verb, command_text(verb), command_settings(verb)[1], as_code=True)
     return "\n".join(page)
 
 
@@ -74,8 +73,8 @@ def trial_settings_page() -> str:
     hints = typing.get_type_hints(TrialConfig)
     for section in TRIAL_KEYS:
         cls = hints[section]
-        page += [f"## {section}", "", plain(inspect.cleandoc(cls.__doc__ or "")), ""]
-        page += settings_table(settings_rows(cls, section)) + [""]
+        page += _section(section, plain(inspect.cleandoc(cls.__doc__ or "")),
+                         settings_rows(cls, section), as_code=False)
     return "\n".join(page)
 
 

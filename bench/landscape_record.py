@@ -46,6 +46,7 @@ from pathlib import Path
 import yaml
 
 from bench._common import REPO, RESULTS_DIR, log, machine_info, run_trial
+from trials.contract.schema import CONF_DIR
 
 #: The space recorded by default (conf/search/landscape_cpu.yaml).
 SPACE_NAME = "landscape_cpu"
@@ -73,7 +74,7 @@ def overrides(point: dict, space: dict[str, list], fixed: list[str]) -> list[str
 
     out = list(fixed)
     for path, value in point.items():
-        is_group = (REPO / "conf" / path).is_dir()  # a config group, as the sweep's space
+        is_group = (CONF_DIR / path).is_dir()  # a config group, as the sweep's space
         out += Knob(path, tuple(space[path]), is_group=is_group).overrides(value)
     return out
 

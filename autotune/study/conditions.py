@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trials.contract.jsonsafe import float_of
+from trials.contract.outcomes import Outcome
 from trials.contract.performance import Performance
 
 #: A window shorter than this is not judged for contention: /proc/stat counts CPU time in
@@ -32,7 +33,7 @@ MIN_WINDOW_S = 1.0
 RECENT_S = 3.0
 #: The verdicts a loaded host can cause by itself: stopped as slow, or by a clock (no step
 #: in time, past the wall cap). Reached under load, none says what the configuration is.
-LOAD_CAN_CAUSE = ("slow", "hang", "timeout")
+LOAD_CAN_CAUSE = (Outcome.SLOW, Outcome.HANG, Outcome.TIMEOUT)
 #: A host whose load stays: this many of the study's last runs (the newest included)...
 STAYS_LOADED_RUNS = 4
 #: ...of which at least this many were measured under load. A load that passes (a compile
@@ -91,9 +92,9 @@ class Conditions:
         return bool(judged.contended) or (self.recent_cores is not None
                                           and self.recent_cores > contention_cores)
 
-    def may_explain(self, reason: str, contention_cores: float) -> bool:
-        """Whether this load may be what ended a run as ``reason`` (an Outcome's value): a
-        verdict of :data:`LOAD_CAN_CAUSE` reached while the host was loaded."""
+    def may_explain(self, reason: Outcome, contention_cores: float) -> bool:
+        """Whether this load may be what ended a run as ``reason``: a verdict of
+        :data:`LOAD_CAN_CAUSE` reached while the host was loaded."""
         return reason in LOAD_CAN_CAUSE and self.loaded_at_the_end(contention_cores)
 
     def text(self) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from autotune.help import command_help, field_notes, plain, settings_lines
+from autotune.help import command_help, field_notes, plain, settings_lines, settings_rows
 
 
 def test_plain_drops_rst_literals_and_roles_across_lines():
@@ -37,7 +37,7 @@ def test_field_notes_join_the_hash_colon_lines_just_above_a_field():
 
 
 def test_settings_lines_show_defaults_as_written_on_the_command_line():
-    lines = settings_lines(Demo, "demo")
+    lines = settings_lines(settings_rows(Demo, "demo"))
     # Rule: "" -> '', booleans lower case, None -> null; nested groups expanded by path.
     assert "  demo.name=''" in lines and "  demo.flag=true" in lines
     assert "  demo.off=null" in lines and "  demo.inner.depth=2" in lines

@@ -22,6 +22,7 @@ from autotune.study.conditions import MEASURED_STEPS, WHOLE_RUN, Conditions, mis
 from autotune.study.records import CONDITIONS, IMPRECISE, load_records
 from trials.contract.events import Phase, StepRecord, SummaryRecord
 from trials.contract.launch import MARKER_ENV
+from trials.contract.outcomes import Outcome
 from trials.contract.performance import Performance
 
 #: A busy loop pinned to one core that ends by itself after ``seconds``.
@@ -325,11 +326,12 @@ def test_a_verdict_a_loaded_host_can_cause_is_not_one_on_the_configuration():
     quiet = Conditions(other_cores=0.1, window=MEASURED_STEPS, window_s=10.0)
     # Rule: stopped as slow, or by a clock (no step in time, past the wall cap), while the
     # host was loaded: the load may explain it (the sweep re-queues it as contended).
-    for reason in ("slow", "hang", "timeout"):
+    for reason in (Outcome.SLOW, Outcome.HANG, Outcome.TIMEOUT):
         assert loaded.may_explain(reason, 0.5), reason
         assert not quiet.may_explain(reason, 0.5), reason
     # Rule: what a load cannot cause stays the configuration's, loaded or not.
-    for reason in ("ok", "oom", "diverged", "crash", "unsupported"):
+    for reason in (Outcome.OK, Outcome.OOM, Outcome.DIVERGED, Outcome.CRASH,
+                   Outcome.UNSUPPORTED):
         assert not loaded.may_explain(reason, 0.5), reason
 
 
