@@ -9,6 +9,8 @@
 - :mod:`.figure`: ``plan.png``;
 - :mod:`.fits`: which fit of the cost model a study's commands use, and where a study keeps
   its own;
+- :mod:`.kernels`: the seconds one device's GEMMs take at the roofline, wave-quantised on
+  its compute units;
 - :mod:`.layout`: one job as the cost model sees it;
 - :mod:`.learning`: the sweep's side of the cost model;
 - :mod:`.measured_points`: measured training runs from a CSV, as the cost model sees them

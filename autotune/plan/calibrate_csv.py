@@ -102,13 +102,8 @@ def calibrate_csv(path: Path, hw: HardwareConfig, *, store: bool,
                   if d not in c.efficiency_dtypes and hw.peak_tflops.get(d) is not None]
     if unmeasured:
         say(f"not measured by these runs: the {'/'.join(unmeasured)} compute efficiency "
-            "keeps the prior (plan uses a measured precision's where the profile's datasheet "
-            "peak is the same, and says which constants are priors)")
-    if c.shape_efficiency:
-        # Shapes with 8 or more runs have their own efficiency (steptime.gemm_shape).
-        say("compute efficiency by GEMM shape (tokens x hidden / mp): "
-            + ", ".join(f"{k.split(':', 1)[1]} {v:.3f}"
-                        for k, v in sorted(c.shape_efficiency.items())))
+            "keeps the prior (predictions use a measured precision's where the profile's "
+            "datasheet peak is the same; plan says which constants are priors)")
     if store:
         stored = calibration.save(hw.name, constants)
         say(f"stored for hardware profile {hw.name}: {stored} (plan uses it, and "
@@ -122,8 +117,8 @@ def collective(efficiency: float) -> str:
     """A fitted collective efficiency; at the fit's bound, what that means."""
     bound = 1.0 / calibration.MIN_COLLECTIVE_FACTOR
     if efficiency >= 0.99 * bound:
-        return (f"{efficiency:.3g} (the fit's bound: these runs show no cost of it, as when "
-                "the framework hides it behind compute)")
+        return (f"{efficiency:.3g} (the fit's bound, the link's full bandwidth: these runs "
+                "show no more cost of it)")
     return f"{efficiency:.3g}"
 
 

@@ -24,7 +24,6 @@ import dataclasses
 import json
 import math
 import time
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -42,13 +41,12 @@ from trials.contract.schema import Mode
 GIB = memory.GIB
 #: Fewer measured trials than this keep the priors (and their uncertainty).
 MIN_POINTS = 3
-#: A GEMM shape (steptime.gemm_shape) gets its own compute efficiency once this many
-#: trials measured it, and at least two shapes of the dtype have: fewer leave it to the
-#: dtype's one efficiency (a constant per trial would fit noise).
-MIN_SHAPE_POINTS = 8
-#: The fit may charge a collective down to this fraction of its ring estimate (an
-#: efficiency of up to 100): frameworks overlap collectives with compute.
-MIN_COLLECTIVE_FACTOR = 0.01
+#: Collectives are charged at no more than their links' bandwidth (an efficiency of at
+#: most 1): single-node runs whose collectives a fit cannot see would otherwise make them
+#: free (fitted on vTrain's single-node runs, the data-parallel efficiency sat at a bound of
+#: 100 and ZeRO-3 runs on 384-2,240 GPUs came out 41-82 % fast). Overlap with compute is
+#: modelled where it happens (steptime.exposed_reduction_s), not fitted into the bandwidth.
+MIN_COLLECTIVE_FACTOR = 1.0
 
 
 @dataclass(frozen=True)
@@ -98,17 +96,20 @@ def _time_columns(m: Measurement) -> tuple[dict[str, float], float]:
 
 def time_terms(m: Measurement) -> set[str]:
     """The time constants a prediction of this trial rests on: its columns that are not 0
-    (``compute:float16``, ``overhead:pynative``, ``dp``, ...)."""
+    (``compute:float16``, ``overhead:pynative``, ``dp``, ...); none without a peak FLOP/s
+    (no time is predicted)."""
+    if not m.peak_flops_per_device:
+        return set()
     return {k for k, v in _time_columns(m)[0].items() if v > 0}
 
 
 def _time_prior(name: str, prior: Constants) -> tuple[float, float]:
     """(the prior's coefficient of a column, the lower bound of the fit): compute cannot
-    beat the peak (efficiency <= 1); a collective may be mostly hidden by the framework's
-    overlap (efficiency up to 1 / MIN_COLLECTIVE_FACTOR); the seconds are non-negative."""
+    beat the roofline (efficiency <= 1); a collective cannot beat its
+    link (efficiency at most 1 / MIN_COLLECTIVE_FACTOR); the seconds are non-negative."""
     kind, _, which = name.partition(":")
-    if kind == "compute":  # which: a dtype, or a dtype and a GEMM shape
-        return 1.0 / prior.compute_efficiency[which.split(":")[0]], 1.0
+    if kind == "compute":  # which: a dtype
+        return 1.0 / prior.compute_efficiency[which], 1.0
     if kind == "overhead":
         return prior.step_overhead(Mode(which)), 0.0
     if kind == "layer":
@@ -143,7 +144,7 @@ def fit_time(points: list[Measurement], prior: Constants) -> tuple[dict, float |
         return {}, None
     if len(usable) < MIN_POINTS:
         return _fit_efficiency_only(usable, prior), None
-    rows = _by_shape([_time_columns(m) for m in usable], usable)
+    rows = [_time_columns(m) for m in usable]
     dtypes = sorted({k for columns, _ in rows for k in columns if k.startswith("compute:")})
     modes = sorted({m.job.mode.value for m in usable})
     names = [*(f"overhead:{x}" for x in modes), *dtypes, "mp", "dp",
@@ -175,39 +176,14 @@ def fit_time(points: list[Measurement], prior: Constants) -> tuple[dict, float |
         if k in fitted:
             out[f"{k}_collective_efficiency"] = 1.0 / fitted[k]
     efficiency = dict(prior.compute_efficiency)
-    shapes = {k.split(":", 1)[1]: 1.0 / fitted[k] for k in dtypes
-              if k in fitted and k.count(":") == 2}
-    for dtype in {k.split(":")[1] for k in dtypes}:
-        on = [j for j in free if names[j].split(":")[:2] == ["compute", dtype]]
-        if not on:
-            continue
-        # One efficiency for the dtype's shapes without their own (and for a fit without
-        # shapes): the one that gives its trials the same total compute time.
-        efficiency[dtype] = float(a[:, on].sum() / (a[:, on] @ coef[on]).sum())
+    for j in free:
+        kind, _, dtype = names[j].partition(":")
+        if kind == "compute":
+            efficiency[dtype] = 1.0 / float(coef[j])
     out["compute_efficiency"] = efficiency
     out["efficiency_dtypes"] = sorted({names[j].split(":")[1] for j in free
                                        if names[j].startswith("compute:")})
-    if shapes:
-        out["shape_efficiency"] = shapes
     return out, _relative_rms(a @ coef, y, len(free))
-
-
-def _by_shape(rows: list[tuple[dict[str, float], float]],
-              usable: list[Measurement]) -> list[tuple[dict[str, float], float]]:
-    """The compute column of each trial moved to its GEMM shape's own column
-    (``compute:float16:2048x512``) where MIN_SHAPE_POINTS trials measured that shape and
-    at least two shapes of its dtype qualify."""
-    keys = [f"{m.job.dtype.value}:{steptime.gemm_shape(m.dims, m.job)}" for m in usable]
-    enough = {k for k, n in Counter(keys).items() if n >= MIN_SHAPE_POINTS}
-    per_dtype = Counter(k.split(":")[0] for k in enough)
-    enough = {k for k in enough if per_dtype[k.split(":")[0]] >= 2}
-    out = []
-    for (columns, fixed), key in zip(rows, keys):
-        if key in enough:
-            columns = dict(columns)
-            columns[f"compute:{key}"] = columns.pop(f"compute:{key.split(':')[0]}")
-        out.append((columns, fixed))
-    return out
 
 
 def _fit_efficiency_only(usable: list[Measurement], prior: Constants) -> dict:
@@ -377,7 +353,12 @@ def from_record(data: object, prior: Constants, profile: str) -> Constants | Non
         record = FitRecord.from_json(data)
         if record.profile != profile or record.constants is None:
             return None
-        stored = replace(prior, **record.constants)
+        constants = dict(record.constants)
+        # A fit stored before the roofline compute term (issue 33) names its per-shape
+        # efficiencies; without any, its constants mean what they mean today.
+        if constants.pop("shape_efficiency", {}):
+            return None
+        stored = replace(prior, **constants)
     except TypeError:  # another model version's fields
         return None
     shapes_match = all(isinstance(getattr(stored, f.name), type(getattr(prior, f.name)))

@@ -5,13 +5,14 @@ A fit of fp16 runs leaves bf16's compute efficiency and activation factor at the
 (calibration.fit: a constant no measurement informs keeps its prior). Planned as they are,
 an A100 would rank fp16 1.5x faster than bf16 (a fitted 0.75 against the prior 0.5) on a
 device whose datasheet gives both the same peak: a gap the fit never measured. So a dtype
-the fit did not measure takes the compute efficiency of a measured dtype with the same
-datasheet peak, and the plan says so; every constant still at its prior is named.
+the fit did not measure predicts with the compute efficiency of a measured dtype with the
+same datasheet peak (predict.Constants.efficiency_source, for every prediction), and the
+plan says so here; every constant still at its prior is named.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from autotune.plan.predict import Constants
 from trials.contract.schema import DType, HardwareConfig
@@ -20,7 +21,7 @@ from trials.contract.vocabulary import precision_name
 
 @dataclass(frozen=True)
 class Coverage:
-    #: The constants to predict with (a borrowed efficiency in place of a prior).
+    #: The constants to predict with.
     constants: Constants
     #: One line per planned dtype that predicts with something the fit did not measure.
     notes: tuple[str, ...]
@@ -52,25 +53,17 @@ def dtype_coverage(constants: Constants, prior: Constants, hw: HardwareConfig,
     efficient = measured(constants, prior, "compute_efficiency")
     activations = measured(constants, prior, "activation_factor")
     covered = "/".join(precision_name(DType(d)) for d in sorted(efficient)) or "no dtype"
-    efficiency = dict(constants.compute_efficiency)
-    shapes = dict(constants.shape_efficiency)
     notes = []
     for dtype in dtypes:
         d, name = dtype.value, precision_name(dtype)
         said = []
         if d not in efficient:
-            peak = datasheet_peak(hw, d)
-            donor = next((f for f in sorted(efficient)
-                          if peak is not None and datasheet_peak(hw, f) == peak), None)
-            if donor is not None:
-                efficiency[d] = constants.compute_efficiency[donor]
-                shapes.update({f"{d}:{k.split(':', 1)[1]}": v
-                               for k, v in constants.shape_efficiency.items()
-                               if k.startswith(f"{donor}:")})
-                said.append(f"compute efficiency {efficiency[d]:.3f} is "
+            donor = constants.efficiency_source(d, hw)
+            if donor != d:
+                said.append(f"compute efficiency {constants.compute_efficiency[donor]:.3f} is "
                             f"{precision_name(DType(donor))}'s, fitted (not measured in "
-                            f"{name}: the profile's datasheet peak is {peak:g} TFLOP/s for "
-                            "both)")
+                            f"{name}: the profile's datasheet peak is "
+                            f"{datasheet_peak(hw, d):g} TFLOP/s for both)")
             else:
                 said.append(f"compute efficiency {prior.compute_efficiency[d]:g} is the prior "
                             f"(the fit measured {covered} step times)")
@@ -79,5 +72,4 @@ def dtype_coverage(constants: Constants, prior: Constants, hw: HardwareConfig,
                         f"fit measured no {name} peak memory)")
         if said:
             notes.append(f"{name} constants: " + "; ".join(said))
-    borrowed = replace(constants, compute_efficiency=efficiency, shape_efficiency=shapes)
-    return Coverage(borrowed, tuple(notes))
+    return Coverage(constants, tuple(notes))

@@ -17,7 +17,8 @@ from trials.contract.schema import ConfigError, CostPriors, DType, HardwareConfi
 class Constants:
     """The free constants (priors from the profile, or a calibration's fit)."""
 
-    compute_efficiency: dict[str, float]  # per dtype value
+    #: Achieved / roofline FLOP/s of the GEMMs (steptime.compute_s), per dtype value.
+    compute_efficiency: dict[str, float]
     #: Achieved / nominal bandwidth of the tensor-parallel and of the data-parallel
     #: collectives, fitted apart (their sizes, dtypes and overlap differ).
     mp_collective_efficiency: float
@@ -34,9 +35,6 @@ class Constants:
     allocator_factor: float
     activation_factor: dict[str, float]  # per dtype value: a backend may keep extra copies
     data_wait_s: float = 0.0
-    #: Compute efficiency of the GEMM shapes a fit measured ("float16:2048x512":
-    #: steptime.gemm_shape), which replaces the dtype's for a job of that shape.
-    shape_efficiency: dict[str, float] = field(default_factory=dict)
     recompute_frees_memory: bool = True
     #: Relative error of memory and of step time (1 sigma), from the fit's residuals. The
     #: interval the memory guard applies is not this: ``memory_interval()``.
@@ -50,12 +48,20 @@ class Constants:
     efficiency_dtypes: list = field(default_factory=list)
     activation_dtypes: list = field(default_factory=list)
 
-    def efficiency(self, d: ModelDims, job: Job) -> float:
-        """The compute efficiency of this job's GEMM shape where a fit measured it, else
-        its dtype's."""
-        dtype = job.dtype.value
-        return self.shape_efficiency.get(f"{dtype}:{steptime.gemm_shape(d, job)}",
-                                         self.compute_efficiency[dtype])
+    def efficiency_source(self, dtype: str, hw: HardwareConfig) -> str:
+        """The dtype whose fitted compute efficiency ``dtype`` predicts with: its own where
+        a fit measured it, else a measured dtype with the same datasheet peak on ``hw``
+        (the same tensor-core path: fp16 and bf16 on an A100), else its own prior."""
+        if not self.efficiency_dtypes or dtype in self.efficiency_dtypes:
+            return dtype
+        peak = hw.peak_tflops.get(dtype)
+        return next((f for f in sorted(self.efficiency_dtypes)
+                     if peak is not None and hw.peak_tflops.get(f) == peak), dtype)
+
+    def efficiency(self, dtype: str, hw: HardwareConfig) -> float:
+        """Achieved / roofline FLOP/s of ``dtype``'s GEMMs (steptime.compute_s): its own
+        fitted or prior value, or its datasheet twin's (efficiency_source)."""
+        return self.compute_efficiency[self.efficiency_source(dtype, hw)]
 
     def layer_latency(self, mode: Mode) -> float:
         return self.pynative_layer_latency_s if mode is Mode.pynative else self.layer_latency_s
@@ -192,7 +198,7 @@ def predict(d: ModelDims, job: Job, cluster: Cluster, constants: Constants, *,
     if peak_flops_per_device:
         time = steptime.breakdown(
             d, job, cluster, peak_flops=peak_flops_per_device,
-            compute_efficiency=constants.efficiency(d, job),
+            compute_efficiency=constants.efficiency(job.dtype.value, cluster.hardware),
             mp_collective_efficiency=constants.mp_collective_efficiency,
             dp_collective_efficiency=constants.dp_collective_efficiency,
             layer_latency_s=constants.layer_latency(job.mode),

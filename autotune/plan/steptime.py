@@ -7,10 +7,9 @@
 
 (the factor 1 + (p - 1) / (v m) is the pipeline bubble)
 
-- compute: hardware FLOPs of the slowest stage's share / (peak FLOP/s x efficiency);
-  recompute adds one forward of the blocks (model_dims.hardware_flops_per_token); the
-  efficiency depends on the GEMM shape (``gemm_shape``: tokens x hidden / mp) where a fit
-  has measured that shape, else it is the dtype's;
+- compute: the slowest stage's GEMMs (forward, backward, any recompute forward, and the
+  logits on the last stage) at the roofline of the device's peak FLOP/s, wave-quantised
+  on its compute units (kernels.py), over one fitted compute efficiency per dtype;
 - layer latency: a fixed time per layer and micro-batch that does not scale with FLOPs
   (kernel launches, memory-bound element-wise work), a calibrated constant per execution
   mode (PyNative dispatches every op from Python); on the CPU backend host work (it and
@@ -19,7 +18,8 @@
   softmax and dropout kernels, memory-bound work that grows with s^2 and not with h:
   seconds per score element, a calibrated constant; none under FlashAttention;
 - collectives: ring all-reduce of n bytes over g ranks moves 2 (g-1)/g n bytes per
-  rank; bandwidth x a calibrated collective efficiency, plus 2 (g-1) latencies. A group
+  rank; bandwidth x a calibrated collective efficiency (at most 1: no fit may make a
+  collective faster than its link), plus 2 (g-1) latencies. A group
   that spans nodes reduces hierarchically (inside each node, then across nodes over
   every GPU's own link). Tensor and data parallel have an efficiency each: their
   collectives differ in size, dtype, and in how much of them the framework overlaps;
@@ -41,9 +41,11 @@ a group stays inside a node while its span fits the node's devices.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import asdict, dataclass
 
+from autotune.plan import kernels
 from autotune.plan.layout import Cluster, Job, Recompute, host_contention
 from autotune.plan.memory import local_seq, shard_ranks, stage_layer_counts, stage_params
 from autotune.plan.model_dims import ModelDims, hardware_flops_per_token, layer_flops_per_token
@@ -147,25 +149,29 @@ def compute_flops(d: ModelDims, job: Job) -> tuple[float, float]:
     return flops[slowest], flops[slowest] - stage_flops(d, job, slowest, "none")
 
 
-def pow2(x: float) -> int:
-    return 2 ** max(0, round(math.log2(max(x, 1.0))))
+def compute_s(d: ModelDims, job: Job, cluster: Cluster,
+              peak_flops: float) -> tuple[float, float]:
+    """(seconds of the slowest stage's GEMMs per step at the roofline, of which the
+    recompute forward): every block's GEMMs (kernels.block_gemms) and the logits on the
+    last stage, wave-quantised on the profile's compute units, for m micro-batches. The
+    pipeline runs at the pace of its slowest stage: an uneven split or the logits make
+    one stage longer than L / p layers' worth."""
+    return _compute_s(d, job, cluster.hardware.compute_units, peak_flops)
 
 
-def gemm_shape(d: ModelDims, job: Job) -> str:
-    """The shape of one device's GEMMs per micro-batch, rounded to powers of two: M
-    (b x s_local tokens) x N (h / mp, the width tensor parallel splits). A GEMM's
-    efficiency is a property of its shape (tiles, waves, memory-bound small dimensions),
-    not a constant.
+@functools.lru_cache(maxsize=1 << 16)
+def _compute_s(d: ModelDims, job: Job, units: int | None,
+               peak_flops: float) -> tuple[float, float]:
+    def seconds(gemms: list[kernels.Gemm]) -> float:
+        return sum(kernels.roofline_flops(g, units) for g in gemms) / peak_flops
 
-    Source: a derived number. On the vTrain landscape one compute efficiency ranked the
-    measured fastest split within 5 % in 99 of 136 groups; in the 37 misses the model's
-    pick and the measured fastest had the same FLOPs, layers and micro-batches a device
-    but other GEMM shapes, most often t = 2 at micro-batch 2b against d = 2 at b (h1024
-    measured 9-15 % faster at t = 2 for b = 2, 4-8 % slower for b = 1, at every batch and
-    pp). One efficiency per fitted shape (calibration.MIN_SHAPE_POINTS), held out by group:
-    114 of 136, step MAPE 8.6 -> 6.9 % (docs/benchmarks-history.md, "The GEMM shape's
-    compute efficiency")."""
-    return f"{pow2(job.micro_batch_size * local_seq(d, job))}x{pow2(d.hidden / job.mp)}"
+    every, again = kernels.block_gemms(d, job)
+    block, block_again = seconds(every), seconds(again)
+    logits = seconds(kernels.logits_gemms(d, job))
+    stages = [(n * block + (logits if i == job.pp - 1 else 0.0), n * block_again)
+              for i, n in enumerate(stage_layer_counts(d, job))]
+    total, recompute = max(stages)
+    return total * job.micro_batches, recompute * job.micro_batches
 
 
 def stage_layers_max(d: ModelDims, job: Job) -> int:
@@ -312,9 +318,8 @@ def breakdown(d: ModelDims, job: Job, cluster: Cluster, *, peak_flops: float,
               dp_collective_efficiency: float, layer_latency_s: float,
               step_overhead_s: float, score_element_s: float = 0.0,
               data_wait_s: float = 0.0) -> TimeBreakdown:
-    total_flops, recompute_flops = compute_flops(d, job)
-    rate = peak_flops * compute_efficiency
-    compute = total_flops / rate
+    total_s, recompute_s = compute_s(d, job, cluster, peak_flops)
+    compute = total_s / compute_efficiency
     contention = host_contention(job, cluster)
     latency = layer_latency_term_s(d, job, layer_latency_s, contention)
     scores = attention_scores_s(d, job, score_element_s)
@@ -323,9 +328,9 @@ def breakdown(d: ModelDims, job: Job, cluster: Cluster, *, peak_flops: float,
     busy = compute + latency + scores + mp + cp
     # The backward (2 of the 3 passes, beside any recompute) is what a bucketed reduction
     # can hide under.
-    backward = (compute - recompute_flops / rate) * 2 / 3
+    backward = (compute - recompute_s / compute_efficiency) * 2 / 3
     return TimeBreakdown(
-        compute=compute, recompute=recompute_flops / rate, layer_latency=latency,
+        compute=compute, recompute=recompute_s / compute_efficiency, layer_latency=latency,
         attention_scores=scores, mp_collectives=mp, cp_collectives=cp,
         # Idle share f of the pipelined time adds f / (1 - f) = (p - 1) / (v m) to the busy
         # time.

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import json
 from pathlib import Path
 
 import pytest
@@ -74,6 +75,21 @@ def test_the_imported_fit_is_the_profiles_alone(cache):
     other = calibration.imported_path("gpu_a100", cache).read_text()
     calibration.imported_path("cpu", cache).write_text(other)
     assert calibration.load("cpu", prior, cache) is prior
+
+
+def test_a_fit_stored_before_the_roofline_is_read_only_without_shape_efficiencies(cache):
+    """A fit stored before issue 33 carries ``shape_efficiency``: empty, its constants mean
+    what they mean today and it is read; with shapes, they rested on them: the priors."""
+    prior = CostModel.for_profile(A100, cache_dir=cache).constants
+    calibration.save("gpu_a100", dataclasses.replace(prior, source="old fit"), cache)
+    path = calibration.imported_path("gpu_a100", cache)
+    record = json.loads(path.read_text())
+    record["constants"]["shape_efficiency"] = {}
+    path.write_text(json.dumps(record))
+    assert calibration.load("gpu_a100", prior, cache).source == "old fit"
+    record["constants"]["shape_efficiency"] = {"float16:2048x1024": 0.5}
+    path.write_text(json.dumps(record))
+    assert calibration.load("gpu_a100", prior, cache) is prior
 
 
 @pytest.mark.parametrize("edit, needles", [

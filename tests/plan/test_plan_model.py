@@ -156,7 +156,11 @@ def test_step_time_adds_its_terms_and_tokens_per_s_follows():
     p = predict(d, j, Cluster(hw, 1), c, peak_flops_per_device=312e12)
     t = p.time
     flops = hardware_flops_per_token(d) * 16 * 4096 / 8
-    assert t.compute == pytest.approx(flops / (312e12 * c.compute_efficiency["bfloat16"]))
+    # The GEMMs at the roofline: their FLOPs, plus the idle units of their last waves
+    # (kernels.py; here 7 %), over the efficiency.
+    roofline, _ = steptime.compute_s(d, j, Cluster(hw, 1), 312e12)
+    assert flops / 312e12 < roofline < 1.1 * flops / 312e12
+    assert t.compute == pytest.approx(roofline / c.compute_efficiency["bfloat16"])
     # The A100 prior's layer latency is 0 (the vTrain-derived 2.7 ms made the uncalibrated
     # N21 and K22 points worse): the term is there, at 32 layers x 2 micro-batches x 0.
     assert t.layer_latency == pytest.approx(32 * 2 * c.layer_latency_s) == 0
@@ -197,7 +201,7 @@ def test_calibration_recovers_the_constants_that_made_the_measurements():
         "float32": 0.2, "float16": 0.12, "bfloat16": 0.5}, step_overhead_s=0.03,
         runtime_overhead_gib=0.55, allocator_factor=1.2,
         activation_factor={"float32": 1.5, "float16": 2.5, "bfloat16": 1.0},
-        mp_collective_efficiency=0.4, dp_collective_efficiency=3.0, layer_latency_s=2e-3)
+        mp_collective_efficiency=0.4, dp_collective_efficiency=0.9, layer_latency_s=2e-3)
     fitted = calibration.fit(_measured(truth, hw, SHAPES), Constants.priors(hw))
     # Rule: exact measurements give back the constants that produced them.
     assert fitted.compute_efficiency["float32"] == pytest.approx(0.2, rel=1e-6)
@@ -205,12 +209,12 @@ def test_calibration_recovers_the_constants_that_made_the_measurements():
     assert fitted.compute_efficiency["bfloat16"] == 0.25  # never measured: the prior stays
     assert fitted.step_overhead_s == pytest.approx(0.03, rel=1e-6)
     assert fitted.layer_latency_s == pytest.approx(2e-3, rel=1e-6)
-    # Tensor- and data-parallel efficiencies are fitted apart; an overlapped (hidden)
-    # all-reduce may calibrate to an efficiency above 1.
+    # Tensor- and data-parallel efficiencies are fitted apart (each at most 1: no fit makes
+    # a collective faster than its link, test_plan_terms).
     assert fitted.mp_collective_efficiency == pytest.approx(0.4, rel=1e-6)
-    # Its column is the smallest of the fit (a hidden all-reduce is a sliver of the step):
+    # Its column is the smallest of the fit (an all-reduce is a sliver of the step):
     # the solver's stopping rule leaves a few 1e-6 of it, by the BLAS build.
-    assert fitted.dp_collective_efficiency == pytest.approx(3.0, rel=1e-4)
+    assert fitted.dp_collective_efficiency == pytest.approx(0.9, rel=1e-4)
     assert fitted.runtime_overhead_gib == pytest.approx(0.55, rel=1e-6)
     assert fitted.allocator_factor == pytest.approx(1.2, rel=1e-6)
     # One activation factor per dtype (a backend may keep extra low-precision copies).

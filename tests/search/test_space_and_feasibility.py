@@ -192,7 +192,7 @@ def test_a_stored_trial_config_with_recompute_on_off_reads_as_a_mode(tmp_path):
         assert to_trial_config(load_resolved(path, [])).train.recompute is mode
 
 
-def test_the_model_seeds_only_points_whose_terms_a_trial_timed():
+def test_the_model_seeds_only_points_whose_terms_a_trial_timed(monkeypatch):
     import optuna
 
     from autotune.plan.costmodel import CostModel
@@ -202,6 +202,9 @@ def test_the_model_seeds_only_points_whose_terms_a_trial_timed():
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     space = space_of({"runtime.mode": ["graph", "pynative"], "train.micro_batches": [1, 2]})
     base = compose("sweep", [], with_choices=True, schema=SweepConfig)
+    # This host's measured GEMM peak, as a trial leaves it in the cache (none on a fresh
+    # machine until a real trial ran: the test must not depend on one having run first).
+    monkeypatch.setattr("autotune.plan.costmodel.cached_cpu_peak_flops", lambda *_: 1e11)
     model = CostModel.for_profile(to_trial_config(base).hardware)
     # The CPU priors know nothing of PyNative's host cost (0 until calibrated), so the model
     # ranks PyNative first: the default study's fit of three graph-mode trials did, and its
@@ -222,3 +225,11 @@ def test_the_model_seeds_only_points_whose_terms_a_trial_timed():
     # Without the evidence gate (a simulated sweep's model is its own truth), every point.
     study = optuna.create_study(direction="maximize")
     assert pynative in queue_best_predicted(study, space, model, 8.0, 3, max_time_error=1.0)
+    # Rule: on a fresh machine (no measured peak yet) no time is predicted: no terms, no
+    # seeds, and no crash.
+    monkeypatch.setattr("autotune.plan.costmodel.cached_cpu_peak_flops", lambda *_: None)
+    bare = CostModel.for_profile(to_trial_config(base).hardware)
+    assert bare.time_terms(to_trial_config(base)) == set()
+    study = optuna.create_study(direction="maximize")
+    assert queue_best_predicted(study, space, bare, 8.0, 3, max_time_error=1.0,
+                                measured_terms=lambda: graph_only) == []

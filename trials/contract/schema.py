@@ -320,6 +320,10 @@ class HardwareConfig:
     device_memory_gib: float = field(default=8.0, metadata=rule(gt=0))
     #: Peak TFLOP/s per dtype (float32, float16, bfloat16); null = calibrate here (CPU).
     peak_tflops: dict = field(default_factory=dict)
+    #: Compute units a GEMM's output tiles are spread over (an NVIDIA GPU's streaming
+    #: multiprocessors, an Ascend's AI cores); null = unknown (a CPU): the cost model then
+    #: charges a GEMM its plain FLOPs, without wave quantisation (autotune/plan/kernels.py).
+    compute_units: int | None = field(default=None, metadata=rule(ge=1))
     #: What this backend can run: bf16, model_parallel, pipeline_parallel (the one source
     #: of backend capability: trials/contract/capabilities.py reads it).
     supports: dict = field(default_factory=dict)
