@@ -406,6 +406,14 @@ def replay_all(path: Path, searchers: list[str], *, seeds: int, n_trials: int, j
     peak_file = default_cache_dir() / "peak_flops.json"
     if peak_file.exists():
         shutil.copy(peak_file, workdir / "cache" / "peak_flops.json")
+    from trials.contract.machine import cached_cpu_peak_flops
+
+    if cached_cpu_peak_flops("float32", workdir / "cache") is None:
+        # Without it the model predicts no step time, so every searcher replays as if
+        # the model were off (a run on a fresh host measured `default` as `no-model`).
+        log(f"WARNING: no verified GEMM peak for this host in {default_cache_dir()}: the "
+            "cost model predicts no step time and seeds nothing; set AUTOTUNE_CACHE to a "
+            "cache with one (BENCHMARKS.md, 'Search efficiency')")
     os.environ["AUTOTUNE_CACHE"] = str(workdir / "cache")
     import optuna
 
