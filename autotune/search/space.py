@@ -8,6 +8,7 @@ point turns into Hydra overrides, composed exactly like the user's own.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 import typing
@@ -65,6 +66,9 @@ class SearchSpace:
         self.nodes = 1
         self.base_overrides = list(base_overrides)
         self._cache: dict[tuple[str, ...], DictConfig] = {}
+        #: Each point's config or the error it raised: the seeding filter asks for every
+        #: point of the space at each proposal until the model seeds (0.2 s a point).
+        self._built: dict[tuple, TrialConfig | ConfigError] = {}
 
     # -- construction ---------------------------------------------------------------------
     @classmethod
@@ -146,11 +150,22 @@ class SearchSpace:
         Config groups are composed by Hydra (once per combination); field knobs are then
         merged into the typed config, which checks them exactly as an override would.
         """
-        groups = tuple(o for k in self.knobs if k.is_group for o in k.overrides(params[k.path]))
-        fields = [o for k in self.knobs if not k.is_group for o in k.overrides(params[k.path])]
-        cfg = to_trial_config(_merge_fields(self._composed(groups), fields))
-        validate(cfg)
-        return cfg
+        key = tuple((k.path, repr(params[k.path])) for k in self.knobs)
+        if key not in self._built:
+            groups = tuple(o for k in self.knobs if k.is_group
+                           for o in k.overrides(params[k.path]))
+            fields = [o for k in self.knobs if not k.is_group
+                      for o in k.overrides(params[k.path])]
+            try:
+                cfg = to_trial_config(_merge_fields(self._composed(groups), fields))
+                validate(cfg)
+                self._built[key] = cfg
+            except ConfigError as exc:
+                self._built[key] = exc
+        built = self._built[key]
+        if isinstance(built, ConfigError):
+            raise built.with_traceback(None)
+        return copy.deepcopy(built)  # callers may change theirs; the cached one stays
 
     @property
     def size(self) -> int:

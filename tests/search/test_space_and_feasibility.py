@@ -107,6 +107,26 @@ def test_fast_trial_config_equals_a_full_hydra_compose():
             compose("sweep", space.overrides(point), schema=SweepConfig))
 
 
+def test_a_points_config_is_built_once_and_each_caller_gets_its_own():
+    import pytest
+
+    from trials.contract.schema import ConfigError
+
+    space = space_of({"train.micro_batches": [1, 2], "runtime.mode": ["graph", "pynative"]})
+    point = {"train.micro_batches": 2, "runtime.mode": "graph"}
+    first = space.trial_config(point)
+    first.train.micro_batches = 7  # a caller changes its copy
+    again = space.trial_config(point)
+    # Rule: the same point gives the same config, untouched by what a caller did to one.
+    assert again.train.micro_batches == 2 and again is not first
+    assert again == space.trial_config(dict(point))
+    # Rule: a point that cannot be built raises each time it is asked for.
+    bad = {"train.micro_batches": 0, "runtime.mode": "graph"}
+    for _ in range(2):
+        with pytest.raises(ConfigError):
+            space.trial_config(bad)
+
+
 def test_a_bad_field_value_is_named():
     import pytest
 
