@@ -48,7 +48,7 @@ from dataclasses import asdict, dataclass
 from autotune.plan import kernels
 from autotune.plan.layout import Cluster, Job, Recompute, host_contention
 from autotune.plan.memory import local_seq, shard_ranks, stage_layer_counts, stage_params
-from autotune.plan.model_dims import ModelDims, hardware_flops_per_token, layer_flops_per_token
+from autotune.plan.model_dims import ModelDims
 from trials.contract.schema import LinkConfig
 
 FP32_BYTES = 4
@@ -126,27 +126,6 @@ def link_for_span(span: int, cluster: Cluster) -> LinkConfig:
     if cluster.nodes > 1 and span > cluster.devices_per_node:
         return cluster.hardware.inter_node
     return cluster.hardware.intra_node
-
-
-def stage_flops(d: ModelDims, job: Job, stage: int, recompute: str) -> float:
-    """Hardware FLOPs one device of a stage computes per step: its layers' share of the
-    blocks, and the logits on the last stage, over the mp x cp ranks that split them and
-    the dp ranks that split the batch."""
-    tokens = job.global_batch * d.seq / (job.dp * job.mp * job.context_parallel)
-    per_token = stage_layer_counts(d, job)[stage] * layer_flops_per_token(
-        d, recompute=recompute, flash_attention=job.flash_attention)
-    if stage == job.pp - 1:
-        per_token += hardware_flops_per_token(d) - d.layers * layer_flops_per_token(d)
-    return per_token * tokens
-
-
-def compute_flops(d: ModelDims, job: Job) -> tuple[float, float]:
-    """(hardware FLOPs per device per step of the slowest stage, of which the recompute
-    forward). The pipeline runs at the pace of its slowest stage: an uneven split or the
-    logits make one stage longer than L / p layers' worth."""
-    flops = [stage_flops(d, job, i, job.recompute.value) for i in range(job.pp)]
-    slowest = max(range(job.pp), key=flops.__getitem__)
-    return flops[slowest], flops[slowest] - stage_flops(d, job, slowest, "none")
 
 
 def compute_s(d: ModelDims, job: Job, cluster: Cluster,
