@@ -1,24 +1,30 @@
-"""Decisions on a machine whose speed drifts (issue 20): two revisions side by side, each
-running the real default sweep and ``confirm`` twice, on a quiet machine and with a CPU hog
-switched on and off during it.
+"""Decisions on a machine whose speed drifts (issues 20, 35): two revisions side by side,
+each running the real default sweep and ``confirm`` on a quiet machine and under CPU hogs
+(switched on and off, or never off).
 
     .venv/bin/python -m bench.drift --old 26a4878 --new HEAD            # ~70 min
     .venv/bin/python -m bench.drift --old 26a4878 --new HEAD --quick    # a smoke run, ~15 min
+    .venv/bin/python -m bench.drift --only new --conditions quiet,persistent,onoff  # issue 35
     .venv/bin/python -m bench.drift --reanalyse runs/bench/drift        # the tables again
 
 Each revision is a detached git worktree (bench/seam_overhead.py's machinery); every
 command is a fresh ``python -m autotune`` process of that worktree. Per revision and
 condition, in a study of its own: ``sweep`` (the embedded default: 12 launches, seed 0),
 ``confirm`` (top 3 + the baseline, 3 rounds), ``report``, ``export``, and ``soak`` up to
-the line that names its trial (the soak itself is not what is measured here). Order: old
-quiet, new quiet, new loaded, old loaded (ABBA), then a quiet reference.
+the line that names its trial (the soak itself is not what is measured here). The
+revisions alternate their order from one condition to the next (ABBA: old quiet, new
+quiet, new loaded, old loaded), then a quiet reference.
 
 * **quiet**: before each command, wait up to ``--max-wait`` for other jobs to go quiet.
-* **loaded**: a hog of ``--hog-procs`` busy processes (bounded: each ends itself at the
-  end of its on-phase, and is killed on the way out) follows one fixed schedule from the
-  start of the condition: off for the first ``--hog-first-off`` s (the baseline is
-  measured on a quiet machine, as it was when the issue was found), then on
-  ``--hog-on`` s, off ``--hog-off`` s, repeated, across the sweep and confirm alike.
+* a loaded condition: busy processes (bounded: each ends itself at the end of its
+  on-phase, and is killed on the way out) follow one fixed schedule from the start of the
+  condition, across the sweep and confirm alike (:data:`LOADS`, ``--conditions``):
+
+  - **loaded** (issue 20): ``--hog-procs`` processes, off for the first
+    ``--hog-first-off`` s (the baseline is measured on a quiet machine, as it was when
+    the issue was found), then on ``--hog-on`` s, off ``--hog-off`` s, repeated;
+  - **persistent** (issue 35): one process that never stops, from the start;
+  - **onoff** (issue 35): one process, 30 s on, 30 s off, from the start.
 * **reference** (quiet, the measuring checkout's trial program): every configuration a
   sweep stopped as slow and never completed, and each sweep's two fastest, re-measured in
   ``--reference-rounds`` rounds, shuffled within each round; a configuration is "good"
@@ -44,6 +50,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import random
 import re
@@ -53,6 +60,7 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -91,7 +99,27 @@ REFERENCE_TIMEOUT_S = 120
 #: "Good": within this fraction of the fastest reference median (the issue's 10 %).
 GOOD_WITHIN = 0.10
 COMMAND_TIMEOUT_S = 3600
-CONDITIONS = ("quiet", "loaded")
+
+
+@dataclass(frozen=True)
+class Load:
+    """A hog's schedule from the start of a condition: ``procs`` busy processes, off
+    ``first_off`` s, then on ``on`` s and off ``off`` s, repeated."""
+
+    procs: int
+    first_off: float
+    on: float
+    off: float
+
+
+#: Every condition a run can be measured under (None: quiet, waiting for other jobs to go
+#: quiet before each command). ``loaded``'s schedule follows the --hog-* arguments.
+LOADS: dict[str, Load | None] = {
+    "quiet": None,
+    "loaded": Load(os.cpu_count() or 2, 45.0, 60.0, 60.0),
+    "persistent": Load(1, 0.0, math.inf, 0.0),
+    "onoff": Load(1, 0.0, 30.0, 30.0),
+}
 
 HOG = ("import sys, time\n"
        "end = time.monotonic() + float(sys.argv[1])\n"
@@ -150,7 +178,7 @@ class Hog:
             self._running = [subprocess.Popen([sys.executable, "-c", HOG, str(self.on)])
                              for _ in range(self.procs)]
             self.intervals.append([began, began + self.on])
-            self._stop.wait(self.on)
+            self._stop.wait(None if math.isinf(self.on) else self.on)
             self._reap()
             self.intervals[-1][1] = min(self.intervals[-1][1], time.time())
             if self._stop.wait(self.off):
@@ -168,6 +196,13 @@ class Hog:
         self._reap()
         if self.intervals:
             self.intervals[-1][1] = min(self.intervals[-1][1], time.time())
+
+
+def load_of(condition: str, args) -> Load | None:
+    """The condition's hog schedule (``loaded``'s from the --hog-* arguments)."""
+    if condition == "loaded":
+        return Load(args.hog_procs, args.hog_first_off, args.hog_on, args.hog_off)
+    return LOADS[condition]
 
 
 # -- one revision under one condition -----------------------------------------------------------
@@ -215,8 +250,8 @@ def run_condition(checkout: Checkout, condition: str, where: Path, args) -> dict
              ("report", sweep, None),
              ("export", [*sweep, f"export.out={where / 'export'}", "export.overwrite=true"], None),
              ("soak", [*sweep, f"soak.out={where / 'soak'}"], SOAK_TRIAL)]
-    hog = Hog(args.hog_procs, args.hog_first_off, args.hog_on, args.hog_off) \
-        if condition == "loaded" else None
+    load = load_of(condition, args)
+    hog = None if load is None else Hog(load.procs, load.first_off, load.on, load.off)
     started = time.time()
     if hog:
         hog.start()
@@ -402,9 +437,24 @@ def analyse(metas: dict[str, dict], ref: dict[str, Any] | None) -> dict[str, Any
             "contended_trials": sum(1 for t in trials
                                     if t["reason"] == Outcome.CONTENDED.value),
         }
-    out["export_agrees"] = {rev: (None if None in (d.get("quiet"), d.get("loaded"))
-                                  else d["quiet"] == d["loaded"]) for rev, d in exported.items()}
+    # Each loaded condition against the same revision's quiet one: the same export? how
+    # much longer (the sweep, and every command together)?
+    out["export_agrees"] = {rev: {cond: None if None in (d.get("quiet"), got)
+                                  else got == d["quiet"]
+                                  for cond, got in d.items() if cond != "quiet"}
+                            for rev, d in exported.items()}
+    quiet = {r["revision"]: r for r in out["runs"].values() if r["condition"] == "quiet"}
+    for r in out["runs"].values():
+        q = quiet.get(r["revision"])
+        r["sweep_vs_quiet"] = None if q is None else \
+            r["commands"]["sweep"]["wall_s"] / q["commands"]["sweep"]["wall_s"]
+        # The commands' own time: a quiet condition's waits for quiet are not the sweep's.
+        r["wall_vs_quiet"] = None if q is None else commands_s(r) / commands_s(q)
     return out
+
+
+def commands_s(run: dict) -> float:
+    return sum(c["wall_s"] for c in run["commands"].values())
 
 
 def hog_per_command(meta: dict) -> dict[str, dict]:
@@ -426,7 +476,9 @@ def print_tables(result: dict[str, Any]) -> None:
     for r in result["runs"].values():
         named = " ".join(f"{v[:4]}#{n}" for v, n in r["named"].items())
         hog = r["commands"]
-        rows.append([r["revision"], r["condition"], f"{r['wall_s'] / 60:.1f}",
+        ratio = "-" if r["sweep_vs_quiet"] is None else \
+            f"{r['sweep_vs_quiet']:.2f}x / {r['wall_vs_quiet']:.2f}x"
+        rows.append([r["revision"], r["condition"], f"{r['wall_s'] / 60:.1f}", ratio,
                      f"{hog['sweep']['hog_on_s']:.0f}/{hog['sweep']['wall_s']:.0f}",
                      f"{hog['confirm']['hog_on_s']:.0f}/{hog['confirm']['wall_s']:.0f}",
                      r["exported"],
@@ -435,11 +487,13 @@ def print_tables(result: dict[str, Any]) -> None:
                      "-" if r["median_interval_width"] is None
                      else f"{100 * r['median_interval_width']:.0f}",
                      r["distinct_winners"], named])
-    print_table(["revision", "condition", "min", "sweep hog/s", "confirm hog/s", "(a) exported",
+    print_table(["revision", "condition", "min", "vs quiet: sweep / all", "sweep hog/s",
+                 "confirm hog/s", "(a) exported",
                  "(b) good lost/lost", "(c) covered", "width %", "(d) winners", "named"], rows)
-    for rev, agrees in result["export_agrees"].items():
-        print(f"(a) {rev}: exported configuration quiet vs loaded: "
-              f"{'same' if agrees else 'different' if agrees is not None else 'n/a'}")
+    for rev, by_condition in result["export_agrees"].items():
+        for condition, agrees in by_condition.items():
+            print(f"(a) {rev}: exported configuration quiet vs {condition}: "
+                  f"{'same' if agrees else 'different' if agrees is not None else 'n/a'}")
     for r in result["runs"].values():
         if r["lost_as_slow"]:
             print(f"(b) {r['revision']} {r['condition']}: lost as slow: "
@@ -471,10 +525,13 @@ def main() -> None:
     parser.add_argument("--new", default="HEAD")
     parser.add_argument("--quick", action="store_true", help="search=tiny, 4 launches, top 1")
     parser.add_argument("--only", choices=["old", "new"], help="one revision (a smoke run)")
-    parser.add_argument("--hog-procs", type=int, default=os.cpu_count() or 2)
-    parser.add_argument("--hog-first-off", type=float, default=45.0)
-    parser.add_argument("--hog-on", type=float, default=60.0)
-    parser.add_argument("--hog-off", type=float, default=60.0)
+    loaded = LOADS["loaded"]
+    parser.add_argument("--conditions", default="quiet,loaded",
+                        help=f"comma-separated, in order; of {', '.join(LOADS)}")
+    parser.add_argument("--hog-procs", type=int, default=loaded.procs, help="loaded's")
+    parser.add_argument("--hog-first-off", type=float, default=loaded.first_off)
+    parser.add_argument("--hog-on", type=float, default=loaded.on)
+    parser.add_argument("--hog-off", type=float, default=loaded.off)
     parser.add_argument("--reference-rounds", type=int, default=2)
     parser.add_argument("--reanalyse", type=Path, metavar="DIR",
                         help="recompute the tables from an earlier run's directory")
@@ -488,6 +545,11 @@ def main() -> None:
             ref = measure_reference(metas, args, args.reanalyse)
         finish(metas, ref, args, {m["revision"]: m["commit"] for m in metas.values()})
         return
+    conditions = [c.strip() for c in args.conditions.split(",") if c.strip()]
+    unknown = [c for c in conditions if c not in LOADS]
+    if unknown or not conditions:
+        parser.error(f"--conditions: {', '.join(unknown) or 'none given'}; choose from "
+                     f"{', '.join(LOADS)}")
     repo = repo_root()
     labels = [args.only] if args.only else ["old", "new"]
     revs = {"old": args.old, "new": args.new}
@@ -498,8 +560,9 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="autotune-drift-"))
     checkouts = {lab: add_worktree(repo, lab, revs[lab], resolve(repo, revs[lab]), tmp)
                  for lab in labels}
-    # ABBA: old quiet, new quiet, new loaded, old loaded.
-    order = [(lab, "quiet") for lab in labels] + [(lab, "loaded") for lab in reversed(labels)]
+    # ABBA: the revisions' order alternates from one condition to the next.
+    order = [(lab, condition) for i, condition in enumerate(conditions)
+             for lab in (labels if i % 2 == 0 else labels[::-1])]
     metas: dict[str, dict] = {}
     try:
         for lab, condition in order:
