@@ -5,12 +5,14 @@ than propose a configuration the study already has, and a repeat that still come
 
 from __future__ import annotations
 
+import random
+
 import optuna
 from optuna.distributions import CategoricalDistribution
 from optuna.samplers import BaseSampler
 
 from autotune.report import leaderboard
-from autotune.search.unrepeated import NoRepeats
+from autotune.search.unrepeated import NoRepeats, nearest_unseen, point_key
 from autotune.study.records import load_records
 
 SPACE = {"a": CategoricalDistribution([1, 2]), "b": CategoricalDistribution(["x", "y"])}
@@ -19,6 +21,9 @@ SPACE = {"a": CategoricalDistribution([1, 2]), "b": CategoricalDistribution(["x"
 class Stubborn(BaseSampler):
     """A fake sampler that proposes the same point every time (what TPE converges to)."""
 
+    def __init__(self, **extra) -> None:
+        self.point = {"a": 1, "b": "x", **extra}
+
     def infer_relative_search_space(self, study, trial):
         return {}
 
@@ -26,11 +31,11 @@ class Stubborn(BaseSampler):
         return {}
 
     def sample_independent(self, study, trial, param_name, param_distribution):
-        return {"a": 1, "b": "x"}[param_name]
+        return self.point[param_name]
 
 
-def finish(study: optuna.Study, value: float = 1.0) -> dict:
-    trial = study.ask(SPACE)
+def finish(study: optuna.Study, value: float = 1.0, space: dict = SPACE) -> dict:
+    trial = study.ask(space)
     trial.set_user_attr("reason", "ok")
     study.tell(trial, value)
     return trial.params
@@ -46,6 +51,39 @@ def test_the_sampler_draws_again_rather_than_repeat_a_measured_point():
     assert len({tuple(sorted(p.items())) for p in points}) == 4
     # Rule: with every point taken, the repeat is proposed (the sweep reuses its result).
     assert finish(study) in points
+
+
+def changed_knobs(a: dict, b: dict) -> int:
+    return sum(a[k] != b[k] for k in a)
+
+
+def test_once_the_sampler_repeats_itself_the_nearest_unseen_point_is_proposed():
+    space = {"a": CategoricalDistribution([1, 2]), "b": CategoricalDistribution(["x", "y"]),
+             "c": CategoricalDistribution([True, False])}
+    study = optuna.create_study(direction="maximize",
+                                sampler=NoRepeats(Stubborn(c=True), space, seed=3))
+    favourite = {"a": 1, "b": "x", "c": True}
+    points = [finish(study, space=space) for _ in range(8)]
+    # Rule: the sampler's own point first; then every point one change away from it, then
+    # those two changes away, then three: a local search where the sampler wants to be
+    # (a uniform draw would jump to a far corner as soon as the second proposal).
+    assert points[0] == favourite
+    assert [changed_knobs(p, favourite) for p in points] == [0, 1, 1, 1, 2, 2, 2, 3]
+    # ...and each such trial says so (its progress line reads the role).
+    assert [t.user_attrs.get("role") for t in study.trials] == [None] + ["nearest"] * 7
+
+
+def test_the_nearest_unseen_search_gives_up_past_its_limit():
+    space = {f"k{i}": CategoricalDistribution([0, 1, 2]) for i in range(4)}
+    point = {name: 0 for name in space}
+    seen = {point_key(point)}
+    near = nearest_unseen(point, space, seen, random.Random(0))
+    assert near is not None and changed_knobs(near, point) == 1
+    # Every point within one change taken: the next is two changes away...
+    seen |= {point_key({**point, name: v}) for name in space for v in (1, 2)}
+    assert changed_knobs(nearest_unseen(point, space, seen, random.Random(0)), point) == 2
+    # ...unless looking there would pass the limit (8 one-change points looked at first).
+    assert nearest_unseen(point, space, seen, random.Random(0), limit=10) is None
 
 
 def test_a_lost_attempt_does_not_take_its_point():
