@@ -254,14 +254,26 @@ class Proposals:
                                                   self.settings.contention_cores))
 
     def _judged_as_loaded(self, ready: Ready, result: monitor.TrialResult) -> bool:
-        """On a host that stays loaded (:func:`conditions.stays_loaded` over the study's
-        runs, this one the newest), a trial stopped as slow is told slow as it is: the slow
-        rule judged it against the best re-scaled by the baseline's latest run, measured
-        under the same load, and waiting for a quiet host that does not come would only run
-        it twice. A clock's verdict (hang, timeout) is re-queued all the same."""
+        """A trial stopped as slow under load is told slow as it is, not re-run, when the
+        rule compared like with like: it judged against the best re-scaled by the
+        baseline's latest run (:func:`selection.drift_factor`), so when that run was
+        measured under load too, both sides of the comparison carried the load. Else when
+        the host stays loaded (:func:`conditions.stays_loaded` over the study's runs, this
+        one the newest): waiting for a quiet host that does not come would only run it
+        twice. A clock's verdict (hang, timeout) is re-queued all the same."""
         if result.reason is not Outcome.SLOW:
             return False
         records = StudyView(self.study).records
+        base = selection.baseline(records)
+        if base is not None and base.number != ready.trial.number:
+            runs = sorted(zip(base.timed_runs(), base.sweep_run_loads()),
+                          key=lambda run: run[0][0] or 0.0)
+            if runs and runs[-1][1]:
+                self.progress.note(
+                    f"trial {ready.trial.number}: stopped as slow under load, judged against "
+                    f"the baseline's latest run (trial {base.number}), measured under load "
+                    "too; not re-run")
+                return True
         runs = sorted((at or 0.0, loaded) for r in records if r.number != ready.trial.number
                       for (at, _), loaded in zip(r.timed_runs(), r.sweep_run_loads()))
         loads = [loaded for _, loaded in runs] + [True]

@@ -6,9 +6,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
@@ -45,6 +47,32 @@ def hog_beside(seconds: float):
     finally:
         proc.kill()
         proc.wait(timeout=5)
+
+
+@contextmanager
+def hog_from(path: Path, seconds: float):
+    """:func:`hog_beside` for ``seconds`` from when ``path`` appears (a trial's directory:
+    the hog then meets that trial and none before it)."""
+    stop = threading.Event()
+    hog: list[subprocess.Popen] = []
+
+    def start_when_there() -> None:
+        while not stop.is_set() and not path.exists():
+            time.sleep(0.01)
+        if not stop.is_set():
+            core = sorted(os.sched_getaffinity(0))[-1]
+            hog.append(subprocess.Popen([sys.executable, "-c", HOG, str(seconds), str(core)]))
+
+    watcher = threading.Thread(target=start_when_there, daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        watcher.join(timeout=5)
+        for proc in hog:
+            proc.kill()
+            proc.wait(timeout=5)
 
 
 def start_child(code: str, seconds: float, *, marker: str, core: int) -> subprocess.Popen:
@@ -267,7 +295,9 @@ def test_a_trial_stopped_as_slow_under_load_is_re_queued_once_for_a_quiet_host(h
     space = harness.space("cont", {"train.micro_batches": [1, 2]})
     harness.script([{"when": {"train.micro_batches": 2}, "do": "slow"}], steps=8,
                    step_sleep=0.05)
-    with hog_beside(12.0):
+    # The baseline runs on a quiet host; the hog comes with trial 1 (a load that passes:
+    # a baseline measured under the same load would make the verdict a fair one).
+    with hog_from(harness.runs / "s" / "trial-0001", 12.0):
         code, out, err = harness.run(space, "train.micro_batches=1", "sweep.n_trials=2",
                                      "sweep.neighbours=true", "sweep.contention_cores=0.25",
                                      "sweep.quiet_wait_s=20")
@@ -295,6 +325,64 @@ def test_a_trial_stopped_as_slow_under_load_is_re_queued_once_for_a_quiet_host(h
     assert main(["report", *harness.overrides(space)]) == 0
     index = (harness.runs / "s" / "report" / "index.md").read_text()
     assert "3 launched, 2 of them against sweep.n_trials, the others retried" in index
+
+
+class ScriptedLoad:
+    """The host's load (other processes' cores) of each run the sweep follows, in launch
+    order, in place of the meter (virtual trials have no process to measure)."""
+
+    def __init__(self, loads: list[float]) -> None:
+        self.loads = list(loads)
+
+    def __call__(self, marker, placement=None, **_):
+        cores = self.loads.pop(0) if self.loads else 0.0
+        return ScriptedMeter(Conditions(other_cores=cores, window=MEASURED_STEPS,
+                                        window_s=10.0, recent_cores=cores))
+
+
+class ScriptedMeter:
+    def __init__(self, conditions: Conditions) -> None:
+        self.conditions = conditions
+
+    def record(self, record) -> None:
+        pass
+
+    def sample(self, *, force: bool = False) -> None:
+        pass
+
+    def close(self) -> Conditions:
+        return self.conditions
+
+    finish = close
+
+
+@pytest.mark.parametrize("baseline_load, told", [
+    (1.0, ["slow"]),                  # both sides loaded: a fair verdict, not re-run
+    (0.0, ["contended", "slow"]),     # a quiet baseline: wait for quiet, re-run once
+])
+def test_a_slow_verdict_under_load_stands_when_the_baseline_ran_under_load_too(
+        harness, monkeypatch, baseline_load, told):
+    """The configuration micro=2 is scripted slow. It is stopped as slow while the host is
+    loaded; the slow rule judged it against the baseline's latest run. When that run was
+    loaded too, the comparison was like with like and the verdict stands (a host loaded
+    from the start, as under a hog that never stops, would otherwise make every slow trial
+    wait for a quiet host that does not come and run twice); when it was quiet, the load
+    may be what made it slow: re-queued once."""
+    from autotune import proposal
+    from autotune.running import monitor
+
+    monkeypatch.setattr(monitor, "ConditionsMeter", ScriptedLoad([baseline_load, 1.0, 0.0]))
+    monkeypatch.setattr(proposal, "wait_for_quiet", lambda *a, **k: 0.0)
+    space = harness.space("pair", {"train.micro_batches": [1, 2]})
+    harness.script([{"when": {"train.micro_batches": 2}, "do": "slow"}], steps=8)
+    code, out, err = harness.run(space, "train.micro_batches=1", "sweep.n_trials=2",
+                                 "sweep.neighbours=true", "sweep.contention_cores=0.25")
+    assert code == 0, out + err
+    study = harness.study()
+    assert [t.user_attrs.get("reason") for t in study.trials
+            if t.params == {"train.micro_batches": 2}] == told
+    paired = "judged against the baseline's latest run (trial 0), measured under load too"
+    assert (paired in out) == (baseline_load > 0), out
 
 
 def test_a_load_that_came_late_in_a_run_is_seen_in_its_last_seconds():
