@@ -49,8 +49,8 @@ def run_confirm(composed: DictConfig, console: Console, config: SweepConfig) -> 
     under_load = sum(flag for flags in loaded.values() for flag in flags)
     if under_load:
         say(f"{under_load} run(s) measured under load (other processes above "
-            f"sweep.contention_cores): their rounds are left out of the paired "
-            f"tests while {C.MIN_CLEAN_ROUNDS} clean rounds remain")
+            "sweep.contention_cores): a round counts in a paired test only where both of "
+            "its runs were measured alike (both quiet, or both under load)")
     for note in (C.too_few_rounds(summary),
                  C.speed_change(base, summary.get(base.number) if base is not None else None)):
         if note:

@@ -20,8 +20,6 @@ from autotune.study.schema.confirm import ConfirmVerdict
 from autotune.study.schema.confirm import PairedTest as StoredTest
 from trials.contract.units import rate
 
-#: Fewest clean rounds a paired test keeps before it falls back to every round.
-MIN_CLEAN_ROUNDS = 2
 #: The baseline's speed now over its speed before beyond which the machine's speed is said
 #: to have changed (a factor: 1.25 = 25 % faster or slower): well beyond the 5-10 %
 #: run-to-run noise of a quiet shared machine (BENCHMARKS.md, "repeatability"). Confirm
@@ -55,14 +53,15 @@ def stored_test(test: PairedTest | None) -> StoredTest | None:
 
 def rounds_of(runs: dict[int, list[float | None]], a: int, b: int,
               loaded: dict[int, list[bool]] | None = None) -> tuple[list, list]:
-    """The rounds where both ``a`` and ``b`` finished (a failed run drops its round), less
-    the rounds where either was measured under load (the pair was then measured under
-    different conditions), as long as :data:`MIN_CLEAN_ROUNDS` remain."""
+    """The rounds where both ``a`` and ``b`` finished (a failed run drops its round) under
+    the same conditions: both quiet, or both under load. A round where one of the two ran
+    under load compares the load, not the configurations, and never counts: when too
+    few rounds remain, there is no paired test (a claim rests on the sweep's interval).
+    Falling back to every round turned a baseline that met a 30 s on / 30 s off hog in
+    all three rounds into a "separable" +54 % gain (bench/drift.py, BENCHMARKS.md)."""
     pairs = [(x, y, i) for i, (x, y) in enumerate(zip(runs[a], runs[b])) if x and y]
     if loaded:
-        clean = [p for p in pairs if not (loaded[a][p[2]] or loaded[b][p[2]])]
-        if len(clean) >= MIN_CLEAN_ROUNDS:
-            pairs = clean
+        pairs = [p for p in pairs if loaded[a][p[2]] == loaded[b][p[2]]]
     return [x for x, _, _ in pairs], [y for _, y, _ in pairs]
 
 
@@ -125,7 +124,7 @@ def too_few_rounds(summary: Verdicts) -> str | None:
     return (f"note: a paired test here rests on {fewest} round(s): its 95 % interval is "
             f"{factor:.1f} x the rounds' spread, too wide to separate gains of a few %; "
             f"5 clean rounds make it {t.ppf(0.975, 4):.1f} x (confirm.repeats=5, on a quiet "
-            "host: rounds measured under load are left out)")
+            "host: a round whose two runs met different load is left out)")
 
 
 def speed_changed(ratio: float | None) -> bool:

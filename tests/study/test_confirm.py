@@ -187,11 +187,22 @@ def test_a_round_measured_under_load_is_left_out_of_the_paired_test():
     # Rule: the baseline's run in round 3 was measured under load: the pair was measured
     # under different conditions, and the test keeps the two clean rounds.
     assert rounds_of(runs, 1, 0, loaded) == ([110.0, 111.0], [100.0, 102.0])
-    # Rule: with fewer than two clean rounds left, every finished round counts.
-    loaded[1] = [True, False, False]
+    # Rule: a round where both ran under load compares like with like and counts; one
+    # where only one of the two did never counts, however few rounds remain.
+    loaded[1] = [True, False, True]
+    assert rounds_of(runs, 1, 0, loaded) == ([111.0, 112.0], [102.0, 60.0])
+    loaded[1] = [False, False, True]
     assert rounds_of(runs, 1, 0, loaded) == ([110.0, 111.0, 112.0], [100.0, 102.0, 60.0])
     # Rule: a failed run drops its round, as before.
     assert rounds_of({0: [100.0, None], 1: [110.0, 111.0]}, 1, 0) == ([110.0], [100.0])
+    # The case met under a 30 s on / 30 s off hog: the baseline loaded in every round, the
+    # finalist in none. No round compares like with like: no paired test, no claim.
+    from autotune.study.noise import paired_test
+
+    runs = {0: [1754.0, 1711.0, 1775.0], 1: [2701.0, 2606.0, 2765.0]}
+    loaded = {0: [True, True, True], 1: [False, False, False]}
+    assert rounds_of(runs, 1, 0, loaded) == ([], [])
+    assert paired_test(*rounds_of(runs, 1, 0, loaded)) is None
 
 
 def test_confirm_runs_the_baseline_plus_top_k_other_configurations():
