@@ -14,6 +14,7 @@ import math
 import os
 import platform
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -158,15 +159,18 @@ def run_trial(overrides: Sequence[str], *, timeout_s: float = 300.0, quiet_wait_
     started_at = time.time()
     start = time.perf_counter()
     meter = LoadMeter()
+    # A session of its own: on a timeout the whole group goes (msrun's ranks with it; a
+    # plain kill of msrun left two ranks of a reference run busy for minutes).
+    proc = subprocess.Popen(cmd, cwd=workdir, env=child_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        proc = subprocess.run(cmd, cwd=workdir, env=child_env(), capture_output=True,
-                              text=True, timeout=timeout_s)
-        rc, err = proc.returncode, proc.stderr
-    except subprocess.TimeoutExpired as exc:
+        _, err = proc.communicate(timeout=timeout_s)
+        rc = proc.returncode
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        _, err = proc.communicate()
         rc = None
-        err = (exc.stderr or b"").decode(errors="replace") if isinstance(exc.stderr, bytes) \
-            else (exc.stderr or "")
-        err += f"\n[bench] timed out after {timeout_s:.0f} s"
+        err = (err or "") + f"\n[bench] timed out after {timeout_s:.0f} s"
     wall = time.perf_counter() - start
     load = meter.stop()
     summary, steps, end = read_metrics(metrics)
