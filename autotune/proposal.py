@@ -264,16 +264,15 @@ class Proposals:
         if result.reason is not Outcome.SLOW:
             return False
         records = StudyView(self.study).records
-        base = selection.baseline(records)
-        if base is not None and base.number != ready.trial.number:
-            runs = sorted(zip(base.timed_runs(), base.sweep_run_loads()),
-                          key=lambda run: run[0][0] or 0.0)
-            if runs and runs[-1][1]:
-                self.progress.note(
-                    f"trial {ready.trial.number}: stopped as slow under load, judged against "
-                    f"the baseline's latest run (trial {base.number}), measured under load "
-                    "too; not re-run")
-                return True
+        others = [r for r in records if r.number != ready.trial.number]
+        base = selection.baseline(others)
+        if base is not None and reference_loaded(
+                base, selection.best(others, self.context.budget_gib)):
+            self.progress.note(
+                f"trial {ready.trial.number}: stopped as slow under load, judged against "
+                f"the baseline's latest run (trial {base.number}), measured under load "
+                "too; not re-run")
+            return True
         runs = sorted((at or 0.0, loaded) for r in records if r.number != ready.trial.number
                       for (at, _), loaded in zip(r.timed_runs(), r.sweep_run_loads()))
         loads = [loaded for _, loaded in runs] + [True]
@@ -387,3 +386,19 @@ class Proposals:
         """In a trial thread: the main thread was told to stop (raise, to unwind)."""
         if self.stopping.is_set():
             raise Stopped(getattr(self.stopped_by, "signum", signal.SIGTERM))
+
+
+def reference_loaded(base: R.TrialRecord, best: R.TrialRecord | None) -> bool:
+    """Whether what the slow rule judged a trial against carried load: the baseline's latest
+    run was measured under load, and the best was the baseline itself, was measured under
+    load too, or was re-scaled by a baseline run measured after it
+    (:func:`selection.drift_factor`)."""
+    runs = sorted(zip(base.timed_runs(), base.sweep_run_loads()),
+                  key=lambda run: run[0][0] or 0.0)
+    if not runs or not runs[-1][1]:
+        return False
+    if best is None or best.number == base.number or best.contended:
+        return True
+    best_at = best.finished.timestamp() if best.finished is not None else None
+    latest_at = runs[-1][0][0]
+    return best_at is not None and latest_at is not None and latest_at > best_at

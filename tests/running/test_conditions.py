@@ -385,6 +385,36 @@ def test_a_slow_verdict_under_load_stands_when_the_baseline_ran_under_load_too(
     assert (paired in out) == (baseline_load > 0), out
 
 
+def test_the_slow_rules_reference_carried_load_only_when_its_figure_did():
+    import datetime as dt
+    from types import SimpleNamespace
+
+    from autotune.proposal import reference_loaded
+
+    def record(number, runs, *, contended=False):
+        """runs: (seconds, under load) of each sweep run, its own first."""
+        return SimpleNamespace(
+            number=number, contended=contended,
+            finished=dt.datetime.fromtimestamp(runs[0][0], dt.timezone.utc),
+            timed_runs=lambda: [(t, None) for t, _ in runs],
+            sweep_run_loads=lambda: [loaded for _, loaded in runs])
+
+    loaded_base = record(0, [(100.0, True)])
+    # Rule: the best is the baseline, its latest run loaded: like with like.
+    assert reference_loaded(loaded_base, loaded_base)
+    # Rule: a best measured quiet after the baseline's loaded run is the figure the rule
+    # used, unscaled: not like with like (the trial may be re-run on a quiet host).
+    quiet_best = record(3, [(200.0, False)])
+    assert not reference_loaded(loaded_base, quiet_best)
+    # ...unless a baseline run measured after it re-scaled it (drift_factor), under load.
+    rescaled = record(0, [(100.0, False), (300.0, True)])
+    assert reference_loaded(rescaled, quiet_best)
+    # ...or the best itself was measured under load.
+    assert reference_loaded(loaded_base, record(3, [(200.0, True)], contended=True))
+    # Rule: a baseline whose latest run was quiet never makes the reference a loaded one.
+    assert not reference_loaded(record(0, [(100.0, True), (300.0, False)]), quiet_best)
+
+
 def test_a_load_that_came_late_in_a_run_is_seen_in_its_last_seconds():
     """A 10 s run, quiet for 8 s, then other processes take 2 cores: diluted over the whole
     run that is 0.4 cores (under the 0.5 threshold), over its last 3 s about 1.3."""
