@@ -8,7 +8,7 @@
 A default chosen on the landscape that scores it is in-sample. Here each candidate
 (``bench.search_efficiency.CANDIDATES``: today's default, and one change of it each:
 startup trials, one-knob neighbours first, the cost model's seeding and its trust gate,
-the slow rule's ratio) replays ``--seeds`` sweeps of ``--n-trials`` launches on every
+the slow rule's ratio, racing) replays ``--seeds`` sweeps of ``--n-trials`` launches on every
 committed landscape (``bench/data/landscape_*.json.gz``: the GPT's execution knobs, and the
 data-bound CNN's input pipeline beside mode and precision), beside TPE without pruning.
 

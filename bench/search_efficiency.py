@@ -91,6 +91,7 @@ CANDIDATES: dict[str, list[str]] = {
     "model-always": ["sweep.predict.trust_time_error=1"],
     "slow-0.3": ["sweep.stop.slow_ratio=0.3"],
     "slow-0.7": ["sweep.stop.slow_ratio=0.7"],
+    "race-1": ["sweep.race.rounds=1"],
 }
 SEARCHERS.update({name: flags for name, flags in CANDIDATES.items() if name not in SEARCHERS})
 
