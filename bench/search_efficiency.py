@@ -415,19 +415,28 @@ def replay_all(path: Path, searchers: list[str], *, seeds: int, n_trials: int, j
         log(f"WARNING: no verified GEMM peak for this host in {default_cache_dir()}: the "
             "cost model predicts no step time and seeds nothing; set AUTOTUNE_CACHE to a "
             "cache with one (BENCHMARKS.md, 'Search efficiency')")
+    # The workers' cache; the caller's is restored after (a second landscape replayed in
+    # the same process, as bench.search_defaults does, would read this deleted one).
+    callers_cache = os.environ.get("AUTOTUNE_CACHE")
     os.environ["AUTOTUNE_CACHE"] = str(workdir / "cache")
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     results: dict[str, list[dict]] = {}
     tasks = [(name, seed) for name in searchers for seed in range(seeds)]
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
-        futures = {task: pool.submit(_search_task, *task, path, budget, n_trials, cv, workdir)
-                   for task in tasks}
-        for name in searchers:
-            results[name] = [futures[(name, seed)].result() for seed in range(seeds)]
-            log(f"{name}: {seeds} seeds done")
-    shutil.rmtree(workdir, ignore_errors=True)
+    try:
+        with ProcessPoolExecutor(max_workers=jobs) as pool:
+            futures = {task: pool.submit(_search_task, *task, path, budget, n_trials, cv,
+                                         workdir) for task in tasks}
+            for name in searchers:
+                results[name] = [futures[(name, seed)].result() for seed in range(seeds)]
+                log(f"{name}: {seeds} seeds done")
+    finally:
+        if callers_cache is None:
+            os.environ.pop("AUTOTUNE_CACHE", None)
+        else:
+            os.environ["AUTOTUNE_CACHE"] = callers_cache
+        shutil.rmtree(workdir, ignore_errors=True)
     return Replayed(results, optimum, params, grid_s, budget, over, cv)
 
 
