@@ -263,8 +263,7 @@ class Proposals:
         twice. A clock's verdict (hang, timeout) is re-queued all the same."""
         if result.reason is not Outcome.SLOW:
             return False
-        records = StudyView(self.study).records
-        others = [r for r in records if r.number != ready.trial.number]
+        others = [r for r in StudyView(self.study).records if r.number != ready.trial.number]
         base = selection.baseline(others)
         if base is not None and reference_loaded(
                 base, selection.best(others, self.context.budget_gib)):
@@ -273,9 +272,8 @@ class Proposals:
                 f"the baseline's latest run (trial {base.number}), measured under load "
                 "too; not re-run")
             return True
-        runs = sorted((at or 0.0, loaded) for r in records if r.number != ready.trial.number
-                      for (at, _), loaded in zip(r.timed_runs(), r.sweep_run_loads()))
-        loads = [loaded for _, loaded in runs] + [True]
+        loads = [loaded for _, loaded in sorted(
+            run for r in others for run in timed_loads(r))] + [True]
         if not stays_loaded(loads):
             return False
         self.progress.note(
@@ -393,12 +391,17 @@ def reference_loaded(base: R.TrialRecord, best: R.TrialRecord | None) -> bool:
     run was measured under load, and the best was the baseline itself, was measured under
     load too, or was re-scaled by a baseline run measured after it
     (:func:`selection.drift_factor`)."""
-    runs = sorted(zip(base.timed_runs(), base.sweep_run_loads()),
-                  key=lambda run: run[0][0] or 0.0)
+    runs = sorted(timed_loads(base))
     if not runs or not runs[-1][1]:
         return False
     if best is None or best.number == base.number or best.contended:
         return True
     best_at = best.finished.timestamp() if best.finished is not None else None
-    latest_at = runs[-1][0][0]
-    return best_at is not None and latest_at is not None and latest_at > best_at
+    return best_at is not None and runs[-1][0] > best_at
+
+
+def timed_loads(record: R.TrialRecord) -> list[tuple[float, bool]]:
+    """(when it ended, epoch seconds, 0 where not known; measured under load) of each of
+    the record's sweep runs."""
+    return [(at or 0.0, loaded)
+            for (at, _), loaded in zip(record.timed_runs(), record.sweep_run_loads())]
