@@ -30,8 +30,16 @@ $(STAMP): pyproject.toml
 sweep: setup
 	$(PY) -m autotune sweep $(ARGS)
 
+# Two workers side by side (pytest-xdist; a file's tests stay on one worker, so a module's
+# shared real study is built once), then the tests marked solo alone: they compare real
+# speeds or measure the host's load, which a test beside them would change. MARK narrows
+# both by a marker expression (MARK='not slow': no MindSpore); exit code 5 is "no test
+# selected" (ARGS or MARK chose none of one kind).
+MARK ?=
+ALSO := $(if $(MARK), and ($(MARK)),)
 test: setup
-	$(PY) -m pytest $(ARGS)
+	$(PY) -m pytest -n 2 --dist loadfile -m "not solo$(ALSO)" $(ARGS) || [ $$? = 5 ]
+	$(PY) -m pytest -m "solo$(ALSO)" $(ARGS) || [ $$? = 5 ]
 
 mindformers-setup: $(MF_STAMP)
 

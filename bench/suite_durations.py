@@ -4,9 +4,10 @@ minutes).
     .venv/bin/python -m bench.suite_durations --rev d364c79 --rev HEAD
 
 Each revision is checked out as a detached git worktree in a temporary directory and its
-whole suite runs there, as `make test` runs it (``python -m pytest``, this checkout's
-virtual environment, the worktree first on ``PYTHONPATH``), with ``--durations=0``: a
-fresh checkout, so a cold compile cache, as on CI's clean clone. The revisions run one
+whole suite runs there through its own `make test` (whatever that revision's Makefile runs:
+one pytest, or two workers side by side and then the solo tests), with this checkout's
+virtual environment, the worktree first on ``PYTHONPATH`` and ``--durations=0``: a fresh
+checkout, so a cold compile cache, as on CI's clean clone. The revisions run one
 after the other (a suite uses both cores; two at once would time each other's load), in
 the order given; the foreign load over each run is recorded beside its time.
 
@@ -30,8 +31,10 @@ from bench._common import REPO, LoadMeter, log, write_result
 
 #: One line of pytest's --durations report: "12.34s call     tests/x.py::test_y[...]".
 DURATION = re.compile(r"^\s*([\d.]+)s (call|setup|teardown)\s+(.+?)\s*$")
-#: pytest's last line: "3 failed, 804 passed, 8 skipped in 1084.55s (0:18:04)".
-RESULT = re.compile(r"(\d+) (passed|failed|skipped|errors?|deselected)")
+#: pytest's closing line: "3 failed, 804 passed, 8 skipped in 1084.55s (0:18:04)", between
+#: rows of "=" unless -q.
+SUMMARY = re.compile(r"^=*\s*\d+ \w+.* in [\d.]+s\b")
+RESULT = re.compile(r"(\d+) (passed|failed|skipped|errors?)")
 SLOWEST = 20
 
 
@@ -43,9 +46,15 @@ def durations(output: str) -> list[tuple[float, str, str]]:
 
 
 def counts(output: str) -> dict[str, int]:
-    tail = output.strip().splitlines()[-1] if output.strip() else ""
-    return {kind.rstrip("s") if kind.startswith("error") else kind: int(n)
-            for n, kind in RESULT.findall(tail)}
+    """passed/failed/skipped/error, summed over every pytest run in the output (make test
+    runs two)."""
+    out: dict[str, int] = {}
+    for line in output.splitlines():
+        if SUMMARY.match(line):
+            for n, kind in RESULT.findall(line):
+                key = "error" if kind.startswith("error") else kind
+                out[key] = out.get(key, 0) + int(n)
+    return out
 
 
 def slow_ids(worktree: Path, env: dict[str, str]) -> set[str]:
@@ -70,9 +79,12 @@ def run_suite(rev: str, keep_log: Path) -> dict:
             log(f"{rev} ({commit}): the whole suite, {len(slow)} tests marked slow")
             meter = LoadMeter()
             start = time.perf_counter()
-            proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "--durations=0",
-                                   "-p", "no:cacheprovider"], cwd=worktree, env=env,
-                                  capture_output=True, text=True)
+            # This checkout's environment, its stamp taken as up to date (-o): the
+            # worktree's own setup would install the worktree into it.
+            venv = Path(sys.executable).parent.parent
+            proc = subprocess.run(["make", "test", f"VENV={venv}", "-o", str(venv / ".installed"),
+                                   "ARGS=-q --durations=0 -p no:cacheprovider"],
+                                  cwd=worktree, env=env, capture_output=True, text=True)
             wall = time.perf_counter() - start
             load = meter.stop()
         finally:
@@ -83,7 +95,7 @@ def run_suite(rev: str, keep_log: Path) -> dict:
     rows = durations(output)
     in_slow = sum(s for s, _, test in rows if test in slow)
     return {"rev": rev, "commit": commit, "wall_s": round(wall, 1), "exit_code": proc.returncode,
-            "counts": counts(proc.stdout), "slow_tests": len(slow),
+            "counts": counts(output), "slow_tests": len(slow),
             "slow_s": round(in_slow, 1), "other_s": round(sum(s for s, *_ in rows) - in_slow, 1),
             "foreign_cores": round(load["foreign_cores"], 2),
             "slowest": [{"s": s, "phase": phase, "test": test}

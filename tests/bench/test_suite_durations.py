@@ -25,7 +25,12 @@ def test_every_phase_is_read_slowest_first_with_its_whole_test_id():
     assert rows[1][1] == "setup"
 
 
-def test_the_counts_are_pytests_last_line():
+def test_the_counts_are_pytests_closing_lines_summed():
     assert counts(OUTPUT) == {"failed": 1, "passed": 804, "skipped": 8}
     assert counts("2 failed, 10 passed, 1 error in 3.00s") == {"failed": 2, "passed": 10,
                                                               "error": 1}
+    # make test runs two pytests (side by side, then the solo tests): both count; what one
+    # left to the other (deselected) does not, nor a test's own output.
+    two = (OUTPUT + "....\n====== 19 passed, 1045 deselected in 67.61s (0:01:07) ======\n"
+           "a log line: 3 passed in a test's output\n")
+    assert counts(two) == {"failed": 1, "passed": 823, "skipped": 8}

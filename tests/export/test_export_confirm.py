@@ -14,10 +14,10 @@ import uuid
 import pytest
 
 from autotune.study.schema.worker import stored_worker
-from tests.conftest import ROOT, project_env, read_events
+from tests.conftest import ROOT, SHARED_HOST, project_env, read_events
 
 STUDY = ["workload=gpt_tiny", "search=tiny", "sweep.study=real", "run.warmup_steps=1",
-         "run.measure_steps=3"]
+         "run.measure_steps=3", SHARED_HOST]
 
 
 def autotune(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:

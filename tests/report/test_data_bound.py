@@ -79,6 +79,7 @@ def bare_samples_per_s(workers: int) -> float:
 
 
 @pytest.mark.slow
+@pytest.mark.solo  # the sweep's pick against a bare script's speeds, measured apart
 def test_a_data_bound_baseline_opens_the_report_and_the_pick_is_the_bare_fastest(harness):
     space = harness.space("workers", {"data.num_workers": [1, 2]})
     # 20 ms a sample and a shallow prefetch: a few steps show the wait even under load (at
