@@ -21,7 +21,8 @@ even ones). What is measured, per checkout:
     (``--quick``: 4).
 (b) The runner/bare ratio: ``python -m bench.trial_overhead --quick`` once per checkout
     (the trial program, which the refactor does not touch; ~45 s each; ``--no-trial-overhead``
-    skips it).
+    skips it); ``--trial-overhead-rounds N``: its full protocol with N rounds instead, since
+    one quick pass moves by more than a few percent from one pass to the next.
 
 The measuring code (timing, reading the studies) is this checkout's, the same for both.
 Committed revisions only: uncommitted edits are not in either worktree.
@@ -146,10 +147,13 @@ def measure_sweep(checkout: Checkout, runs: Path, study: str, n_trials: int,
             "study": study, "load": {**load, **before}}
 
 
-def measure_trial_overhead(checkout: Checkout, max_wait: float) -> dict[str, Any]:
-    """(b): the checkout's own ``bench.trial_overhead --quick``, read from its JSON."""
+def measure_trial_overhead(checkout: Checkout, max_wait: float,
+                           rounds: int | None = None) -> dict[str, Any]:
+    """(b): the checkout's own ``bench.trial_overhead`` (``--quick``, or its full protocol
+    with ``rounds`` rounds), read from its JSON."""
     out = checkout.root / "runs" / "bench" / "trial_overhead.json"
-    argv = [sys.executable, "-m", "bench.trial_overhead", "--quick", f"--max-wait={max_wait}"]
+    protocol = [f"--rounds={rounds}"] if rounds else ["--quick"]
+    argv = [sys.executable, "-m", "bench.trial_overhead", *protocol, f"--max-wait={max_wait}"]
     proc = subprocess.run(argv, cwd=checkout.root, env=checkout.env, capture_output=True,
                           text=True, timeout=1200)
     if proc.returncode != 0 or not out.exists():
@@ -238,6 +242,9 @@ def main() -> None:
     parser.add_argument("--n-trials", type=int, help="launches per sweep (default 6; quick 4)")
     parser.add_argument("--no-trial-overhead", action="store_true",
                         help="skip bench.trial_overhead --quick of each checkout")
+    parser.add_argument("--trial-overhead-rounds", type=int, metavar="N",
+                        help="bench.trial_overhead's full protocol with N rounds per checkout "
+                             "instead of --quick")
     parser.add_argument("--keep", action="store_true",
                         help="keep the worktrees and the sweeps' runs (printed at the end)")
     add_quiet_argument(parser)
@@ -281,16 +288,19 @@ def main() -> None:
         print(line)
 
         trial_overhead: dict[str, Any] = {}
+        protocol = (f"--rounds={args.trial_overhead_rounds}" if args.trial_overhead_rounds
+                    else "--quick")
         if not args.no_trial_overhead:
             for label in ("old", "new"):
-                log(f"{names[label]}: python -m bench.trial_overhead --quick")
-                trial_overhead[label] = measure_trial_overhead(checkouts[label], args.max_wait)
+                log(f"{names[label]}: python -m bench.trial_overhead {protocol}")
+                trial_overhead[label] = measure_trial_overhead(
+                    checkouts[label], args.max_wait, args.trial_overhead_rounds)
             rows = [[names[label], t["ratio"], t["ratio_median_of_rounds"], t["ratio_of_best"],
                      t["runner_step_time_median_s"] * 1e3, t["bare_step_time_median_s"] * 1e3]
                     for label, t in trial_overhead.items()]
             rows.append(["new/old", trial_overhead["new"]["ratio"] /
                          trial_overhead["old"]["ratio"], "", "", "", ""])
-            print("\nrunner/bare (bench.trial_overhead --quick of each checkout)")
+            print(f"\nrunner/bare (bench.trial_overhead {protocol} of each checkout)")
             print_table(["checkout", "runner/bare", "per-round median", "best runs",
                          "runner ms", "bare ms"], rows)
 

@@ -1,9 +1,15 @@
-"""Built records for unit tests: a TrialRecord as load_records would build it."""
+"""Built inputs for unit tests: a TrialRecord as load_records would build it, a hardware
+profile as the sweep composes it."""
 
 from __future__ import annotations
 
+import functools
+
+from autotune.settings import SweepConfig
 from autotune.study.records import TrialRecord
+from trials.contract.compose import compose
 from trials.contract.outcomes import Outcome
+from trials.contract.schema import HardwareConfig, to_trial_config
 
 
 def rec(number: int, reason: str = "ok", *, params: dict | None = None,
@@ -17,3 +23,11 @@ def rec(number: int, reason: str = "ok", *, params: dict | None = None,
                   attrs={})
     values.update(fields)
     return TrialRecord(**values)
+
+
+@functools.cache
+def hardware_profile(*overrides: str) -> HardwareConfig:
+    """The hardware profile the sweep's config composes to (``"hardware=gpu_a100"``...);
+    composed once per test process, when a test first asks (a Hydra compose is ~0.5 s, and
+    at import it would run in every pytest process that collects the module)."""
+    return to_trial_config(compose("sweep", list(overrides), schema=SweepConfig)).hardware

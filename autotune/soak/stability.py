@@ -43,9 +43,9 @@ import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from statistics import NormalDist
 
 import numpy as np
-from scipy import stats
 
 from autotune.study.schema.soak import (
     LossStats,
@@ -108,7 +108,9 @@ def theil_sen(x: Sequence[float], y: Sequence[float]) -> Slope | None:
     xs, ys = _thin(np.asarray(x, float), np.asarray(y, float))
     if xs.size < MIN_FIT_POINTS or np.ptp(xs) == 0:
         return None
-    fit = stats.theilslopes(ys, xs, alpha=0.95)
+    from scipy.stats import theilslopes  # ~1 s to import: only where a slope is fitted
+
+    fit = theilslopes(ys, xs, alpha=0.95)
     return Slope(float(fit.slope), float(fit.low_slope), float(fit.high_slope), int(xs.size))
 
 
@@ -143,7 +145,7 @@ def blocked_theil_sen(blocks: Sequence[tuple[Sequence[float], Sequence[float]]]
     pooled = np.sort(np.concatenate(slopes))
     if pooled.size == 0:
         return None
-    z = stats.norm.ppf(0.025)
+    z = NormalDist().inv_cdf(0.025)
     sigma = math.sqrt(max(sigsq, 0.0))
     nt = pooled.size
     upper = min(int(np.round((nt - z * sigma) / 2.0)), nt - 1)
@@ -408,7 +410,9 @@ def _trend(before: list[StepRecord], at_step: int, first: float | None, toleranc
         return _OnTrend()
     x = np.array([p[0] for p in pts], float)
     y = np.array([p[1] for p in pts], float)
-    fit = stats.theilslopes(y, x)
+    from scipy.stats import theilslopes
+
+    fit = theilslopes(y, x)
     predicted = float(fit.intercept + fit.slope * at_step)
     residuals = y - (fit.intercept + fit.slope * x)
     scale = 1.4826 * float(np.median(np.abs(residuals - np.median(residuals))))

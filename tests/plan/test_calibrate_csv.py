@@ -15,14 +15,15 @@ from autotune.cli import main
 from autotune.plan import calibration
 from autotune.plan.costmodel import CostModel
 from autotune.plan.measured_points import MAX_ROWS, read_points
-from autotune.settings import SweepConfig
 from tests.cli.test_cli_errors import assert_one_line_error
 from tests.conftest import ROOT
-from trials.contract.compose import compose
-from trials.contract.schema import to_trial_config
+from tests.fakes import hardware_profile
 
 EXAMPLE = ROOT / "examples" / "calibrate" / "vtrain_a100.csv"
-A100 = to_trial_config(compose("sweep", ["hardware=gpu_a100"], schema=SweepConfig)).hardware
+
+
+def a100():
+    return hardware_profile("hardware=gpu_a100")
 
 
 @pytest.fixture
@@ -54,7 +55,7 @@ def test_a_csv_round_trips_into_the_profiles_fit_that_plan_names(tmp_path, cache
     # Rule: the fit is stored for the profile (runs measured elsewhere: no machine owns it),
     # and the profile's model loads it with its name.
     assert [p.name for p in (cache / "calibration").iterdir()] == ["gpu_a100-imported.json"]
-    loaded = CostModel.for_profile(A100, cache_dir=cache).constants
+    loaded = CostModel.for_profile(a100(), cache_dir=cache).constants
     assert loaded.source.startswith("calibrate: fit of 24 runs from vtrain_a100.csv")
     # Rule: the fit explains the runs better than the priors it started from.
     held = float(out.split("leave-one-out ")[1].split(" %")[0])
@@ -66,7 +67,7 @@ def test_a_csv_round_trips_into_the_profiles_fit_that_plan_names(tmp_path, cache
 
 
 def test_the_imported_fit_is_the_profiles_alone(cache):
-    prior = CostModel.for_profile(A100, cache_dir=cache).constants
+    prior = CostModel.for_profile(a100(), cache_dir=cache).constants
     calibration.save("gpu_a100", dataclasses.replace(prior, source="imported"), cache)
     assert calibration.load("gpu_a100", prior, cache).source == "imported"
     calibration.save("gpu_a100", dataclasses.replace(prior, source="imported again"), cache)
@@ -80,7 +81,7 @@ def test_the_imported_fit_is_the_profiles_alone(cache):
 def test_a_fit_stored_before_the_roofline_is_read_only_without_shape_efficiencies(cache):
     """A fit stored before issue 33 carries ``shape_efficiency``: empty, its constants mean
     what they mean today and it is read; with shapes, they rested on them: the priors."""
-    prior = CostModel.for_profile(A100, cache_dir=cache).constants
+    prior = CostModel.for_profile(a100(), cache_dir=cache).constants
     calibration.save("gpu_a100", dataclasses.replace(prior, source="old fit"), cache)
     path = calibration.imported_path("gpu_a100", cache)
     record = json.loads(path.read_text())
@@ -206,7 +207,7 @@ def test_the_optional_columns_reach_the_cost_models_job(tmp_path):
                     virtual_stages="2")
     table[1].update(optimizer_shard="true")
     path = Path(write(tmp_path / "runs.csv", table))
-    jobs = [m.job for m in read_points(path, A100, lambda job: 312e12)]
+    jobs = [m.job for m in read_points(path, a100(), lambda job: 312e12)]
     assert (jobs[0].shard_level, jobs[0].flash_attention, jobs[0].overlap_grad_reduce,
             jobs[0].virtual_stages) == (3, True, True, 2)
     assert jobs[1].shard_level == 1 and jobs[1].optimizer_shard
@@ -224,7 +225,7 @@ def test_the_frameworks_memory_columns_reach_the_job(tmp_path):
     table[0].update(fp32_main_grads="true", keeps_16bit_grads="true",
                     unfused_cross_entropy="true")
     path = Path(write(tmp_path / "runs.csv", table))
-    jobs = [m.job for m in read_points(path, A100, lambda job: 312e12)]
+    jobs = [m.job for m in read_points(path, a100(), lambda job: 312e12)]
     assert (jobs[0].fp32_main_grads, jobs[0].keeps_16bit_grads,
             jobs[0].unfused_cross_entropy) == (True, True, True)
     assert (jobs[1].fp32_main_grads, jobs[1].keeps_16bit_grads,

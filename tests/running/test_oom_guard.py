@@ -3,28 +3,34 @@ predicted memory interval exceeds the budget; one inside the interval is launche
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 
 from autotune.plan.layout import Cluster, Job
 from autotune.plan.model_dims import ModelDims
 from autotune.plan.predict import HELD_OUT_MEMORY_ERROR, Constants, MemoryFit, predict
 from autotune.search.filters import PredictedOOM, Proposal, Rejected
-from autotune.settings import PredictSettings, SweepConfig
-from trials.contract.compose import compose
+from autotune.settings import PredictSettings
+from tests.fakes import hardware_profile
 from trials.contract.outcomes import Outcome
-from trials.contract.schema import Arch, DType, to_trial_config
+from trials.contract.schema import Arch, DType
 
-HW = to_trial_config(compose("sweep", [], schema=SweepConfig)).hardware
 DIMS = ModelDims(arch=Arch.gpt, layers=4, hidden=512, heads=8, kv_heads=8, ffn=2048, seq=256,
                  vocab=8192)
-PREDICTION = predict(DIMS, Job(dp=1, mp=1, pp=1, global_batch=8, micro_batches=1,
-                               dtype=DType.float32), Cluster(HW), Constants.priors(HW),
-                     peak_flops_per_device=None)
+
+
+@functools.cache
+def prediction():
+    hw = hardware_profile()
+    return predict(DIMS, Job(dp=1, mp=1, pp=1, global_batch=8, micro_batches=1,
+                             dtype=DType.float32), Cluster(hw), Constants.priors(hw),
+                   peak_flops_per_device=None)
 
 
 class FakeModel:
     def predict_config(self, cfg):
-        return PREDICTION
+        return prediction()
 
 
 class FakeTrial:
@@ -43,27 +49,27 @@ def check(budget_gib: float) -> tuple[object, dict]:
 
 
 def test_the_interval_is_the_held_out_memory_error():
-    low, high = PREDICTION.peak_interval_gib
-    assert low == pytest.approx(PREDICTION.peak_gib * (1 - HELD_OUT_MEMORY_ERROR))
-    assert high == pytest.approx(PREDICTION.peak_gib * (1 + HELD_OUT_MEMORY_ERROR))
+    low, high = prediction().peak_interval_gib
+    assert low == pytest.approx(prediction().peak_gib * (1 - HELD_OUT_MEMORY_ERROR))
+    assert high == pytest.approx(prediction().peak_gib * (1 + HELD_OUT_MEMORY_ERROR))
 
 
 def test_a_point_inside_its_interval_is_launched_and_flagged_tight():
     # Budget 5 % under the predicted peak: inside the interval (the error is 9 %).
-    verdict, attrs = check(PREDICTION.peak_gib * 0.95)
+    verdict, attrs = check(prediction().peak_gib * 0.95)
     # Rule: the optimistic end fits, so the guard launches it and says it is tight.
     assert verdict is None
     assert attrs["memory_fit"] == MemoryFit.TIGHT.value
-    assert attrs["prediction"]["peak_interval_gib"] == list(PREDICTION.peak_interval_gib)
+    assert attrs["prediction"]["peak_interval_gib"] == list(prediction().peak_interval_gib)
 
 
 def test_a_point_above_its_interval_is_refused():
-    verdict, attrs = check(PREDICTION.peak_gib * 0.85)
+    verdict, attrs = check(prediction().peak_gib * 0.85)
     # Rule: even the optimistic end (peak x 0.91) is over the budget: ruled out.
     assert isinstance(verdict, Rejected) and verdict.outcome is Outcome.PREDICTED_OOM
     assert attrs["memory_fit"] == MemoryFit.OVER.value
 
 
 def test_a_point_under_its_interval_fits():
-    verdict, attrs = check(PREDICTION.peak_gib * 1.10)
+    verdict, attrs = check(prediction().peak_gib * 1.10)
     assert verdict is None and attrs["memory_fit"] == MemoryFit.FITS.value

@@ -3,6 +3,7 @@ older writers wrote, and the layout owns the storage URL."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -10,8 +11,23 @@ import pytest
 
 from autotune.study import schema
 from autotune.study.layout import StudyLayout, sqlite_path, sqlite_url, study_url
-from autotune.study.schema.blob import VERSION_KEY
-from autotune.study.schema.soak import Launch, ResumeCheck, SoakAnalysis, SoakFlags
+from autotune.study.schema import (
+    blob,
+    confirm,
+    fingerprint,
+    fit,
+    keys,
+    prediction,
+    profile,
+    published,
+    repeats,
+    scorecard,
+    soak,
+    stages,
+    worker,
+)
+from autotune.study.schema.blob import VERSION_KEY, Blob
+from autotune.study.schema.soak import Kill, Launch, ResumeCheck, SoakAnalysis, SoakFlags
 from autotune.study.schema.stages import (
     BaselineCurve,
     CorrectnessResult,
@@ -44,7 +60,8 @@ EXAMPLES = [
                          interconnect=schema.Interconnect(fraction=0.5), figure="p.png"),
     schema.SoakVerdict(trial=1, analysis=SoakAnalysis(flags=SoakFlags(leak=True)),
                        resume=ResumeCheck(resume_step=20, verdict="ok"),
-                       attempts=[Launch(index=0, killed=True)], leak=True),
+                       attempts=[Launch(index=0, killed=True)], leak=True,
+                       kill=Kill(after_step=12, checkpoint_step=10, after_s=3.5)),
     schema.StageResult(done=True, lines=["ok"], ruled_out={"precision": {"fp16": "why"}}),
     CorrectnessResult(done=True, steps=8, baseline=BaselineCurve(learns=True, losses=[2.0]),
                       precisions={"fp16": PrecisionCheck(agree=False, max_rel_diff=0.2)}),
@@ -56,6 +73,37 @@ EXAMPLES = [
     schema.TrialProcess(host="h", marker="m", pgid=3, slurm_job="77"),
     schema.Published(sha256="abc", artifact_id="id"),
 ]
+
+
+#: Every module of the schema package (the first test checks the list is whole).
+MODULES = (blob, confirm, fingerprint, fit, keys, prediction, profile, published, repeats,
+           scorecard, soak, stages, worker)
+
+
+def blob_types(value) -> set[type]:
+    """The Blob classes of ``value`` and of every blob it holds, however deep."""
+    found = {type(value)} if isinstance(value, Blob) else set()
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        children = [getattr(value, f.name) for f in dataclasses.fields(value)]
+    elif isinstance(value, dict):
+        children = list(value.values())
+    elif isinstance(value, (list, tuple)):
+        children = list(value)
+    else:
+        children = []
+    return found.union(*(blob_types(child) for child in children))
+
+
+def test_every_blob_the_schema_defines_has_a_round_trip_example():
+    package = Path(schema.__file__).parent
+    assert {m.__name__.rsplit(".", 1)[1] for m in MODULES} == {
+        p.stem for p in package.glob("*.py") if p.stem != "__init__"}
+    defined = {cls for module in MODULES for cls in vars(module).values()
+               if isinstance(cls, type) and issubclass(cls, Blob) and cls is not Blob
+               and cls.__module__ == module.__name__}
+    # Rule: a stored blob has an example below (itself or inside another), so its round
+    # trip and its reading of older writers are tested; a new blob without one fails here.
+    assert defined - set().union(*(blob_types(b) for b in EXAMPLES)) == set()
 
 
 @pytest.mark.parametrize("blob", EXAMPLES, ids=lambda b: type(b).__name__)

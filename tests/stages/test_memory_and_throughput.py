@@ -1,0 +1,81 @@
+"""Stage 2 (memory: which points of the space fit, by the cost model's predicted peak) and
+stage 4 (throughput: the sweep, unless its budget is spent), called directly on a checked
+context (autotune/stages/memory.py, autotune/stages/throughput.py); ``tune`` runs them
+in order in tests/stages/test_stages.py."""
+
+from __future__ import annotations
+
+import dataclasses
+from types import SimpleNamespace
+
+from autotune.settings import SweepConfig, TuneSettings, validate_settings
+from autotune.stages.memory import run_memory
+from autotune.stages.throughput import run_throughput
+from autotune.study.sweep_end import SweepOutcome
+from autotune.sweep_context import SweepContext
+from trials.contract.compose import compose
+
+
+def _context(harness, knobs: dict, *extra: str) -> SweepContext:
+    overrides = harness.overrides(harness.space("stage", knobs), *extra)
+    composed = compose("sweep", overrides, with_choices=True, schema=SweepConfig)
+    return SweepContext.build(composed, validate_settings(composed), overrides)
+
+
+class PeakByMicroBatches:
+    """A cost model whose predicted peak is a fixed fraction of the budget per micro-batch
+    count: 1 -> 50 %, 2 -> 95 % (fits only without headroom), 4 -> 150 %."""
+
+    constants = SimpleNamespace(source="a test's model")
+
+    def __init__(self, budget_gib: float) -> None:
+        self.budget = budget_gib
+
+    def predict_config(self, cfg):
+        share = {1: 0.5, 2: 0.95, 4: 1.5}[cfg.train.micro_batches]
+        return SimpleNamespace(peak_gib=share * self.budget)
+
+
+def test_memory_sorts_every_point_into_fits_tight_and_over_with_the_worst_named(harness):
+    context = _context(harness, {"train.micro_batches": [1, 2, 4], "runtime.threads": [1, 2]})
+    context = dataclasses.replace(context, model=PeakByMicroBatches(context.budget_gib))
+    result = run_memory(context, TuneSettings(headroom=0.1))
+    # Rule: a point fits when its peak leaves the headroom free, is tight when it fits
+    # only without it, and is over beyond the budget; every point is counted once.
+    assert (result.fit, result.tight, result.over, result.points) == (2, 2, 2, 6)
+    assert {p["train.micro_batches"] for p in result.over_examples} == {4}
+    assert result.model == "a test's model"
+    # Rule: the headroom is the user's: none makes every tight point fit.
+    none = run_memory(context, TuneSettings(headroom=0.0))
+    assert (none.fit, none.tight, none.over) == (4, 0, 2)
+    assert "largest predicted peak" in result.lines[1]
+
+
+def test_memory_without_a_cost_model_leaves_memory_to_the_trials(harness):
+    context = dataclasses.replace(_context(harness, {"runtime.threads": [1, 2]}), model=None)
+    result = run_memory(context, TuneSettings())
+    # Rule: a user workload has no dimensions: nothing is ruled out, the stage says why.
+    assert result.done and not result.points and result.over == 0
+    assert "trial by trial" in result.lines[0]
+
+
+def test_throughput_runs_the_sweep_until_its_budget_is_spent(harness):
+    space = harness.space("stage", {"runtime.threads": [1, 2]})
+    code, _, err = harness.run(space, "sweep.n_trials=2")
+    assert code == 0, err
+    study = harness.study()
+    calls = []
+
+    def sweep() -> SweepOutcome:
+        calls.append(1)
+        return SweepOutcome(exit_code=1, message="stopped: a test's reason\nmore")
+
+    spent = _context(harness, {"runtime.threads": [1, 2]}, "sweep.n_trials=2")
+    # Rule: a spent budget is done without running the sweep again.
+    result = run_throughput(spent, study, sweep)
+    assert result.done and not calls and "budget is spent: 2 launched" in result.lines[0]
+    # Rule: with launches left the sweep runs, and its failure is the stage's, first line.
+    more = _context(harness, {"runtime.threads": [1, 2]}, "sweep.n_trials=3")
+    result = run_throughput(more, study, sweep)
+    assert calls == [1] and result.failed and not result.done
+    assert result.lines == ["stopped: a test's reason"]
