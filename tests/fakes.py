@@ -9,7 +9,7 @@ from autotune.settings import SweepConfig
 from autotune.study.records import TrialRecord
 from trials.contract.compose import compose
 from trials.contract.outcomes import Outcome
-from trials.contract.schema import HardwareConfig, to_trial_config
+from trials.contract.schema import HardwareConfig, TrialConfig, to_trial_config
 
 
 def rec(number: int, reason: str = "ok", *, params: dict | None = None,
@@ -26,8 +26,14 @@ def rec(number: int, reason: str = "ok", *, params: dict | None = None,
 
 
 @functools.cache
+def trial_config(*overrides: str) -> TrialConfig:
+    """The trial config the sweep's config composes to with ``overrides``
+    (``"hardware=gpu_a100"``...); composed once per test process, when a test first asks (a
+    Hydra compose is ~0.5 s, and at import it would run in every pytest process that
+    collects the module). Shared: change a copy (``dataclasses.replace``), never it."""
+    return to_trial_config(compose("sweep", list(overrides), schema=SweepConfig))
+
+
 def hardware_profile(*overrides: str) -> HardwareConfig:
-    """The hardware profile the sweep's config composes to (``"hardware=gpu_a100"``...);
-    composed once per test process, when a test first asks (a Hydra compose is ~0.5 s, and
-    at import it would run in every pytest process that collects the module)."""
-    return to_trial_config(compose("sweep", list(overrides), schema=SweepConfig)).hardware
+    """The hardware profile of :func:`trial_config`."""
+    return trial_config(*overrides).hardware

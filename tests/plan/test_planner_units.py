@@ -19,11 +19,11 @@ from autotune.plan.costmodel import CostModel
 from autotune.plan.layout import Job
 from autotune.plan.model_dims import ModelDims
 from autotune.plan.predict import HELD_OUT_MEMORY_ERROR, Constants, MemoryFit
-from autotune.settings import PlanSettings, SweepConfig
-from trials.contract.compose import compose
+from autotune.settings import PlanSettings
+from tests.fakes import trial_config
 from trials.contract.events import EndRecord, Phase, StartRecord, StepRecord, SummaryRecord
 from trials.contract.outcomes import Outcome
-from trials.contract.schema import ConfigError, DType, TrialConfig, to_trial_config
+from trials.contract.schema import ConfigError, DType, TrialConfig
 from trials.contract.trial_dir import TrialDir
 from trials.contract.vocabulary import Recompute
 
@@ -39,12 +39,6 @@ FITTING_TRIAL = (*LLAMA_A100, "parallel.dp=2", "parallel.mp=4", "train.micro_bat
 def cache(tmp_path, monkeypatch):
     """A cache of this test's own: no fit another test (or the user) imported is loaded."""
     monkeypatch.setenv("AUTOTUNE_CACHE", str(tmp_path / "cache"))
-
-
-@functools.cache
-def config(*overrides: str) -> TrialConfig:
-    """The sweep's composed trial config (composed once per process; never mutate it)."""
-    return to_trial_config(compose("sweep", list(overrides), schema=SweepConfig))
 
 
 def priors_model(cfg: TrialConfig, nodes: int = 1) -> CostModel:
@@ -74,7 +68,7 @@ def job(**kw) -> Job:
 @functools.cache
 def llama_plan(budget_gib: float = 80.0) -> list[planner.PlanPoint]:
     """Every point of the default plan of Llama 2 7B on 8 A100s (648 points, ~0.1 s)."""
-    cfg = config(*LLAMA_A100)
+    cfg = trial_config(*LLAMA_A100)
     return planner.plan(cfg, PlanSettings(), priors_model(cfg), budget_gib)
 
 
@@ -110,7 +104,7 @@ def test_micro_batch_counts_are_the_powers_of_two_dividing_a_replicas_batch():
 
 
 def test_precisions_are_those_the_profile_runs_unless_pinned():
-    cfg = config(*LLAMA_A100)
+    cfg = trial_config(*LLAMA_A100)
     no_bf16 = with_supports(cfg, bf16=False)
     # Rule: unpinned, bf16 only where the profile supports it; pinned, exactly the names.
     assert set(planner.dtypes(cfg, PlanSettings())) == set(DType)
@@ -119,7 +113,7 @@ def test_precisions_are_those_the_profile_runs_unless_pinned():
 
 
 def test_enumeration_skips_knobs_that_change_nothing_for_a_split():
-    cfg = config(*LLAMA_A100)
+    cfg = trial_config(*LLAMA_A100)
     jobs = planner.enumerate_jobs(cfg, PlanSettings(), 8)
     # Rule: sequence parallel needs mp > 1 and an optimizer shard dp > 1: the point without
     # them is the same job, so it is enumerated once.
@@ -154,14 +148,14 @@ def test_enumeration_skips_knobs_that_change_nothing_for_a_split():
     ({"kv_heads": 4}, dict(mp=8), "(kv heads 4) is not divisible by parallel.mp=8"),
 ])
 def test_a_split_that_breaks_a_structural_rule_says_which(workload, point, needle):
-    cfg = with_workload(config(*LLAMA_A100), **workload)
+    cfg = with_workload(trial_config(*LLAMA_A100), **workload)
     # Rule: the structural rules are checked before any memory, each with its own words.
     reason = planner.structural_reason(cfg, cfg.workload, job(**point))
     assert reason is not None and needle in reason
 
 
 def test_what_the_profile_cannot_run_is_ruled_out_by_the_profile():
-    cfg = with_supports(config(*LLAMA_A100), pipeline_parallel=False, bf16=False)
+    cfg = with_supports(trial_config(*LLAMA_A100), pipeline_parallel=False, bf16=False)
     # Rule: capabilities the profile lacks rule a point out, naming the profile.
     assert "pipeline parallel (parallel.pp=2) is not available on the GPU backend" in (
         planner.structural_reason(cfg, cfg.workload, job(pp=2, micro_batches=2)))
@@ -171,7 +165,7 @@ def test_what_the_profile_cannot_run_is_ruled_out_by_the_profile():
 
 
 def test_uneven_stages_and_tensor_parallel_across_nodes_are_flagged_not_ruled_out():
-    cfg = with_workload(config(*LLAMA_A100), n_layers=30)
+    cfg = with_workload(trial_config(*LLAMA_A100), n_layers=30)
     points = planner.plan(cfg, PlanSettings(split="2x1x4", micro_batches=[4],
                                             recompute="full", precisions="fp16"),
                           priors_model(cfg), 80.0)
@@ -181,7 +175,7 @@ def test_uneven_stages_and_tensor_parallel_across_nodes_are_flagged_not_ruled_ou
     assert all(p.flags == ("uneven stages 2x7 + 2x8 layers",) for p in points)
     assert not any("layer" in (p.reason or "") for p in points)
     # Rule: tensor parallel wider than a node is flagged with the nodes it spans.
-    dims = ModelDims.of(config(*LLAMA_A100).workload)
+    dims = ModelDims.of(trial_config(*LLAMA_A100).workload)
     assert planner.flags(dims, job(mp=16), 8, 2) == ("t=16 spans 2 nodes",)
     assert planner.flags(dims, job(mp=8), 8, 2) == ()
 
@@ -226,7 +220,7 @@ def test_fitting_points_come_first_fastest_first_then_least_memory():
 
 
 def test_when_nothing_fits_every_point_is_still_listed_with_its_reason():
-    cfg = config(*LLAMA_A100)
+    cfg = trial_config(*LLAMA_A100)
     points = llama_plan(budget_gib=1.0)
     # Rule: nothing fits in 1 GiB, and the plan is still every enumerated point, each
     # with why, the predicted ones (least memory over the budget first among equals) first.
@@ -272,7 +266,7 @@ def test_the_frame_has_a_row_per_point_ranked_only_where_it_fits():
 
 
 def test_a_frame_with_nothing_predicted_still_has_the_predicted_columns():
-    cfg = config(*LLAMA_A100)
+    cfg = trial_config(*LLAMA_A100)
     points = planner.plan(cfg, PlanSettings(split="8x1x1", global_batch=7),
                           priors_model(cfg), 80.0)
     assert points and all(p.prediction is None for p in points)
@@ -319,7 +313,7 @@ def test_ruled_out_points_are_counted_by_the_class_of_their_reason():
 
 
 def test_when_nothing_fits_the_closest_come_least_memory_first_with_what_they_lack():
-    cfg = config(*LLAMA_A100)
+    cfg = trial_config(*LLAMA_A100)
     settings = PlanSettings(split="8x1x1", micro_batches=[1, 2], recompute="none",
                             precisions="fp16")
     df = plan_output.frame(planner.plan(cfg, settings, priors_model(cfg), 30.0))
@@ -340,7 +334,7 @@ def test_when_nothing_fits_the_closest_come_least_memory_first_with_what_they_la
 
 
 def test_make_plan_writes_the_plan_files_and_returns_the_ranked_lines(tmp_path):
-    cfg = config(*LLAMA_A100)
+    cfg = trial_config(*LLAMA_A100)
     out = tmp_path / "plan"
     settings = PlanSettings(out=str(out), split=["2x4x1", "8x1x1"], precisions="fp16",
                             show=4)
@@ -367,7 +361,7 @@ def test_make_plan_writes_the_plan_files_and_returns_the_ranked_lines(tmp_path):
 
 
 def test_make_plan_where_nothing_fits_answers_with_the_closest(tmp_path):
-    cfg = with_budget(config(*LLAMA_A100), 20.0)
+    cfg = with_budget(trial_config(*LLAMA_A100), 20.0)
     out = tmp_path / "plan"
     lines = plan_output.make_plan(cfg, PlanSettings(out=str(out), split="8x1x1",
                                                     precisions="fp16"), tmp_path)
@@ -378,7 +372,7 @@ def test_make_plan_where_nothing_fits_answers_with_the_closest(tmp_path):
 
 
 def test_make_plan_needs_the_models_dimensions_and_writes_nothing_without_them(tmp_path):
-    cfg = with_workload(config(*LLAMA_A100), entry="mypkg.model:build")
+    cfg = with_workload(trial_config(*LLAMA_A100), entry="mypkg.model:build")
     # Rule: a user workload (workload.entry) cannot be planned: one ConfigError, no files.
     with pytest.raises(ConfigError, match="plan needs the model's dimensions"):
         plan_output.make_plan(cfg, PlanSettings(out=str(tmp_path / "plan")), tmp_path)
@@ -386,7 +380,7 @@ def test_make_plan_needs_the_models_dimensions_and_writes_nothing_without_them(t
 
 
 def test_the_plan_directory_is_plan_out_else_under_the_runs_dir(tmp_path):
-    cfg = config(*LLAMA_A100)
+    cfg = trial_config(*LLAMA_A100)
     # Rule: plan.out wins; else <runs_dir>/plan/<workload>-<hardware>-<nodes>n.
     assert plan_output.plan_directory(cfg, PlanSettings(out=str(tmp_path / "x")),
                                       tmp_path) == tmp_path / "x"
@@ -405,11 +399,11 @@ class Collected(list):
 
 
 def trial_config_file(tmp_path, *overrides: str):
-    return TrialDir(tmp_path / "trial").write_config(config(*overrides))
+    return TrialDir(tmp_path / "trial").write_config(trial_config(*overrides))
 
 
 def test_a_simulated_trial_writes_start_every_step_summary_and_end(tmp_path):
-    cfg = config(*FITTING_TRIAL)
+    cfg = trial_config(*FITTING_TRIAL)
     records, code = simulate.simulated_run(trial_config_file(tmp_path, *FITTING_TRIAL), [], 7)
     predicted = CostModel.for_profile(cfg.hardware).predict_config(cfg)
     start, steps, summary, end = records[0], records[1:-2], records[-2], records[-1]
@@ -463,7 +457,7 @@ def test_what_cannot_be_simulated_is_a_config_error(tmp_path):
         [], Outcome.CONFIG_ERROR.exit_code)
     # Rule: a profile without a peak for the dtype, or a user workload, starts and ends
     # CONFIG_ERROR with why, before any step.
-    cfg = config(*FITTING_TRIAL)
+    cfg = trial_config(*FITTING_TRIAL)
     no_peak = dataclasses.replace(cfg, hardware=dataclasses.replace(
         cfg.hardware, peak_tflops={"float32": 19.5}))
     log = Collected()
