@@ -5,7 +5,7 @@ accident of another test's path through it (issue 31)."""
 from __future__ import annotations
 
 import ast
-from pathlib import Path
+import functools
 
 from tests.conftest import ROOT
 
@@ -43,27 +43,31 @@ def named_by(tree: ast.AST) -> set[str]:
     return names
 
 
-def untested(tests: dict[str, str]) -> list[str]:
-    """The project's modules that no test file (path -> source) imports or runs (importing
-    ``a.b.c`` imports the packages ``a`` and ``a.b`` too)."""
-    named = set().union(*(named_by(ast.parse(source)) for source in tests.values()))
+def untested(named_by_file: dict[str, set[str]]) -> list[str]:
+    """The project's modules that no test file (path -> what it names) imports or runs
+    (importing ``a.b.c`` imports the packages ``a`` and ``a.b`` too)."""
+    named = set().union(*named_by_file.values())
     named |= {name.rsplit(".", k)[0] for name in named for k in range(1, name.count(".") + 1)}
     return sorted(m for m in modules() if m not in named)
 
 
+@functools.cache
+def named_in_tests() -> dict[str, set[str]]:
+    """What each test file names, parsed once."""
+    return {str(p): named_by(ast.parse(p.read_text())) for p in (ROOT / "tests").rglob("*.py")}
+
+
 def test_every_module_is_imported_or_run_by_a_test():
-    tests = {str(p): p.read_text() for p in Path(ROOT / "tests").rglob("*.py")}
     # Rule: each module has a test that names it.
-    assert untested(tests) == []
+    assert untested(named_in_tests()) == []
 
 
 def test_a_module_named_by_no_test_is_found():
     # Rule: the check can fail: with the test files that name it left out, a module shows.
-    tests = {str(p): p.read_text() for p in Path(ROOT / "tests").rglob("*.py")}
-    naming = [path for path, source in tests.items()
-              if "autotune.study.futility" in named_by(ast.parse(source))]
+    naming = [path for path, names in named_in_tests().items()
+              if "autotune.study.futility" in names]
     assert naming
-    left = {path: source for path, source in tests.items() if path not in naming}
+    left = {path: names for path, names in named_in_tests().items() if path not in naming}
     assert "autotune.study.futility" in untested(left)
     # ... and one run as ``python -m`` counts as named.
     assert "autotune.__main__" in named_by(ast.parse('argv = [sys.executable, "-m", "autotune"]'))
