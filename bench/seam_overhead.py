@@ -148,12 +148,11 @@ def measure_sweep(checkout: Checkout, runs: Path, study: str, n_trials: int,
 
 
 def measure_trial_overhead(checkout: Checkout, max_wait: float,
-                           rounds: int | None = None) -> dict[str, Any]:
-    """(b): the checkout's own ``bench.trial_overhead`` (``--quick``, or its full protocol
-    with ``rounds`` rounds), read from its JSON."""
+                           protocol: str = "--quick") -> dict[str, Any]:
+    """(b): the checkout's own ``bench.trial_overhead`` (``--quick``, or ``--rounds=N``: its
+    full protocol), read from its JSON."""
     out = checkout.root / "runs" / "bench" / "trial_overhead.json"
-    protocol = [f"--rounds={rounds}"] if rounds else ["--quick"]
-    argv = [sys.executable, "-m", "bench.trial_overhead", *protocol, f"--max-wait={max_wait}"]
+    argv = [sys.executable, "-m", "bench.trial_overhead", protocol, f"--max-wait={max_wait}"]
     proc = subprocess.run(argv, cwd=checkout.root, env=checkout.env, capture_output=True,
                           text=True, timeout=1200)
     if proc.returncode != 0 or not out.exists():
@@ -294,7 +293,7 @@ def main() -> None:
             for label in ("old", "new"):
                 log(f"{names[label]}: python -m bench.trial_overhead {protocol}")
                 trial_overhead[label] = measure_trial_overhead(
-                    checkouts[label], args.max_wait, args.trial_overhead_rounds)
+                    checkouts[label], args.max_wait, protocol)
             rows = [[names[label], t["ratio"], t["ratio_median_of_rounds"], t["ratio_of_best"],
                      t["runner_step_time_median_s"] * 1e3, t["bare_step_time_median_s"] * 1e3]
                     for label, t in trial_overhead.items()]
