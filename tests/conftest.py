@@ -221,6 +221,17 @@ class SweepHarness:
             out.append(f"sweep.trial_command=[{','.join(FAKE_TRIAL)}]")
         return out + [SHARED_HOST, *extra]
 
+    def context(self, knobs: dict, *extra: str, search: str = "ctx"):
+        """The checked sweep context (autotune/sweep_context.py) a sweep of ``knobs`` would
+        run on, built without running it."""
+        from autotune.settings import SweepConfig, validate_settings
+        from autotune.sweep_context import SweepContext
+        from trials.contract.compose import compose
+
+        overrides = self.overrides(self.space(search, knobs), *extra)
+        composed = compose("sweep", overrides, with_choices=True, schema=SweepConfig)
+        return SweepContext.build(composed, validate_settings(composed), overrides)
+
     def run(self, search: str, *extra: str, study: str = "s", fake: bool = True):
         return self.main("sweep", *self.overrides(search, *extra, study=study, fake=fake))
 

@@ -8,18 +8,10 @@ from __future__ import annotations
 import dataclasses
 from types import SimpleNamespace
 
-from autotune.settings import SweepConfig, TuneSettings, validate_settings
+from autotune.settings import TuneSettings
 from autotune.stages.memory import run_memory
 from autotune.stages.throughput import run_throughput
 from autotune.study.sweep_end import SweepOutcome
-from autotune.sweep_context import SweepContext
-from trials.contract.compose import compose
-
-
-def _context(harness, knobs: dict, *extra: str) -> SweepContext:
-    overrides = harness.overrides(harness.space("stage", knobs), *extra)
-    composed = compose("sweep", overrides, with_choices=True, schema=SweepConfig)
-    return SweepContext.build(composed, validate_settings(composed), overrides)
 
 
 class PeakByMicroBatches:
@@ -37,7 +29,7 @@ class PeakByMicroBatches:
 
 
 def test_memory_sorts_every_point_into_fits_tight_and_over_with_the_worst_named(harness):
-    context = _context(harness, {"train.micro_batches": [1, 2, 4], "runtime.threads": [1, 2]})
+    context = harness.context({"train.micro_batches": [1, 2, 4], "runtime.threads": [1, 2]})
     context = dataclasses.replace(context, model=PeakByMicroBatches(context.budget_gib))
     result = run_memory(context, TuneSettings(headroom=0.1))
     # Rule: a point fits when its peak leaves the headroom free, is tight when it fits
@@ -52,7 +44,7 @@ def test_memory_sorts_every_point_into_fits_tight_and_over_with_the_worst_named(
 
 
 def test_memory_without_a_cost_model_leaves_memory_to_the_trials(harness):
-    context = dataclasses.replace(_context(harness, {"runtime.threads": [1, 2]}), model=None)
+    context = dataclasses.replace(harness.context({"runtime.threads": [1, 2]}), model=None)
     result = run_memory(context, TuneSettings())
     # Rule: a user workload has no dimensions: nothing is ruled out, the stage says why.
     assert result.done and not result.points and result.over == 0
@@ -70,12 +62,12 @@ def test_throughput_runs_the_sweep_until_its_budget_is_spent(harness):
         calls.append(1)
         return SweepOutcome(exit_code=1, message="stopped: a test's reason\nmore")
 
-    spent = _context(harness, {"runtime.threads": [1, 2]}, "sweep.n_trials=2")
+    spent = harness.context({"runtime.threads": [1, 2]}, "sweep.n_trials=2")
     # Rule: a spent budget is done without running the sweep again.
     result = run_throughput(spent, study, sweep)
     assert result.done and not calls and "budget is spent: 2 launched" in result.lines[0]
     # Rule: with launches left the sweep runs, and its failure is the stage's, first line.
-    more = _context(harness, {"runtime.threads": [1, 2]}, "sweep.n_trials=3")
+    more = harness.context({"runtime.threads": [1, 2]}, "sweep.n_trials=3")
     result = run_throughput(more, study, sweep)
     assert calls == [1] and result.failed and not result.done
     assert result.lines == ["stopped: a test's reason"]

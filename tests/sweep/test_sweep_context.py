@@ -5,20 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from autotune.settings import SweepConfig, validate_settings
-from autotune.sweep_context import SweepContext
-from trials.contract.compose import compose
 from trials.contract.schema import ConfigError
 
 
-def _context(harness, knobs: dict, *extra: str) -> SweepContext:
-    overrides = harness.overrides(harness.space("ctx", knobs), *extra)
-    composed = compose("sweep", overrides, with_choices=True, schema=SweepConfig)
-    return SweepContext.build(composed, validate_settings(composed), overrides)
-
-
 def test_a_stages_part_of_the_sweep_leaves_the_whole_sweeps_settings_alone(harness):
-    context = _context(harness, {"data.prefetch": [16, 32]}, "sweep.n_trials=5")
+    context = harness.context({"data.prefetch": [16, 32]}, "sweep.n_trials=5")
     part = context.limited(2)
     # Rule: the part launches at most its limit, the baseline's neighbours first ...
     assert part.settings.n_trials == 2 and part.settings.neighbours
@@ -33,5 +24,5 @@ def test_a_stages_part_of_the_sweep_leaves_the_whole_sweeps_settings_alone(harne
 def test_a_space_with_nothing_besides_the_baseline_is_refused_before_anything_is_written(
         harness):
     with pytest.raises(ConfigError, match="nothing to search besides the baseline"):
-        _context(harness, {"data.prefetch": [16]})
+        harness.context({"data.prefetch": [16]})
     assert not harness.runs.exists()
