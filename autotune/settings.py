@@ -105,9 +105,9 @@ class RaceSettings:
     """Racing: a trial that lands within noise of the best is re-measured, interleaved with
     the best, before the sampler is told (it is told the pooled estimate)."""
 
-    #: Rounds of (best, new) re-runs; 0 = no racing. Off by default: the racing row of
-    #: docs/benchmarks-history.md, "Search efficiency on a recorded landscape", shows what
-    #: it costs and what it buys.
+    #: At most this many rounds of (best, new) re-runs, ending at the first round after
+    #: which one is separably faster; 0 = no racing. Off by default: BENCHMARKS.md,
+    #: "Search efficiency on a recorded landscape", shows what it costs and what it buys.
     rounds: int = field(default=0, metadata=rule(ge=0, le=10))
 
 

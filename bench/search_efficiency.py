@@ -92,6 +92,7 @@ CANDIDATES: dict[str, list[str]] = {
     "slow-0.3": ["sweep.stop.slow_ratio=0.3"],
     "slow-0.7": ["sweep.stop.slow_ratio=0.7"],
     "race-1": ["sweep.race.rounds=1"],
+    "race-3": ["sweep.race.rounds=3"],
 }
 SEARCHERS.update({name: flags for name, flags in CANDIDATES.items() if name not in SEARCHERS})
 

@@ -22,7 +22,7 @@ def _alone(knob: str, value, baseline: TrialRecord, records: list[TrialRecord]) 
         others = {k: v for k, v in r.params.items() if k != knob}
         if others == {k: v for k, v in baseline.params.items() if k != knob}:
             if r.ok:
-                return f"{_pct(r.tokens_per_s, baseline.tokens_per_s)} (trial {r.number})"
+                return f"{_pct(r.standing, baseline.standing)} (trial {r.number})"
             return f"{r.reason_text} (trial {r.number})"
     return "not measured alone"
 

@@ -60,7 +60,7 @@ def frame(records: list[TrialRecord], *, knobs: list[str] | None = None) -> pd.D
         reason += over_budget_note(r)
         row.update({
             # THE tokens/s of the trial (TOKENS_PER_S_LABEL): what the report and export say.
-            "tokens/s": r.tokens_per_s,
+            "tokens/s": r.standing,
             **({CONFIRMED_COLUMN: r.confirmed_tokens_per_s,
                 CONFIRMED_GAIN_COLUMN: confirmed_gain(r)} if any_confirmed else {}),
             "runs": r.n_runs if r.tokens_per_s is not None else None,

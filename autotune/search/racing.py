@@ -36,7 +36,7 @@ def race(study: optuna.Study, number: int, performance: dict, leader: R.TrialRec
     if gain is None or gain.real:
         return None
     note(f"racing trial {number} against the best, trial {leader.number} ({gain.text()}): "
-         f"{rounds} interleaved round(s)")
+         f"up to {rounds} interleaved round(s), until one is separably faster")
     entrants = {leader.number: leader.run_dir, number: layout.trial(number)}
     perfs: dict[int, list[dict]] = {n: [] for n in entrants}
     for i in range(rounds):
@@ -45,5 +45,10 @@ def race(study: optuna.Study, number: int, performance: dict, leader: R.TrialRec
                            f"{study.study_name}/race/{entrant}")
             if perf is not None:
                 perfs[entrant].append(perf)
+        gain = noise.compare(noise.runs_from([performance, *perfs[number]]),
+                             noise.runs_of(leader) + noise.runs_from(perfs[leader.number]),
+                             level)
+        if gain is not None and gain.real:
+            break
     R.add_repeats(study, perfs, RACE_SOURCE)
     return Performance.pool([performance, *perfs[number]])

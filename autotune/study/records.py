@@ -96,11 +96,11 @@ class TrialRecord:
     detail: str
     launched: bool
     role: str
-    #: THE tokens/s of the trial (the leaderboard's, the report's, export's): the value
-    #: told to Optuna, i.e. its own run pooled with the racing re-runs made when it was
-    #: told. None unless it completed. Later re-runs (``confirm``, racing as the leader)
-    #: cannot change a finished Optuna trial, so they never change this figure either:
-    #: they are reported beside it (``confirmed_tokens_per_s``, ``vs_baseline``).
+    #: The tokens/s told to Optuna: its own run pooled with the racing re-runs made when
+    #: it was told. None unless it completed. A finished Optuna trial cannot change, so
+    #: runs made later (racing it as the leader, the baseline's re-measurements) are
+    #: pooled in :attr:`standing`, THE figure the trial is ranked and shown by;
+    #: ``confirm``'s stand apart (``confirmed_tokens_per_s``).
     tokens_per_s: float | None
     mfu: float | None
     peak_memory_gib: float | None
@@ -178,6 +178,18 @@ class TrialRecord:
     def sweep_run_loads(self) -> list[bool]:
         """Whether each of :meth:`timed_runs` was measured under load, in that order."""
         return [self.contended, *(r.under_load for r in self.repeat_records if not r.confirm)]
+
+    @property
+    def standing(self) -> float | None:
+        """Its tokens/s over every run the sweep measured of it (:meth:`sweep_runs`,
+        pooled): what ranks it against the others. The told figure (:attr:`tokens_per_s`)
+        until it is measured again after it was told (raced as the leader, the baseline's
+        re-measurements): one lucky run must not stay the best once the study holds runs
+        that say otherwise. None unless it completed."""
+        runs = self.sweep_runs()
+        if self.tokens_per_s is None or len(runs) == 1:
+            return self.tokens_per_s
+        return Performance.pool(runs) or self.tokens_per_s
 
     def sweep_runs(self) -> list[Performance]:
         """Its runs measured during the sweep: its own, racing's, the baseline's

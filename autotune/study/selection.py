@@ -5,7 +5,7 @@ the report, ``confirm``, ``export`` and ``soak``.
 from the records in one place, so that every reader names the same trials:
 
 * **best measured**: the fastest feasible trial by THE tokens/s of a trial
-  (:data:`TOKENS_PER_S_LABEL`: the value told to Optuna);
+  (:data:`TOKENS_PER_S_LABEL`: every run the sweep measured of it, pooled);
 * **confirmed best**: among the trials ``confirm`` re-measured, the highest median of its
   interleaved re-runs (:data:`CONFIRMED_LABEL`), with its paired test against the baseline;
 * **the pick**: what export and soak take, and what the report's diagnosis is about: the
@@ -37,8 +37,8 @@ from trials.contract.units import rate
 def throughput_label(unit: str | None) -> str:
     """What the throughput of a trial is, wherever it is shown (leaderboard, report,
     export), named in the workload's unit (tokens/s, samples/s)."""
-    return (f"{rate(unit)} = the value told to Optuna: the trial's run, pooled "
-            "(geometric mean) with its racing re-runs")
+    return (f"{rate(unit)} = every run the sweep measured of the trial, pooled (geometric "
+            "mean): its own, its racing re-runs and the baseline's re-measurements")
 
 
 #: The label of a study that counts tokens.
@@ -84,18 +84,25 @@ def feasible_records(records: list[TrialRecord], budget_gib: float | None, *,
             if feasible(r, budget_gib, min_headroom_gib=min_headroom_gib)]
 
 
+def faster_first(record: TrialRecord) -> tuple[float, int]:
+    """Sort key, fastest first: its standing over every sweep run of it
+    (:attr:`TrialRecord.standing`), the lower number on ties. The one order the best, the
+    finalists and export's fastest are taken in."""
+    return (-record.standing, record.number)
+
+
 def best(records: list[TrialRecord], budget_gib: float | None, *,
          min_headroom_gib: float = 0.0) -> TrialRecord | None:
-    """The fastest feasible trial (lowest number on ties)."""
+    """The fastest feasible trial (:func:`faster_first`)."""
     candidates = feasible_records(records, budget_gib, min_headroom_gib=min_headroom_gib)
-    return max(candidates, key=lambda r: (r.tokens_per_s, -r.number), default=None)
+    return min(candidates, key=faster_first, default=None)
 
 
 def finalists(records: list[TrialRecord], top_k: int,
               budget_gib: float | None = None) -> list[TrialRecord]:
     """The ``top_k`` fastest feasible trials that have a run directory to re-run."""
     done = [r for r in feasible_records(records, budget_gib) if r.trial_dir]
-    return sorted(done, key=lambda r: (-r.tokens_per_s, r.number))[:top_k]
+    return sorted(done, key=faster_first)[:top_k]
 
 
 def baseline(records: list[TrialRecord]) -> TrialRecord | None:
@@ -213,11 +220,11 @@ def _fastest(candidates: list[TrialRecord], min_headroom_gib: float,
     confirmed = _confirmed_best(candidates)
     if use_confirmed and confirmed is not None:
         return confirmed, f"best confirmed, {confirmed_text(confirmed)}"
-    top = max(candidates, key=lambda r: (r.tokens_per_s, -r.number))
+    top = min(candidates, key=faster_first)
     if min_headroom_gib > 0:
         return top, (f"fastest trial with >= {min_headroom_gib:g} GiB memory headroom "
-                     f"({top.tokens_per_s:,.0f} {rate(top.perf.unit, short=True)})")
-    return top, f"best feasible trial ({top.tokens_per_s:,.0f} {rate(top.perf.unit, short=True)})"
+                     f"({top.standing:,.0f} {rate(top.perf.unit, short=True)})")
+    return top, f"best feasible trial ({top.standing:,.0f} {rate(top.perf.unit, short=True)})"
 
 
 def changes_from(record: TrialRecord, base: TrialRecord | None) -> int:

@@ -63,10 +63,10 @@ def _versus_baseline(verdict: Verdict, base: TrialRecord | None) -> str:
     if verdict.pick_vs_baseline:
         where = "in confirm's paired rounds" if paired_with(pick, base) else "in the sweep"
         return f"vs the baseline (trial #{base.number}) {where}: {verdict.pick_vs_baseline}"
-    if not (pick.tokens_per_s and base.tokens_per_s):
+    if not (pick.standing and base.standing):
         return ""
-    return (f"vs the baseline (trial #{base.number}, {base.tokens_per_s:,.0f} {base.rate} in "
-            f"the sweep): {percent(pick.tokens_per_s / base.tokens_per_s - 1, 1)} %, no "
+    return (f"vs the baseline (trial #{base.number}, {base.standing:,.0f} {base.rate} in "
+            f"the sweep): {percent(pick.standing / base.standing - 1, 1)} %, no "
             "interval (no step times to bootstrap)")
 
 

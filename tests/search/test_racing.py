@@ -64,3 +64,22 @@ def test_no_race_when_the_gain_is_real_or_racing_is_off(tmp_path):
     leader.trial_dir = None
     assert race(study, 5, perf(0.1, 2), leader, [leader], rounds=2, prior_cv=0.05,
                 layout=layout, measure=measure, note=lambda _: None) is None
+
+
+def test_a_race_stops_at_the_first_round_that_separates_the_two(tmp_path):
+    study, layout, leader = setting(tmp_path)
+    calls, notes = [], []
+
+    def measure(source, run_dir, name):
+        entrant = name.rsplit("/", 1)[-1]
+        calls.append(entrant)
+        # The leader's first run was lucky: re-measured, it is 30 % slower than the new one.
+        return perf(0.13 if entrant == "0" else 0.1, len(calls) + 10)
+
+    # Within noise of the leader's one (lucky) run: raced.
+    race(study, 5, perf(0.104, 2), leader, [leader], rounds=3, prior_cv=0.05, layout=layout,
+         measure=measure, note=notes.append)
+    # Rule: up to R rounds; after each, the two are compared on all their runs, and the race
+    # ends once one is separably faster (here after the first: 2 runs, not 6).
+    assert calls == ["0", "5"]
+    assert "up to 3 interleaved round(s)" in notes[0]

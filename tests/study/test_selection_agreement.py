@@ -261,3 +261,37 @@ def test_key_constants_name_fields_and_pooling_is_the_geometric_mean():
     # Rule: runs pool as a geometric mean; unmeasured runs are left out.
     assert Performance.pool([{"tokens_per_s": 100.0}, Performance(tokens_per_s=400.0),
                              {}, None]) == pytest.approx(200.0)
+
+
+def test_a_lucky_leader_re_measured_later_is_ranked_by_all_its_runs(tmp_path):
+    """Racing re-measures the leader beside each trial that lands within noise of it; the
+    finished Optuna trial keeps what it was told, but the study ranks and shows it by every
+    run the sweep made of it (a replayed sweep on the CNN landscape ended on a point whose
+    first run read 26 % high, its race re-run left unused)."""
+    import optuna
+
+    runs = tmp_path / "runs"
+    write_study(runs, "lucky", confirmed=False)
+    study = optuna.load_study(study_name="lucky",
+                              storage=f"sqlite:///{runs / 'lucky' / 'study.db'}")
+    before = selection.best(load_records(study), 8.0)
+    assert before.number == 1 and before.standing == before.tokens_per_s == 2600.0
+    # #1 raced twice as the leader, both re-runs at 1,800 tokens/s.
+    study.set_user_attr("autotune.repeats", {"1": [
+        {**Performance.from_dict(perf_of(1800.0, seed=40 + k)).pick(
+            ("tokens_per_s", "tokens_per_step", "step_times_s")), "source": "race"}
+        for k in range(2)]})
+    records = load_records(study)
+    lucky = next(r for r in records if r.number == 1)
+    # Rule: its standing pools its own run and both re-runs (geometric mean); what Optuna
+    # was told is unchanged.
+    own = lucky.perf.tokens_per_s
+    assert lucky.standing == pytest.approx((own * 1800.0 ** 2) ** (1 / 3), rel=0.01)
+    assert lucky.tokens_per_s == study.trials[1].value == 2600.0
+    # Rule: the best, the finalists, the leaderboard's order and figure follow the standing.
+    assert selection.best(records, 8.0).number == 2
+    assert [r.number for r in selection.finalists(records, 2, 8.0)] == [2, 1]
+    board = leaderboard.frame(records)
+    assert list(board["trial"][:3]) == [2, 1, 0]
+    row = board[board["trial"] == 1].iloc[0]
+    assert row["tokens/s"] == pytest.approx(lucky.standing) and row["runs"] == 3
