@@ -103,13 +103,16 @@ def time_terms(m: Measurement) -> set[str]:
     return {k for k, v in _time_columns(m)[0].items() if v > 0}
 
 
-def _time_prior(name: str, prior: Constants) -> tuple[float, float]:
+def _time_prior(name: str, prior: Constants, ceiling: float = 1.0) -> tuple[float, float]:
     """(the prior's coefficient of a column, the lower bound of the fit): compute cannot
-    beat the roofline (efficiency <= 1); a collective cannot beat its
-    link (efficiency at most 1 / MIN_COLLECTIVE_FACTOR); the seconds are non-negative."""
+    beat the device's measured GEMM ceiling (efficiency <= ``ceiling``, the profile's
+    ``cost.compute_ceiling``: a fit on small models would otherwise trade a near-perfect
+    GEMM efficiency for a large per-layer latency, and plan large models fast); a
+    collective cannot beat its link (efficiency at most 1 / MIN_COLLECTIVE_FACTOR); the
+    seconds are non-negative."""
     kind, _, which = name.partition(":")
     if kind == "compute":  # which: a dtype
-        return 1.0 / prior.compute_efficiency[which], 1.0
+        return 1.0 / min(prior.compute_efficiency[which], ceiling), 1.0 / ceiling
     if kind == "overhead":
         return prior.step_overhead(Mode(which)), 0.0
     if kind == "layer":
@@ -143,7 +146,7 @@ def fit_time(points: list[Measurement], prior: Constants) -> tuple[dict, float |
     if not usable:
         return {}, None
     if len(usable) < MIN_POINTS:
-        return _fit_efficiency_only(usable, prior), None
+        return _fit_efficiency_only(usable, prior, compute_ceiling(usable)), None
     rows = [_time_columns(m) for m in usable]
     dtypes = sorted({k for columns, _ in rows for k in columns if k.startswith("compute:")})
     modes = sorted({m.job.mode.value for m in usable})
@@ -151,8 +154,9 @@ def fit_time(points: list[Measurement], prior: Constants) -> tuple[dict, float |
              *(f"layer:{x}" for x in modes), "scores"]
     a = np.array([[columns.get(k, 0.0) for k in names] for columns, _ in rows])
     y = np.array([m.step_s - m.data_wait_s - fixed for m, (_, fixed) in zip(usable, rows)])
-    priors = np.array([_time_prior(k, prior)[0] for k in names])
-    lower = np.array([_time_prior(k, prior)[1] for k in names])
+    ceiling = compute_ceiling(usable)
+    priors = np.array([_time_prior(k, prior, ceiling)[0] for k in names])
+    lower = np.array([_time_prior(k, prior, ceiling)[1] for k in names])
     free = _identifiable(a / y[:, None], len(usable))
     held = [j for j in range(len(names)) if j not in free]
     from scipy.optimize import lsq_linear  # only when fitting: keeps start-up short
@@ -186,9 +190,16 @@ def fit_time(points: list[Measurement], prior: Constants) -> tuple[dict, float |
     return out, _relative_rms(a @ coef, y, len(free))
 
 
-def _fit_efficiency_only(usable: list[Measurement], prior: Constants) -> dict:
+def compute_ceiling(points: list[Measurement]) -> float:
+    """The lowest measured GEMM ceiling of the devices the points ran on (1.0: none known)."""
+    return min((m.cluster.hardware.cost.compute_ceiling for m in points), default=1.0)
+
+
+def _fit_efficiency_only(usable: list[Measurement], prior: Constants,
+                         ceiling: float) -> dict:
     """Too few trials for every constant: scale each dtype's compute efficiency alone so
-    that the other terms at their priors add up to the measured times (at most the peak)."""
+    that the other terms at their priors add up to the measured times (at most the
+    device's ceiling)."""
     efficiency = dict(prior.compute_efficiency)
     sums: dict[str, list[float]] = {}
     for m in usable:
@@ -201,7 +212,7 @@ def _fit_efficiency_only(usable: list[Measurement], prior: Constants) -> dict:
             sums[m.job.dtype.value][0] += columns[key]
             sums[m.job.dtype.value][1] += rest
     for dtype, (flop_s, rest) in sums.items():
-        efficiency[dtype] = float(min(1.0, flop_s / rest))
+        efficiency[dtype] = float(min(ceiling, flop_s / rest))
     return {"compute_efficiency": efficiency, "efficiency_dtypes": sorted(sums)}
 
 

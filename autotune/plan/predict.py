@@ -60,8 +60,12 @@ class Constants:
 
     def efficiency(self, dtype: str, hw: HardwareConfig) -> float:
         """Achieved / roofline FLOP/s of ``dtype``'s GEMMs (steptime.compute_s): its own
-        fitted or prior value, or its datasheet twin's (efficiency_source)."""
-        return self.compute_efficiency[self.efficiency_source(dtype, hw)]
+        fitted or prior value, or its datasheet twin's (efficiency_source), at most the
+        device's measured ceiling (``cost.compute_ceiling``: constants fitted on one device
+        and read on another, an A100 fit planning an H100, do not carry the first's
+        efficiency past what the second's GEMMs reach)."""
+        return min(self.compute_efficiency[self.efficiency_source(dtype, hw)],
+                   hw.cost.compute_ceiling)
 
     def layer_latency(self, mode: Mode) -> float:
         return self.pynative_layer_latency_s if mode is Mode.pynative else self.layer_latency_s

@@ -438,6 +438,37 @@ def test_a_fit_never_makes_a_collective_faster_than_its_link():
     assert fitted.mp_collective_efficiency == pytest.approx(1.0)
 
 
+def test_no_fit_puts_the_gemms_above_the_devices_measured_ceiling():
+    """The A100's GEMMs reach at most 271.2 of 312 TFLOP/s (0.87: S. Bekman's "Maximum
+    Achievable Matmul FLOPS comparison table", conf/hardware/gpu_a100.yaml). Runs that imply
+    more (here 0.98, what a fit on vTrain's small models alone made of them) fit at the
+    ceiling, the rest of their time in the other terms; read on an H100 (ceiling 0.80),
+    an A100 fit's efficiency is the H100's ceiling."""
+    from autotune.plan import calibration
+    from autotune.plan.calibration import Measurement
+
+    hw = a100()
+    assert hw.cost.compute_ceiling == pytest.approx(271.2 / 312, abs=0.005)
+    d = gpt(layers=4, hidden=2048, heads=16, seq=1024)
+    with_latency = dataclasses.replace(Constants.priors(hw), layer_latency_s=1e-3)
+    points = []
+    for m, mb in [(1, 1), (2, 1), (4, 2), (8, 2), (2, 4), (4, 4), (1, 2), (8, 4)]:
+        j = job(global_batch=8 * m * mb, micro_batches=m)
+        # GEMMs at 0.98 of 312 TFLOP/s: 0.87 of a peak 0.98 / 0.87 times larger.
+        p = predict(d, j, Cluster(hw), with_latency,
+                    peak_flops_per_device=312e12 * 0.98 / 0.87)
+        points.append(Measurement(d, j, Cluster(hw), 312e12, step_s=p.step_s))
+    fitted = calibration.fit(points, Constants.priors(hw))
+    assert fitted.compute_efficiency["float16"] == pytest.approx(0.87, rel=1e-4)
+    unbounded = dataclasses.replace(hw, cost=dataclasses.replace(hw.cost, compute_ceiling=1.0))
+    free = calibration.fit([dataclasses.replace(m, cluster=Cluster(unbounded)) for m in points],
+                           Constants.priors(unbounded))
+    assert free.compute_efficiency["float16"] == pytest.approx(0.98, rel=1e-3)
+    h100 = to_trial_config(compose("sweep", ["hardware=gpu_h100"], schema=SweepConfig)).hardware
+    assert fitted.efficiency("float16", h100) == pytest.approx(794.5 / 989, abs=0.005)
+    assert fitted.efficiency("float16", hw) == pytest.approx(0.87)
+
+
 def test_deepspeeds_bf16_optimizer_keeps_the_bf16_gradients_beside_the_fp32_ones():
     """DeepSpeed's BF16_Optimizer (@56c5223) allocates full-size fp32 gradients
     (``zeros_like`` the flat bf16 parameters, not partitioned) and its pipeline engine

@@ -278,6 +278,10 @@ class CostPriors:
 
     #: Achieved / peak FLOP/s of the model's matmul work.
     compute_efficiency: float = field(default=0.5, metadata=rule(gt=0, le=1))
+    #: The most of ``peak_tflops`` any GEMM reaches on this device, as a GEMM benchmark
+    #: measured it: no fit and no prediction puts the step's GEMMs above it. 1.0 where no
+    #: benchmark is known, or where the peak itself is measured (the CPU's calibrate-host).
+    compute_ceiling: float = field(default=1.0, metadata=rule(gt=0, le=1))
     #: Achieved / nominal link bandwidth of collectives (the prior of both the tensor- and
     #: the data-parallel efficiency, which calibration fits apart).
     collective_efficiency: float = field(default=0.7, metadata=rule(gt=0, le=1))
