@@ -22,7 +22,7 @@ def test_a_samples_workload_says_samples_everywhere(harness, tmp_path):
     # label, the pick: samples/s.
     assert "trial   0 ok" in out and "2,000 samples/s" in out
     assert "re-measured: 2,000 samples/s" in out, out
-    assert "samples/s = the value told to Optuna" in out
+    assert "samples/s = every run the sweep measured of the trial, pooled" in out
     assert "tok/s" not in out and "tokens/s" not in out, out
     assert main(["report", *harness.overrides(space)]) == 0
     harness.capsys.readouterr()
