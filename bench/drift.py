@@ -5,6 +5,8 @@ each running the real default sweep and ``confirm`` on a quiet machine and under
     .venv/bin/python -m bench.drift --old 26a4878 --new HEAD            # ~70 min
     .venv/bin/python -m bench.drift --old 26a4878 --new HEAD --quick    # a smoke run, ~15 min
     .venv/bin/python -m bench.drift --only new --conditions quiet,persistent,onoff  # issue 35
+    .venv/bin/python -m bench.drift --only new --conditions quiet,persistent,onoff \
+        --reference-rounds 0 --overrides sweep.race.rounds=3             # a candidate default
     .venv/bin/python -m bench.drift --reanalyse runs/bench/drift        # the tables again
 
 Each revision is a detached git worktree (bench/seam_overhead.py's machinery); every
@@ -243,7 +245,7 @@ def run_condition(checkout: Checkout, condition: str, where: Path, args) -> dict
     storage = sqlite_url(where / DB_NAME)
     common = [f"sweep.storage={storage}", f"sweep.runs_dir={where / 'runs'}", "sweep.study=drift",
               "sweep.progress=false"]
-    sweep = [*common, *(QUICK_SWEEP if args.quick else SWEEP)]
+    sweep = [*common, *(QUICK_SWEEP if args.quick else SWEEP), *args.overrides]
     confirm = [*sweep, *(QUICK_CONFIRM if args.quick else [])]
     steps = [("sweep", sweep, None),
              ("confirm", confirm, None),
@@ -533,6 +535,9 @@ def main() -> None:
     parser.add_argument("--hog-on", type=float, default=loaded.on)
     parser.add_argument("--hog-off", type=float, default=loaded.off)
     parser.add_argument("--reference-rounds", type=int, default=2)
+    parser.add_argument("--overrides", nargs="*", default=[], metavar="KEY=VALUE",
+                        help="more overrides for every command of every condition (a "
+                             "candidate default: sweep.race.rounds=3)")
     parser.add_argument("--reanalyse", type=Path, metavar="DIR",
                         help="recompute the tables from an earlier run's directory")
     add_quiet_argument(parser)
