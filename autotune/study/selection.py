@@ -276,7 +276,7 @@ def simplest_within_noise(top: TrialRecord, candidates: list[TrialRecord],
             continue
         gain = noise.gain(top, r, level)
         if gain is not None and not gain.better:
-            within.append((changes_from(r, base), -(r.tokens_per_s or 0), r.number, r, gain))
+            within.append((changes_from(r, base), -(r.standing or 0), r.number, r, gain))
     if not within:
         return top, f"against the baseline: {numbers}" if numbers else "", ""
     _, _, _, simpler, gain = min(within, key=lambda t: t[:3])
