@@ -32,22 +32,27 @@ def race(study: optuna.Study, number: int, performance: dict, leader: R.TrialRec
     if not rounds or leader is None or not leader.trial_dir:
         return None
     level = noise.run_to_run_noise(records, prior_cv)
-    gain = noise.compare(noise.runs_from([performance]), noise.runs_of(leader), level)
+    perfs: dict[int, list[dict]] = {leader.number: [], number: []}
+
+    def gain_so_far():
+        """The new trial over the leader, on every run of each so far."""
+        return noise.compare(noise.runs_from([performance, *perfs[number]]),
+                             noise.runs_of(leader) + noise.runs_from(perfs[leader.number]),
+                             level)
+
+    gain = gain_so_far()
     if gain is None or gain.real:
         return None
     note(f"racing trial {number} against the best, trial {leader.number} ({gain.text()}): "
          f"up to {rounds} interleaved round(s), until one is separably faster")
     entrants = {leader.number: leader.run_dir, number: layout.trial(number)}
-    perfs: dict[int, list[dict]] = {n: [] for n in entrants}
     for i in range(rounds):
         for entrant, source in entrants.items():
             perf = measure(source, layout.race(number, i, entrant),
                            f"{study.study_name}/race/{entrant}")
             if perf is not None:
                 perfs[entrant].append(perf)
-        gain = noise.compare(noise.runs_from([performance, *perfs[number]]),
-                             noise.runs_of(leader) + noise.runs_from(perfs[leader.number]),
-                             level)
+        gain = gain_so_far()
         if gain is not None and gain.real:
             break
     R.add_repeats(study, perfs, RACE_SOURCE)
