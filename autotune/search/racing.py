@@ -1,13 +1,5 @@
 """Racing (``sweep.race.rounds=R``): a new trial within noise of the best is re-measured
-beside it, up to R interleaved rounds, and the sampler is told the pooled estimate.
-
-A race runs only while it can end in a verdict: it stops at the first round after which
-one side is separably faster, and gives up (or never starts) when even its remaining
-rounds could not separate the gain measured so far at the study's noise (the interval
-narrows as one over the square root of the runs; the point estimate is taken as it
-stands). Two configurations within a few per cent of each other on a host whose runs
-scatter by 10 % cannot be told apart by 3 more runs each; re-running them only doubles
-the sweep.
+beside it, R interleaved rounds, and the sampler is told the pooled estimate.
 
 The decision lives here; the runs come through ``measure``, which the sweep gives
 (its runner: locally, or as SLURM jobs in a SLURM sweep).
@@ -15,7 +7,6 @@ The decision lives here; the runs come through ``measure``, which the sweep give
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
 import optuna
@@ -49,20 +40,13 @@ def race(study: optuna.Study, number: int, performance: dict, leader: R.TrialRec
                              noise.runs_of(leader) + noise.runs_from(perfs[leader.number]),
                              level)
 
-    def runs_each() -> tuple[int, int]:
-        return 1 + len(perfs[number]), len(noise.runs_of(leader)) + len(perfs[leader.number])
-
     gain = gain_so_far()
-    if gain is None or gain.real or not could_separate(gain, *runs_each(), more=rounds):
+    if gain is None or gain.real:
         return None
     note(f"racing trial {number} against the best, trial {leader.number} ({gain.text()}): "
          f"up to {rounds} interleaved round(s), until one is separably faster")
     entrants = {leader.number: leader.run_dir, number: layout.trial(number)}
     for i in range(rounds):
-        if i and not could_separate(gain, *runs_each(), more=rounds - i):
-            note(f"race of trial {number} given up after {i} round(s) ({gain.text()}): "
-                 f"{rounds - i} more could not separate it")
-            break
         for entrant, source in entrants.items():
             perf = measure(source, layout.race(number, i, entrant),
                            f"{study.study_name}/race/{entrant}")
@@ -73,14 +57,3 @@ def race(study: optuna.Study, number: int, performance: dict, leader: R.TrialRec
             break
     R.add_repeats(study, perfs, RACE_SOURCE)
     return Performance.pool([performance, *perfs[number]])
-
-
-def could_separate(gain: noise.Gain, candidate_runs: int, reference_runs: int, *,
-                   more: int) -> bool:
-    """Would ``more`` runs of each side separate ``gain``, were its point estimate to stay
-    where it is? Its interval (log scale) narrows with sqrt(1/n_c + 1/n_r)."""
-    point = math.log1p(gain.ratio)
-    half = (math.log1p(gain.high) - math.log1p(gain.low)) / 2
-    shrink = math.sqrt((1 / (candidate_runs + more) + 1 / (reference_runs + more))
-                       / (1 / candidate_runs + 1 / reference_runs))
-    return abs(point) > half * shrink

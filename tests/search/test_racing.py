@@ -32,20 +32,17 @@ def test_a_trial_within_noise_is_raced_in_interleaved_rounds_and_pooled(tmp_path
     calls, notes = [], []
 
     def measure(source, run_dir, name):
-        entrant = name.rsplit("/", 1)[-1]
-        calls.append(entrant)
-        return perf(0.1 if entrant == "0" else 0.11, len(calls) + 10)
+        calls.append(name.rsplit("/", 1)[-1])
+        return perf(0.1, len(calls) + 10)
 
-    # 9 % slower than the leader: within noise on one run each (5 % run-to-run), and a gap
-    # that more runs can separate.
-    own = perf(0.11, 2)
+    own = perf(0.101, 2)
     pooled = race(study, 5, own, leader, [leader], rounds=2, prior_cv=0.05, layout=layout,
                   measure=measure, note=notes.append)
     # Rule: R rounds, each measuring the leader and the new trial, interleaved.
     assert calls == ["0", "5", "0", "5"]
     assert notes and "racing trial 5 against the best, trial 0" in notes[0]
     # Rule: the new trial's estimate pools its own run with its race runs.
-    assert pooled is not None and 0.95 * TOKENS / 0.11 < pooled < 1.05 * TOKENS / 0.11
+    assert pooled is not None and 0.9 * TOKENS / 0.1 < pooled < 1.1 * TOKENS / 0.1
     # Rule: every race run is stored as a repeat of its trial, source "race".
     repeats = study.user_attrs["autotune.repeats"]
     assert [len(repeats["0"]), len(repeats["5"])] == [2, 2]
@@ -76,36 +73,13 @@ def test_a_race_stops_at_the_first_round_that_separates_the_two(tmp_path):
     def measure(source, run_dir, name):
         entrant = name.rsplit("/", 1)[-1]
         calls.append(entrant)
-        # The leader's first run was lucky: re-measured, it is 50 % slower than the new one.
-        return perf(0.15 if entrant == "0" else 0.1, len(calls) + 10)
+        # The leader's first run was lucky: re-measured, it is 30 % slower than the new one.
+        return perf(0.13 if entrant == "0" else 0.1, len(calls) + 10)
 
-    # 9 % behind the leader's one (lucky) run, within noise: raced.
-    race(study, 5, perf(0.11, 2), leader, [leader], rounds=3, prior_cv=0.05, layout=layout,
+    # Within noise of the leader's one (lucky) run: raced.
+    race(study, 5, perf(0.104, 2), leader, [leader], rounds=3, prior_cv=0.05, layout=layout,
          measure=measure, note=notes.append)
     # Rule: up to R rounds; after each, the two are compared on all their runs, and the race
     # ends once one is separably faster (here after the first: 2 runs, not 6).
     assert calls == ["0", "5"]
     assert "up to 3 interleaved round(s)" in notes[0]
-
-
-def test_a_race_that_cannot_end_in_a_verdict_is_not_run_or_is_given_up(tmp_path):
-    study, layout, leader = setting(tmp_path)
-    calls, notes = [], []
-
-    def measure(source, run_dir, name):
-        calls.append(name.rsplit("/", 1)[-1])
-        return perf(0.1, len(calls) + 10)
-
-    # Rule: 1 % apart at 5 % run-to-run noise: 3 more runs each could not separate them
-    # (the interval would still be +-7 %), so no run is made.
-    assert race(study, 5, perf(0.101, 2), leader, [leader], rounds=3, prior_cv=0.05,
-                layout=layout, measure=measure, note=notes.append) is None
-    assert calls == [] and notes == []
-    # Rule: 12 % apart is worth racing; once a round shows both at the same speed the gap
-    # left (6 %) is too small for the remaining rounds, and the race is given up.
-    pooled = race(study, 6, perf(0.112, 3), leader, [leader], rounds=3, prior_cv=0.05,
-                  layout=layout, measure=measure, note=notes.append)
-    assert calls == ["0", "6"]
-    assert "given up after 1 round(s)" in notes[-1]
-    # Its runs still count: the pooled estimate is told, the race runs stored.
-    assert pooled is not None and len(study.user_attrs["autotune.repeats"]["6"]) == 1

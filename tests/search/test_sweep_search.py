@@ -10,10 +10,8 @@ import pytest
 
 
 def test_a_trial_within_noise_of_the_best_is_raced_and_a_clear_loser_is_not(harness):
-    # The fake's speed is 1000 x threads / micro_batches; prefetch 32 waits 8.5 % of each
-    # step for data: 9 % slower, within noise of one run each at the 5 % prior, separable
-    # after two more runs each (BENCHMARKS.md has what racing costs and buys).
-    harness.script(data_wait=[{"when": {"data.prefetch": 32}, "share": 0.085}])
+    harness.script()
+    # The fake's speed is 1000 x threads / micro_batches: prefetch changes nothing.
     space = harness.space("race", {"data.prefetch": [16, 32], "runtime.threads": [2, 1]})
     code, out, err = harness.run(space, "sweep.neighbours=true", "sweep.n_trials=3",
                                  "sweep.race.rounds=2")
@@ -37,8 +35,8 @@ def test_a_trial_within_noise_of_the_best_is_raced_and_a_clear_loser_is_not(harn
     # Each race re-run has its own directory beside the trial's.
     assert sorted(p.name for p in (harness.runs / "s" / "trial-0001").glob("race-*")) == [
         "race-0-trial-0000", "race-0-trial-0001", "race-1-trial-0000", "race-1-trial-0001"]
-    # The leaderboard states the gain, on runs measured identically (no run-to-run noise).
-    assert "vs base % (95% CI)" in out and "-9% (-9..-9)" in out
+    # The leaderboard counts the runs each estimate rests on and states the gain.
+    assert "vs base % (95% CI)" in out and "~+0%" in out
 
 
 @pytest.mark.parametrize("sampler", ["grid", "random"])
