@@ -67,8 +67,8 @@ def _time_columns(m: Measurement) -> tuple[dict[str, float], float]:
     """The regressors of one trial's step time: the seconds each time constant's coefficient
     multiplies (FLOP-seconds at peak for the dtype's 1 / compute efficiency, collective
     seconds at full bandwidth for 1 / efficiency, layer-micro-batches for the layer
-    latency, score elements for the seconds per score element, 1 for the step overhead),
-    and the seconds no constant scales (latencies, p2p). An overlapped data-parallel
+    latency, 1 for the step overhead), and the seconds no constant scales (latencies, p2p,
+    the memory-bound kernels at the memory bandwidth's roofline). An overlapped data-parallel
     reduction enters as its exposed part at full bandwidth (the overlap is not linear in
     the efficiency; the fit treats it as if it were)."""
     def seconds(collective_efficiency: float) -> steptime.TimeBreakdown:
@@ -76,8 +76,7 @@ def _time_columns(m: Measurement) -> tuple[dict[str, float], float]:
                                   compute_efficiency=1.0,
                                   mp_collective_efficiency=collective_efficiency,
                                   dp_collective_efficiency=collective_efficiency,
-                                  layer_latency_s=1.0, step_overhead_s=0.0,
-                                  score_element_s=1.0)
+                                  layer_latency_s=1.0, step_overhead_s=0.0)
 
     bubble = 1 / (1 - steptime.bubble_fraction(m.job))
     full, latency_only = seconds(1.0), seconds(1e30)
@@ -88,9 +87,10 @@ def _time_columns(m: Measurement) -> tuple[dict[str, float], float]:
                f"compute:{m.job.dtype.value}": full.compute * bubble,
                "mp": (tensor - tensor_latency) * bubble,
                "dp": full.dp_allreduce - latency_only.dp_allreduce,
-               f"layer:{mode}": full.layer_latency * bubble,
-               "scores": full.attention_scores * bubble}
-    fixed = tensor_latency * bubble + latency_only.dp_allreduce + full.pp_p2p
+               f"layer:{mode}": full.layer_latency * bubble}
+    # Memory-bound work is its bytes over the datasheet's bandwidth: no constant scales it.
+    fixed = ((tensor_latency + full.memory_bound) * bubble + latency_only.dp_allreduce
+             + full.pp_p2p)
     return columns, fixed
 
 
@@ -117,8 +117,7 @@ def _time_prior(name: str, prior: Constants, ceiling: float = 1.0) -> tuple[floa
         return prior.step_overhead(Mode(which)), 0.0
     if kind == "layer":
         return prior.layer_latency(Mode(which)), 0.0
-    return {"scores": (prior.score_element_s, 0.0),
-            "mp": (1.0 / prior.mp_collective_efficiency, MIN_COLLECTIVE_FACTOR),
+    return {"mp": (1.0 / prior.mp_collective_efficiency, MIN_COLLECTIVE_FACTOR),
             "dp": (1.0 / prior.dp_collective_efficiency, MIN_COLLECTIVE_FACTOR)}[name]
 
 
@@ -151,7 +150,7 @@ def fit_time(points: list[Measurement], prior: Constants) -> tuple[dict, float |
     dtypes = sorted({k for columns, _ in rows for k in columns if k.startswith("compute:")})
     modes = sorted({m.job.mode.value for m in usable})
     names = [*(f"overhead:{x}" for x in modes), *dtypes, "mp", "dp",
-             *(f"layer:{x}" for x in modes), "scores"]
+             *(f"layer:{x}" for x in modes)]
     a = np.array([[columns.get(k, 0.0) for k in names] for columns, _ in rows])
     y = np.array([m.step_s - m.data_wait_s - fixed for m, (_, fixed) in zip(usable, rows)])
     ceiling = compute_ceiling(usable)
@@ -174,8 +173,6 @@ def fit_time(points: list[Measurement], prior: Constants) -> tuple[dict, float |
             out[f"{prefix}step_overhead_s"] = fitted[f"overhead:{mode}"]
         if f"layer:{mode}" in fitted:
             out[f"{prefix}layer_latency_s"] = fitted[f"layer:{mode}"]
-    if "scores" in fitted:
-        out["score_element_s"] = fitted["scores"]
     for k in ("mp", "dp"):
         if k in fitted:
             out[f"{k}_collective_efficiency"] = 1.0 / fitted[k]

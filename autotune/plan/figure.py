@@ -62,9 +62,9 @@ def tradeoff(df: pd.DataFrame, *, title: str, budget_gib: float) -> Figure | Non
 
 #: The parts of a step the breakdown chart stacks (plan.csv's ``time_<part>_s`` columns), in
 #: order, with their labels: compute without its recompute forward, the recompute forward,
-#: the fixed per-layer latency and attention-score work, each collective, the bubble.
+#: the fixed per-layer latency, the memory-bound kernels, each collective, the bubble.
 PARTS = (("compute", "compute"), ("recompute", "recompute forward"),
-         ("layer_latency", "layer latency"), ("attention_scores", "attention scores"),
+         ("layer_latency", "layer latency"), ("memory_bound", "memory-bound kernels"),
          ("mp_collectives", "tensor-parallel collectives"),
          ("cp_collectives", "context-parallel collectives"),
          ("pp_p2p", "pipeline sends"), ("dp_allreduce", "data-parallel all-reduce"),

@@ -14,10 +14,11 @@ which is 2 M N K / peak for a GEMM of many full waves, and more for a small one.
 fitted compute efficiency scales it (achieved / this): one constant that holds from the
 smallest GEMM to the largest, where an efficiency per GEMM shape measured held only for
 the shapes a fit had seen (fitted on hidden size 1,024, it predicted hidden size 2,048
-32.6 % off; this term, 9.8 %: BENCHMARKS.md, "Calibrate small, plan big").
+32.6 % off; this term and the memory-bound one, 9.9 %: BENCHMARKS.md, "Calibrate small,
+plan big").
 
-Memory-bound work is not in this term: the attention scores' traffic is the score term
-(steptime.score_elements), the element-wise kernels' is in the layer latency.
+Memory-bound work is not in this term: the element-wise kernels' and the attention
+scores' traffic is steptime.memory_bound_s, at the roofline of the memory bandwidth.
 """
 
 from __future__ import annotations

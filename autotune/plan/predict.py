@@ -26,8 +26,6 @@ class Constants:
     #: Fixed seconds per layer and micro-batch (steptime.layer_latency_term_s).
     layer_latency_s: float
     step_overhead_s: float
-    #: Seconds per attention-score element and pass (steptime.score_elements).
-    score_element_s: float
     #: PyNative's own layer latency and step overhead (every op dispatched from Python).
     pynative_layer_latency_s: float
     pynative_step_overhead_s: float
@@ -81,7 +79,6 @@ class Constants:
                    dp_collective_efficiency=c.collective_efficiency,
                    layer_latency_s=c.layer_latency_s,
                    step_overhead_s=c.step_overhead_s,
-                   score_element_s=c.score_element_s,
                    pynative_layer_latency_s=c.pynative_layer_latency_s,
                    pynative_step_overhead_s=c.pynative_step_overhead_s,
                    runtime_overhead_gib=c.runtime_overhead_gib,
@@ -207,7 +204,7 @@ def predict(d: ModelDims, job: Job, cluster: Cluster, constants: Constants, *,
             dp_collective_efficiency=constants.dp_collective_efficiency,
             layer_latency_s=constants.layer_latency(job.mode),
             step_overhead_s=constants.step_overhead(job.mode),
-            score_element_s=constants.score_element_s, data_wait_s=constants.data_wait_s)
+            data_wait_s=constants.data_wait_s)
     total = peak_flops_per_device * job.devices if peak_flops_per_device else None
     return Prediction(job=job, memory=mem, time=time, tokens_per_step=job.global_batch * d.seq,
                       model_flops_per_token=model_flops_per_token(d), peak_flops_total=total,

@@ -1,7 +1,7 @@
 """Step time per optimizer step, one function per term, each checkable by hand.
 
     step = overhead + data wait
-         + (compute + layer latency + attention scores + tensor/context-parallel
+         + (compute + layer latency + memory-bound work + tensor/context-parallel
             collectives) x (1 + (p - 1) / (v m))
          + pipeline point-to-point sends + exposed data-parallel gradient reduction
 
@@ -10,13 +10,15 @@
 - compute: the slowest stage's GEMMs (forward, backward, any recompute forward, and the
   logits on the last stage) at the roofline of the device's peak FLOP/s, wave-quantised
   on its compute units (kernels.py), over one fitted compute efficiency per dtype;
-- layer latency: a fixed time per layer and micro-batch that does not scale with FLOPs
-  (kernel launches, memory-bound element-wise work), a calibrated constant per execution
+- layer latency: a fixed time per layer and micro-batch that scales neither with FLOPs
+  nor with bytes (kernel launches, host work), a calibrated constant per execution
   mode (PyNative dispatches every op from Python); on the CPU backend host work (it and
   the step overhead) stretches when the ranks' threads outnumber the cores;
-- attention scores: the s x s scores of every head are written and read by the masking,
-  softmax and dropout kernels, memory-bound work that grows with s^2 and not with h:
-  seconds per score element, a calibrated constant; none under FlashAttention;
+- memory-bound work: the kernels that move bytes rather than multiply (norms, the MLP's
+  activation, residual adds, rotary embeddings, the attention softmax over the s x s
+  scores unless FlashAttention keeps them on chip) at the roofline of the device's
+  memory bandwidth: their bytes over the datasheet's bandwidth, no fitted constant
+  (what kernels fall short of it is in the fitted layer latency);
 - collectives: ring all-reduce of n bytes over g ranks moves 2 (g-1)/g n bytes per
   rank; bandwidth x a calibrated collective efficiency (at most 1: no fit may make a
   collective faster than its link), plus 2 (g-1) latencies. A group
@@ -64,7 +66,7 @@ class TimeBreakdown:
     compute: float
     recompute: float  # the part of compute that is the extra forward (already in compute)
     layer_latency: float
-    attention_scores: float
+    memory_bound: float
     mp_collectives: float
     cp_collectives: float
     pp_bubble: float
@@ -75,7 +77,7 @@ class TimeBreakdown:
 
     @property
     def step_s(self) -> float:
-        return (self.compute + self.layer_latency + self.attention_scores
+        return (self.compute + self.layer_latency + self.memory_bound
                 + self.mp_collectives + self.cp_collectives + self.pp_bubble
                 + self.pp_p2p + self.dp_allreduce + self.data_wait + self.overhead)
 
@@ -166,7 +168,8 @@ def layer_latency_term_s(d: ModelDims, job: Job, per_layer_s: float,
     Megatron-DeepSpeed, fp16, full recompute, A100) measured / predicted time rose with the
     micro-batch count (0.91x at m = 2, 1.65x at 8, 2.36x at 16) while the FLOPs stayed the
     same; a least-squares fit gave ~2.7 ms per layer and micro-batch, ~59 % of the measured
-    time. Every vTrain row is full recompute, so how the constant splits between the
+    time, and ~2.4 ms once the memory-bound kernels' bytes are charged apart
+    (memory_bound_s). Every vTrain row is full recompute, so how the constant splits between the
     passes is not identified: it is fitted per hardware profile (calibration.py). The
     profiles' prior is 0: 2.7 ms as the A100 prior made the uncalibrated Megatron-LM points
     (N21, K22: large models, fused kernels) 15-20 points worse. PyNative has its own
@@ -186,13 +189,7 @@ def score_elements(d: ModelDims, job: Job) -> float:
     """Attention-score elements one device writes per step, counted once per pass over them
     (forward, backward, and the recompute forward under full or selective recompute):
     b x (a / t) x s_local x s per layer and micro-batch. None under FlashAttention, which
-    keeps the scores in on-chip memory (Dao et al. 2022, section 3.1).
-
-    Source: a derived number. On the vTrain landscape the relative error grew with the
-    micro-batch size (-15 % at b = 8) in a way neither FLOPs nor the per-micro-batch
-    latency follow; a column of score elements cut the in-sample step MAPE from 10.0 to
-    8.9 % at ~20 ps an element-pass, what moving ~10 bytes an element at the A100's
-    ~1.5 TB/s takes (bench/cost_model_heldout.py)."""
+    keeps the scores in on-chip memory (Dao et al. 2022, section 3.1)."""
     if job.flash_attention:
         return 0.0
     passes = attention_passes(job)
@@ -200,8 +197,50 @@ def score_elements(d: ModelDims, job: Job) -> float:
     return stage_layers_max(d, job) * job.micro_batches * per_layer * passes
 
 
-def attention_scores_s(d: ModelDims, job: Job, per_element_s: float) -> float:
-    return score_elements(d, job) * per_element_s
+def elementwise_per_token(d: ModelDims, job: Job) -> float:
+    """Elements one block's memory-bound kernels read and write per token on one device in
+    one forward pass (Megatron-LM's fused kernels, Shoeybi et al. 2019; Korthikanti et al.
+    2022, section 4.2 for what sequence parallel splits):
+
+    - the two norms read and write h each, the two residual adds (the bias and dropout fused
+      into them) read 2 h and write h each: 10 h, split over the t tensor ranks only under
+      sequence parallel (else every rank runs them on the whole hidden state);
+    - the MLP's activation, split over t: GeLU reads and writes f (2 f); SwiGLU reads the
+      gate and the up projection and writes f (3 f);
+    - llama's rotary embedding reads and writes Q and K (h + kv heads x head dim), over t.
+    """
+    t = job.mp
+    hidden = 10 * d.hidden / (t if job.sequence_parallel else 1)
+    if d.gpt:
+        return hidden + 2 * d.ffn / t
+    return hidden + (3 * d.ffn + 2 * (d.hidden + d.kv_heads * d.head_dim)) / t
+
+
+#: Elements read and written per attention-score element and pass: the fused scale, mask
+#: and softmax read the scores and write the probabilities (dropout on them, where a model
+#: has it, is not counted: a lower bound).
+SCORE_ELEMENT_TRAFFIC = 2
+
+
+def memory_bound_bytes(d: ModelDims, job: Job) -> float:
+    """Bytes the slowest stage's memory-bound kernels move per step: the element-wise
+    traffic of every layer and micro-batch in each pass over it (the backward reads the
+    output's gradient and the saved input and writes the input's gradient: twice a
+    forward's traffic; full recompute runs the forward again), and the attention
+    scores' (score_elements)."""
+    passes = 3 + (1 if job.recompute is Recompute.full else 0)
+    tokens = job.micro_batch_size * local_seq(d, job)
+    elementwise = (stage_layers_max(d, job) * job.micro_batches * tokens
+                   * elementwise_per_token(d, job) * passes)
+    return (elementwise + score_elements(d, job) * SCORE_ELEMENT_TRAFFIC) * job.element_bytes
+
+
+def memory_bound_s(d: ModelDims, job: Job, cluster: Cluster) -> float:
+    """Seconds of the memory-bound kernels at the roofline of the device's memory
+    bandwidth (its datasheet's): bytes / bandwidth; 0 where the profile does not state
+    one (the CPU, whose fitted layer latency carries them)."""
+    bandwidth = cluster.hardware.memory_bandwidth_gbs
+    return memory_bound_bytes(d, job) / (bandwidth * 1e9) if bandwidth else 0.0
 
 
 def mp_collectives_s(d: ModelDims, job: Job, cluster: Cluster,
@@ -295,22 +334,21 @@ def dp_allreduce_s(d: ModelDims, job: Job, cluster: Cluster,
 def breakdown(d: ModelDims, job: Job, cluster: Cluster, *, peak_flops: float,
               compute_efficiency: float, mp_collective_efficiency: float,
               dp_collective_efficiency: float, layer_latency_s: float,
-              step_overhead_s: float, score_element_s: float = 0.0,
-              data_wait_s: float = 0.0) -> TimeBreakdown:
+              step_overhead_s: float, data_wait_s: float = 0.0) -> TimeBreakdown:
     total_s, recompute_s = compute_s(d, job, cluster, peak_flops)
     compute = total_s / compute_efficiency
     contention = host_contention(job, cluster)
     latency = layer_latency_term_s(d, job, layer_latency_s, contention)
-    scores = attention_scores_s(d, job, score_element_s)
+    memory_bound = memory_bound_s(d, job, cluster)
     mp = mp_collectives_s(d, job, cluster, mp_collective_efficiency)
     cp = cp_collectives_s(d, job, cluster, mp_collective_efficiency)
-    busy = compute + latency + scores + mp + cp
+    busy = compute + latency + memory_bound + mp + cp
     # The backward (2 of the 3 passes, beside any recompute) is what a bucketed reduction
     # can hide under.
     backward = (compute - recompute_s / compute_efficiency) * 2 / 3
     return TimeBreakdown(
         compute=compute, recompute=recompute_s / compute_efficiency, layer_latency=latency,
-        attention_scores=scores, mp_collectives=mp, cp_collectives=cp,
+        memory_bound=memory_bound, mp_collectives=mp, cp_collectives=cp,
         # Idle share f of the pipelined time adds f / (1 - f) = (p - 1) / (v m) to the busy
         # time.
         pp_bubble=busy * bubble_fraction(job) / (1 - bubble_fraction(job)),

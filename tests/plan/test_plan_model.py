@@ -164,8 +164,11 @@ def test_step_time_adds_its_terms_and_tokens_per_s_follows():
     # The A100 prior's layer latency is 0 (the vTrain-derived 2.7 ms made the uncalibrated
     # N21 and K22 points worse): the term is there, at 32 layers x 2 micro-batches x 0.
     assert t.layer_latency == pytest.approx(32 * 2 * c.layer_latency_s) == 0
-    assert t.step_s == pytest.approx(t.compute + t.layer_latency + t.mp_collectives
-                                     + t.dp_allreduce + t.overhead + t.data_wait)
+    assert t.memory_bound == pytest.approx(steptime.memory_bound_bytes(d, j) / 2039e9)
+    assert t.memory_bound > 0
+    assert t.step_s == pytest.approx(t.compute + t.layer_latency + t.memory_bound
+                                     + t.mp_collectives + t.dp_allreduce + t.overhead
+                                     + t.data_wait)
     assert p.tokens_per_s == pytest.approx(16 * 4096 / t.step_s)
     assert p.mfu == pytest.approx(p.tokens_per_s * model_flops_per_token(d) / (8 * 312e12))
     # Across 2 nodes the data-parallel group leaves the node: a slower link, a longer step.

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import autotune.settings  # noqa: F401 - registers the sweep schema
 from autotune.search.feasibility import only_the_baseline, oom_dominating, structural_problem
 from autotune.search.space import SearchSpace
@@ -210,6 +212,26 @@ def test_a_stored_trial_config_with_recompute_on_off_reads_as_a_mode(tmp_path):
         path.write_text(OmegaConf.to_yaml(node))
         # Rule: configs written before recompute had modes (reports of old studies) still load.
         assert to_trial_config(load_resolved(path, [])).train.recompute is mode
+
+
+def test_a_stored_trial_config_with_a_retired_key_still_loads(tmp_path):
+    from omegaconf import OmegaConf
+    from omegaconf.errors import ConfigKeyError
+
+    from trials.contract.compose import RETIRED_KEYS, load_resolved
+    from trials.contract.schema import to_trial_config
+
+    stored = OmegaConf.to_container(compose("trial", []))
+    stored["hardware"]["cost"]["score_element_s"] = 2e-11  # written before it was retired
+    path = tmp_path / "config.yaml"
+    path.write_text(OmegaConf.to_yaml(stored))
+    assert "hardware.cost.score_element_s" in RETIRED_KEYS
+    assert to_trial_config(load_resolved(path, [])).hardware.cost.compute_efficiency > 0
+    # A key nobody retired is still refused.
+    stored["hardware"]["cost"]["score_elements_s"] = 1.0
+    path.write_text(OmegaConf.to_yaml(stored))
+    with pytest.raises(ConfigKeyError):
+        to_trial_config(load_resolved(path, []))
 
 
 def test_the_model_seeds_only_points_whose_terms_a_trial_timed(monkeypatch):

@@ -223,15 +223,29 @@ def check_known_keys(cfg: DictConfig, schema: type) -> None:
         raise ConfigError(text) from exc
 
 
+#: Keys a config written by an earlier version may hold and this schema no longer has,
+#: with what replaced them: a file loaded back drops them (a study's trials stay readable).
+RETIRED_KEYS = {
+    "hardware.cost.score_element_s": "the attention scores are memory-bound work charged at "
+                                     "hardware.memory_bandwidth_gbs",
+}
+
+
 def load_resolved(path: Path, overrides: list[str]) -> DictConfig:
     """Load a resolved config file (as written for a trial or an export) plus dotlist overrides.
 
     A file loaded back is untyped, so callers re-validate it against the schema. Files
-    written before recompute had modes say ``train.recompute: true``; they read as ``full``.
+    written before recompute had modes say ``train.recompute: true``; they read as ``full``;
+    the ``RETIRED_KEYS`` they hold are dropped.
     """
     overrides = [o for override in overrides for o in expand_override(override)]
     try:
         cfg = OmegaConf.load(path)
+        for key in RETIRED_KEYS:
+            parent, _, leaf = key.rpartition(".")
+            node = OmegaConf.select(cfg, parent)
+            if isinstance(node, DictConfig) and leaf in node:
+                node.pop(leaf)
         recompute = OmegaConf.select(cfg, "train.recompute")
         if isinstance(recompute, bool):
             cfg.train.recompute = LEGACY_RECOMPUTE[recompute]

@@ -286,11 +286,8 @@ class CostPriors:
     #: the data-parallel efficiency, which calibration fits apart).
     collective_efficiency: float = field(default=0.7, metadata=rule(gt=0, le=1))
     #: Fixed time per layer and micro-batch (forward + backward + recompute): kernel
-    #: launches and memory-bound work that does not scale with FLOPs.
+    #: launches and host work that scale neither with FLOPs nor with bytes moved.
     layer_latency_s: float = field(default=0.0, metadata=rule(ge=0))
-    #: Seconds per attention-score element and pass (masking, softmax and dropout over the
-    #: s x s scores: memory-bound, none under FlashAttention); 0 until calibrated.
-    score_element_s: float = field(default=0.0, metadata=rule(ge=0))
     #: Fixed time per optimizer step (launch, Python, host sync).
     step_overhead_s: float = field(default=0.0, metadata=rule(ge=0))
     #: The same two under PyNative (every op dispatched from Python); 0 until calibrated.
@@ -328,6 +325,10 @@ class HardwareConfig:
     #: multiprocessors, an Ascend's AI cores); null = unknown (a CPU): the cost model then
     #: charges a GEMM its plain FLOPs, without wave quantisation (autotune/plan/kernels.py).
     compute_units: int | None = field(default=None, metadata=rule(ge=1))
+    #: Device memory bandwidth, GB/s (the datasheet's): memory-bound kernels (norms,
+    #: activations, residual adds, attention softmax) cost their bytes over it
+    #: (autotune/plan/steptime.memory_bound_s); null = unknown: not charged apart (a CPU).
+    memory_bandwidth_gbs: float | None = field(default=None, metadata=rule(gt=0))
     #: What this backend can run: bf16, model_parallel, pipeline_parallel (the one source
     #: of backend capability: trials/contract/capabilities.py reads it).
     supports: dict = field(default_factory=dict)
