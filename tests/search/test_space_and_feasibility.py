@@ -219,7 +219,7 @@ def test_a_stored_trial_config_with_a_retired_key_still_loads(tmp_path):
     from omegaconf.errors import ConfigKeyError
 
     from trials.contract.compose import RETIRED_KEYS, load_resolved
-    from trials.contract.schema import to_trial_config
+    from trials.contract.schema import ConfigError, to_trial_config
 
     stored = OmegaConf.to_container(compose("trial", []))
     stored["hardware"]["cost"]["score_element_s"] = 2e-11  # written before it was retired
@@ -232,6 +232,9 @@ def test_a_stored_trial_config_with_a_retired_key_still_loads(tmp_path):
     path.write_text(OmegaConf.to_yaml(stored))
     with pytest.raises(ConfigKeyError):
         to_trial_config(load_resolved(path, []))
+    # Named on a command line, it is refused with what replaced it, not a spelling hint.
+    with pytest.raises(ConfigError, match="retired: the attention scores"):
+        compose("trial", ["hardware.cost.score_element_s=1e-11"])
 
 
 def test_the_model_seeds_only_points_whose_terms_a_trial_timed(monkeypatch):

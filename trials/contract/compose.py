@@ -46,6 +46,15 @@ def yaml_problem(exc: BaseException) -> str | None:
     return text + "; fix the file's syntax"
 
 
+#: Keys a config written by an earlier version may hold and this schema no longer has,
+#: with what replaced them: a file loaded back drops them (a study's trials stay readable),
+#: and an override that names one is told why it is gone rather than to check its spelling.
+RETIRED_KEYS = {
+    "hardware.cost.score_element_s": "the attention scores are memory-bound work charged at "
+                                     "hardware.memory_bandwidth_gbs",
+}
+
+
 def one_line(exc: BaseException) -> str:
     """The useful first line of a Hydra/OmegaConf error (detail may sit in __cause__)."""
     problem = yaml_problem(exc)
@@ -57,7 +66,9 @@ def one_line(exc: BaseException) -> str:
     if cause is not None and str(cause).strip() and text.startswith("Error merging override"):
         text = f"{text}: {str(cause).strip().splitlines()[0]}"
     elif text.startswith("Could not override"):
-        text += " No such key: check its spelling (--print-config lists every key)."
+        key = text.partition("'")[2].partition("'")[0]
+        text += (f" It was retired: {RETIRED_KEYS[key]}; drop it." if key in RETIRED_KEYS
+                 else " No such key: check its spelling (--print-config lists every key).")
     else:
         # Hydra lists the group's options one per line after "Available options in 'g':".
         for i, line in enumerate(lines):
@@ -221,14 +232,6 @@ def check_known_keys(cfg: DictConfig, schema: type) -> None:
             text = (f"unknown key '{key}' (added with '+'?): it is not part of the schema; "
                     "check its spelling (--print-config lists every key)")
         raise ConfigError(text) from exc
-
-
-#: Keys a config written by an earlier version may hold and this schema no longer has,
-#: with what replaced them: a file loaded back drops them (a study's trials stay readable).
-RETIRED_KEYS = {
-    "hardware.cost.score_element_s": "the attention scores are memory-bound work charged at "
-                                     "hardware.memory_bandwidth_gbs",
-}
 
 
 def load_resolved(path: Path, overrides: list[str]) -> DictConfig:
