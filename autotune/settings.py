@@ -102,13 +102,20 @@ class PredictSettings:
 
 @dataclass
 class RaceSettings:
-    """Racing: a trial that lands within noise of the best is re-measured, interleaved with
-    the best, before the sampler is told (it is told the pooled estimate)."""
+    """Racing (autotune/search/racing.py): configurations within noise of the best are
+    re-measured beside it, in interleaved rounds: each new trial before the sampler is told
+    (``rounds``), and the finalists once the budget is spent (``finalists``)."""
 
     #: At most this many rounds of (best, new) re-runs, ending at the first round after
     #: which one is separably faster; 0 = no racing. Off by default: BENCHMARKS.md,
     #: "Search efficiency on a recorded landscape", shows what it costs and what it buys.
     rounds: int = field(default=0, metadata=rule(ge=0, le=10))
+    #: When the budget is spent, the best and those of the ``finalists`` fastest that are
+    #: within noise of it run again, in interleaved rounds, until one is separably fastest
+    #: (the pick must not rest on one lucky run); 0 or 1 = no final race.
+    finalists: int = field(default=3, metadata=rule(ge=0, le=10))
+    #: At most this many rounds of the final race; 0 = no final race.
+    final_rounds: int = field(default=3, metadata=rule(ge=0, le=10))
 
 
 @dataclass

@@ -1,5 +1,5 @@
 """The sweep: ask -> filter -> claim -> launch -> watch -> race -> tell, until the launch
-budget is spent.
+budget is spent; then the finalists within noise of the best are raced.
 
     context = SweepContext.build(composed, validate_settings(composed), overrides)
     outcome = Sweep(context, console).run()
@@ -27,6 +27,7 @@ from autotune.running.devices import UNPLACED
 from autotune.running.dispatch import Dispatcher, Settled, device_pool
 from autotune.running.runner import reap_lost
 from autotune.search.proposals import sampler, seed_baseline
+from autotune.search.racing import final_race
 from autotune.study import budget, futility, reaping, selection
 from autotune.study import records as R
 from autotune.study import stage_results as stages
@@ -71,7 +72,10 @@ class Sweep:
         self._resume(context, study)
         progress = self._progress(context, study)
         try:
-            end = self._loop(Proposals(context, study, progress, ruled_out=ruled_out))
+            proposals = Proposals(context, study, progress, ruled_out=ruled_out)
+            end = self._loop(proposals)
+            if final and not end.failed:
+                self._final_race(proposals)
         finally:
             progress.close()
             context.reserve.release()
@@ -125,6 +129,20 @@ class Sweep:
         if not end.failed and context.real_trials:
             profile_winner(study, records, verdict.pick, settings, context.config.profile,
                            self.console, context.runner)
+
+    def _final_race(self, proposals: Proposals) -> None:
+        """Once the budget is spent: the best and the finalists within noise of it, raced
+        until one is separably fastest (autotune/search/racing.py), so that the pick the
+        leaderboard names does not rest on one lucky run."""
+        context = proposals.context
+        if context.multi_objective:  # no single best to race for
+            return
+        race = context.settings.race
+        final_race(proposals.study, R.load_records(proposals.study), finalists=race.finalists,
+                   rounds=race.final_rounds, budget_gib=context.budget_gib,
+                   prior_cv=context.prior_cv, layout=context.layout,
+                   measure=proposals.measure, note=proposals.progress.note,
+                   tag=str(context.settings.n_trials))
 
     # -- the loop -------------------------------------------------------------------------
     def _end(self, proposals: Proposals, idle: int) -> SweepEnd | None:

@@ -19,10 +19,12 @@ Searchers (each for ``--seeds`` seeds, the same budget of launches):
 
 - grid: every point in a seeded order (Optuna's GridSampler);
 - random;
-- tpe-no-pruning: TPE with the slow rule off;
-- default: the default sweep (TPE, the slow rule, no racing, the cost model refitted after
-  each measured trial and its 3 best predictions queued once it is trusted:
-  ``sweep.predict.enqueue_best=3``, ``sweep.predict.trust_time_error=0.15``);
+- tpe-no-pruning: TPE with the slow rule off (and no final race);
+- default: the default sweep (TPE, the slow rule, the cost model refitted after each
+  measured trial and its 3 best predictions queued once it is trusted:
+  ``sweep.predict.enqueue_best=3``, ``sweep.predict.trust_time_error=0.15``; no racing of
+  each trial; the final race of the best and the finalists within noise of it once the
+  budget is spent, its runs charged and its pick scored);
 - default-no-model: the default sweep without the model's seeding
   (``sweep.predict.enqueue_best=0``);
 - default+race: the default sweep with ``sweep.race.rounds=1``;
@@ -66,12 +68,12 @@ WITHIN = 0.03
 #: Seconds from a trial's stop decision to its processes being gone (poll + kill).
 STOP_COST_S = 0.5
 
+#: The reference searchers are plain: no slow rule, no final race.
+PLAIN = ["sweep.stop.slow_ratio=0", "sweep.stop.slow_warmup_ratio=0", "sweep.race.final_rounds=0"]
 SEARCHERS: dict[str, list[str]] = {
-    "grid": ["sweep.sampler=grid", "sweep.stop.slow_ratio=0", "sweep.stop.slow_warmup_ratio=0"],
-    "random": ["sweep.sampler=random", "sweep.stop.slow_ratio=0",
-               "sweep.stop.slow_warmup_ratio=0"],
-    "tpe-no-pruning": ["sweep.sampler=tpe", "sweep.stop.slow_ratio=0",
-                       "sweep.stop.slow_warmup_ratio=0"],
+    "grid": ["sweep.sampler=grid", *PLAIN],
+    "random": ["sweep.sampler=random", *PLAIN],
+    "tpe-no-pruning": ["sweep.sampler=tpe", *PLAIN],
     "default": [],
     "default-no-model": ["sweep.predict.enqueue_best=0"],
     "default+race": ["sweep.race.rounds=1"],
@@ -93,6 +95,7 @@ CANDIDATES: dict[str, list[str]] = {
     "slow-0.7": ["sweep.stop.slow_ratio=0.7"],
     "race-1": ["sweep.race.rounds=1"],
     "race-3": ["sweep.race.rounds=3"],
+    "no-final-race": ["sweep.race.final_rounds=0"],
 }
 SEARCHERS.update({name: flags for name, flags in CANDIDATES.items() if name not in SEARCHERS})
 
@@ -317,6 +320,10 @@ def search_once(searcher: str, seed: int, *, landscape: Landscape, budget_gib: f
     context = SweepContext.build(composed, config, overrides, runner=runner, measured=True)
     sweep = Sweep(context, Console(file=io.StringIO()), observe=observe)
     outcome = sweep.run()
+    # The final race (once the budget is spent) may change the pick: its runs are charged.
+    pick = selection.best(R.load_records(outcome.study), budget_gib)
+    timeline.append((runner.spent, landscape.true_value(pick.params, budget_gib)
+                     if pick is not None else None))
     decisions = decisions_of(outcome.study)
     seeded = outcome.study.user_attrs.get(SEEDED)
     shutil.rmtree(runs, ignore_errors=True)

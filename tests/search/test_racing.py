@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import optuna
+import pytest
 
-from autotune.search.racing import race
+from autotune.search.racing import final_race, race
 from autotune.settings import SweepSettings
+from autotune.study import selection
 from autotune.study.layout import StudyLayout
 from tests.fakes import rec
 
@@ -83,3 +87,82 @@ def test_a_race_stops_at_the_first_round_that_separates_the_two(tmp_path):
     # ends once one is separably faster (here after the first: 2 runs, not 6).
     assert calls == ["0", "5"]
     assert "up to 3 interleaved round(s)" in notes[0]
+
+
+# -- the final race (sweep.race.finalists, sweep.race.final_rounds) ------------------------
+def finalist(tmp_path, number: int, median_s: float, seed: int):
+    return rec(number, tokens_per_s=TOKENS / median_s, card={"performance": perf(median_s, seed)},
+               trial_dir=str(tmp_path / f"trial-{number}"))
+
+
+def final(study, records, layout, measure, notes, *, finalists=3, rounds=3, tag="12"):
+    return final_race(study, records, finalists=finalists, rounds=rounds, budget_gib=None,
+                      prior_cv=0.05, layout=layout, measure=measure, note=notes.append, tag=tag)
+
+
+def test_the_final_race_runs_the_best_and_its_rivals_within_noise_until_one_is_fastest(tmp_path):
+    study, layout, _ = setting(tmp_path)
+    # Trial 3's one run was lucky (its configuration runs at 0.13 s a step); trial 1 is the
+    # fastest; trial 2 is 40 % slower than the best: separable already, not raced.
+    records = [finalist(tmp_path, 3, 0.095, 1), finalist(tmp_path, 1, 0.1, 2),
+               finalist(tmp_path, 2, 0.14, 3)]
+    truth = {3: 0.13, 1: 0.1, 2: 0.14}
+    calls, notes = [], []
+
+    def measure(source, run_dir, name):
+        entrant = int(name.rsplit("/", 1)[-1])
+        calls.append(entrant)
+        return perf(truth[entrant], len(calls) + 10)
+
+    assert final(study, records, layout, measure, notes)
+    # Rule: the best and its rivals within noise run in turn; the race ends at the first
+    # round after which one is separably faster than the rest.
+    assert calls == [3, 1]
+    assert "final race: trial(s) 1 within noise of the best, trial 3" in notes[0]
+    # Rule: each run is stored as a race repeat of its trial, keyed by budget, round, trial;
+    # the stored runs make the fastest configuration the pick.
+    repeats = study.user_attrs["autotune.repeats"]
+    assert [r["run"] for r in repeats["3"]] == ["final/12/0/3"]
+    reread = [dataclasses.replace(r, repeats=repeats.get(str(r.number), [])) for r in records]
+    assert selection.best(reread, None).number == 1
+    # Rule: a resumed sweep with the same budget does not race again.
+    assert not final(study, reread, layout, measure, notes)
+    assert calls == [3, 1]
+
+
+def test_a_stopped_final_race_resumes_without_running_what_it_ran(tmp_path):
+    study, layout, _ = setting(tmp_path)
+    records = [finalist(tmp_path, 1, 0.1, 1), finalist(tmp_path, 2, 0.1, 2)]
+    calls = []
+
+    def measure(source, run_dir, name):
+        calls.append(int(name.rsplit("/", 1)[-1]))
+        if len(calls) == 2:
+            raise KeyboardInterrupt  # stopped in round 0, after trial 1's run was stored
+        return perf(0.1, len(calls) + 10)
+
+    with pytest.raises(KeyboardInterrupt):
+        final(study, records, layout, measure, [], rounds=1)
+    repeats = study.user_attrs["autotune.repeats"]
+    reread = [dataclasses.replace(r, repeats=repeats.get(str(r.number), [])) for r in records]
+    calls.clear()
+    final(study, reread, layout, lambda s, d, name: calls.append(int(name.rsplit("/", 1)[-1]))
+          or perf(0.1, 30), [], rounds=1)
+    # Rule: the run stored before the stop is not made again; the one that was not, is.
+    assert calls == [2]
+    assert [len(study.user_attrs["autotune.repeats"][k]) for k in ("1", "2")] == [1, 1]
+
+
+def test_no_final_race_without_rivals_within_noise_or_when_it_is_off(tmp_path):
+    study, layout, _ = setting(tmp_path)
+
+    def measure(*_):
+        raise AssertionError("no run may be made")
+
+    separated = [finalist(tmp_path, 1, 0.05, 1), finalist(tmp_path, 2, 0.1, 2)]
+    tied = [finalist(tmp_path, 1, 0.1, 1), finalist(tmp_path, 2, 0.1, 2)]
+    # Rule: no rival within noise of the best: nothing to race.
+    assert not final(study, separated, layout, measure, [])
+    # Rule: finalists below 2 or no rounds: off.
+    assert not final(study, tied, layout, measure, [], finalists=1)
+    assert not final(study, tied, layout, measure, [], rounds=0)

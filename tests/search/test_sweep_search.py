@@ -14,7 +14,7 @@ def test_a_trial_within_noise_of_the_best_is_raced_and_a_clear_loser_is_not(harn
     # The fake's speed is 1000 x threads / micro_batches: prefetch changes nothing.
     space = harness.space("race", {"data.prefetch": [16, 32], "runtime.threads": [2, 1]})
     code, out, err = harness.run(space, "sweep.neighbours=true", "sweep.n_trials=3",
-                                 "sweep.race.rounds=2")
+                                 "sweep.race.rounds=2", "sweep.race.final_rounds=0")
     assert code == 0, err
     study = harness.study()
     trials = study.get_trials()
@@ -37,6 +37,31 @@ def test_a_trial_within_noise_of_the_best_is_raced_and_a_clear_loser_is_not(harn
         "race-0-trial-0000", "race-0-trial-0001", "race-1-trial-0000", "race-1-trial-0001"]
     # The leaderboard counts the runs each estimate rests on and states the gain.
     assert "vs base % (95% CI)" in out and "~+0%" in out
+
+
+def test_the_sweep_ends_by_racing_the_finalists_within_noise_of_the_best(harness):
+    harness.script()
+    # The fake's speed is 1000 x threads / micro_batches: prefetch changes nothing, so the
+    # baseline and its prefetch neighbour tie; one thread is half the speed.
+    space = harness.space("final", {"data.prefetch": [16, 32], "runtime.threads": [2, 1]})
+    code, out, err = harness.run(space, "sweep.neighbours=true", "sweep.n_trials=3")
+    assert code == 0, err
+    # Rule: once the budget is spent, the best and the finalists within noise of it (not
+    # the clear loser) run again, in turn, up to sweep.race.final_rounds rounds.
+    assert "final race: trial(s) 1 within noise of the best, trial 0" in out \
+        or "final race: trial(s) 0 within noise of the best, trial 1" in out
+    runs = sorted(p.name for p in (harness.runs / "s" / "final").iterdir())
+    assert runs == [f"trial-000{n}-run-{i}" for n in (0, 1) for i in range(3)]
+    study = harness.study()
+    repeats = study.user_attrs["autotune.repeats"]
+    assert "2" not in repeats and [len(repeats[k]) for k in ("0", "1")] == [3, 3]
+    # Rule: the launches are the budget's; the final race's runs are not launches.
+    assert sum(bool(t.user_attrs.get("launched")) for t in study.get_trials()) == 3
+    # Rule: the same command again resumes a finished study: no second final race.
+    code, again, err = harness.run(space, "sweep.neighbours=true", "sweep.n_trials=3")
+    assert code == 0, err
+    assert "final race" not in again
+    assert len(list((harness.runs / "s" / "final").iterdir())) == 6
 
 
 @pytest.mark.parametrize("sampler", ["grid", "random"])

@@ -32,8 +32,10 @@ def test_a_faster_looking_trial_that_is_not_the_pick_is_named_with_why_everywher
     wait = [{"when": {"data.prefetch": 16}, "share": 0.03}]
     harness.script(steps=6, step_sleep=0.005, data_wait=wait, counter=str(counter),
                    slowdown=2.0, slowdown_after=100)
+    # No final race: the figures below are each trial's one sweep run.
     code, swept, err = harness.run(space, "sweep.n_trials=4", "sweep.sampler=grid",
-                                   "sweep.stop.slow_ratio=0", "sweep.stop.slow_warmup_ratio=0")
+                                   "sweep.stop.slow_ratio=0", "sweep.stop.slow_warmup_ratio=0",
+                                   "sweep.race.final_rounds=0")
     assert code == 0, err + swept
     trials = {(t.params["runtime.threads"], t.params["data.prefetch"]): t.number
               for t in reversed(harness.study().trials) if t.value}

@@ -46,6 +46,9 @@ CONFIRM_RUN = "autotune.confirm_run"
 #: More runs of a trial's configuration (a finished Optuna trial cannot change), keyed by
 #: trial number: lists of schema.Repeat.
 REPEATS = "autotune.repeats"
+#: The budget (sweep.n_trials) whose final race finished (autotune/search/racing.py): a
+#: resumed sweep with that budget does not race again.
+FINAL_RACE = "autotune.final_race"
 #: Profiles, keyed by trial number (schema.ProfileResult).
 PROFILES = "autotune.profile"
 #: The latest soak's result (schema.SoakVerdict).
