@@ -45,11 +45,13 @@ def separably_slower(runs: dict[int, list[noise.Run]], level: noise.Noise) -> se
 
 
 def interleaved_rounds(entrants: dict[int, list[noise.Run]], *, rounds: int,
-                       level: noise.Noise, run: RunEntrant) -> dict[int, list[dict]]:
+                       level: noise.Noise, run: RunEntrant,
+                       note: Callable[[str], None]) -> dict[int, list[dict]]:
     """Up to ``rounds`` rounds, each running every entrant still in the race once (in
     turn, so that a drifting machine moves them alike); after each round an entrant that
-    another is separably faster than leaves, and the race ends once one is left.
-    ``entrants``: each one's runs so far. The new runs, by entrant."""
+    another is separably faster than leaves, and the race ends once one is left (each
+    round's outcome is one ``note``). ``entrants``: each one's runs so far. The new runs,
+    by entrant."""
     perfs: dict[int, list[dict]] = {e: [] for e in entrants}
     alive = list(entrants)
     for i in range(rounds):
@@ -58,7 +60,12 @@ def interleaved_rounds(entrants: dict[int, list[noise.Run]], *, rounds: int,
             if perf is not None:
                 perfs[entrant].append(perf)
         so_far = {e: entrants[e] + noise.runs_from(perfs[e]) for e in alive}
-        alive = [e for e in alive if e not in separably_slower(so_far, level)]
+        left = separably_slower(so_far, level)
+        alive = [e for e in alive if e not in left]
+        outcome = (f"trial {alive[0]} is separably fastest" if len(alive) == 1 else
+                   f"trial(s) {', '.join(map(str, sorted(left)))} left, separably slower"
+                   if left else "all still within noise")
+        note(f"  round {i + 1}/{rounds}: {outcome}")
         if len(alive) <= 1:
             break
     return perfs
@@ -83,7 +90,7 @@ def race(study: optuna.Study, number: int, performance: dict, leader: R.TrialRec
     perfs = interleaved_rounds(
         entrants, rounds=rounds, level=level,
         run=lambda e, i: measure(sources[e], layout.race(number, i, e),
-                                 f"{study.study_name}/race/{e}"))
+                                 f"{study.study_name}/race/{e}"), note=note)
     R.add_repeats(study, perfs, RACE_SOURCE)
     return Performance.pool([performance, *perfs[number]])
 
@@ -130,6 +137,6 @@ def final_race(study: optuna.Study, records: list[R.TrialRecord], *, finalists: 
         return perf
 
     interleaved_rounds({r.number: runs[r.number] for r in entrants}, rounds=rounds,
-                       level=level, run=run)
+                       level=level, run=run, note=note)
     study.set_user_attr(keys.FINAL_RACE, tag)
     return True

@@ -119,6 +119,8 @@ def test_the_final_race_runs_the_best_and_its_rivals_within_noise_until_one_is_f
     # round after which one is separably faster than the rest.
     assert calls == [3, 1]
     assert "final race: trial(s) 1 within noise of the best, trial 3" in notes[0]
+    # Rule: each round's outcome is one line of progress.
+    assert notes[1:] == ["  round 1/3: trial 1 is separably fastest"]
     # Rule: each run is stored as a race repeat of its trial, keyed by budget, round, trial;
     # the stored runs make the fastest configuration the pick.
     repeats = study.user_attrs["autotune.repeats"]
