@@ -130,7 +130,7 @@ def final_race(study: optuna.Study, records: list[R.TrialRecord], *, finalists: 
         key = f"final/{tag}/{round_index}/{entrant}"
         if (entrant, key) in made:
             return None
-        perf = measure(sources[entrant], layout.final(round_index, entrant),
+        perf = measure(sources[entrant], layout.final(tag, round_index, entrant),
                        f"{study.study_name}/final/{entrant}")
         if perf is not None:
             R.add_repeats(study, {entrant: [{**perf, Repeat.RUN: key}]}, RACE_SOURCE)

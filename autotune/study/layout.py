@@ -79,9 +79,11 @@ class StudyLayout:
         """Round ``round_index``'s run of ``entrant``, racing beside ``trial``."""
         return TrialDir(self.trial(trial).path / f"race-{round_index}-{trial_name(entrant)}")
 
-    def final(self, round_index: int, entrant: int) -> TrialDir:
-        """Round ``round_index``'s run of ``entrant`` in the race that ends the sweep."""
-        return TrialDir(self.root / "final" / f"{trial_name(entrant)}-run-{round_index}")
+    def final(self, budget: str, round_index: int, entrant: int) -> TrialDir:
+        """Round ``round_index``'s run of ``entrant`` in the race that ends the sweep with
+        this ``budget`` (a resumed sweep with a larger one races again, beside it)."""
+        return TrialDir(self.root / "final" / budget
+                        / f"{trial_name(entrant)}-run-{round_index}")
 
     def baseline_check(self, baseline: int, index: int) -> TrialDir:
         """The ``index``-th re-measurement of the baseline (``sweep.baseline_every``)."""

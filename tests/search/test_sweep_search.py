@@ -50,7 +50,7 @@ def test_the_sweep_ends_by_racing_the_finalists_within_noise_of_the_best(harness
     # the clear loser) run again, in turn, up to sweep.race.final_rounds rounds.
     assert "final race: trial(s) 1 within noise of the best, trial 0" in out \
         or "final race: trial(s) 0 within noise of the best, trial 1" in out
-    runs = sorted(p.name for p in (harness.runs / "s" / "final").iterdir())
+    runs = sorted(p.name for p in (harness.runs / "s" / "final" / "3").iterdir())
     assert runs == [f"trial-000{n}-run-{i}" for n in (0, 1) for i in range(3)]
     study = harness.study()
     repeats = study.user_attrs["autotune.repeats"]
@@ -61,7 +61,7 @@ def test_the_sweep_ends_by_racing_the_finalists_within_noise_of_the_best(harness
     code, again, err = harness.run(space, "sweep.neighbours=true", "sweep.n_trials=3")
     assert code == 0, err
     assert "final race" not in again
-    assert len(list((harness.runs / "s" / "final").iterdir())) == 6
+    assert len(list((harness.runs / "s" / "final" / "3").iterdir())) == 6
 
 
 @pytest.mark.parametrize("sampler", ["grid", "random"])
