@@ -310,20 +310,21 @@ def search_once(searcher: str, seed: int, *, landscape: Landscape, budget_gib: f
     runner = ReplayRunner(landscape, seed, cv, budget_gib)
     timeline: list[tuple[float, float | None]] = []  # (trial-seconds, the pick's true value)
 
+    def mark(study) -> None:
+        """The trial-seconds so far, and the true value of the sweep's pick now."""
+        pick = selection.best(R.load_records(study), budget_gib)
+        timeline.append((runner.spent, landscape.true_value(pick.params, budget_gib)
+                         if pick is not None else None))
+
     def observe(study, settled) -> None:
         if settled.launched:
-            pick = selection.best(R.load_records(study), budget_gib)
-            timeline.append((runner.spent, landscape.true_value(pick.params, budget_gib)
-                             if pick is not None else None))
+            mark(study)
 
     # The replayed runs are real measurements: they refit the cost model as a sweep's do.
     context = SweepContext.build(composed, config, overrides, runner=runner, measured=True)
     sweep = Sweep(context, Console(file=io.StringIO()), observe=observe)
     outcome = sweep.run()
-    # The final race (once the budget is spent) may change the pick: its runs are charged.
-    pick = selection.best(R.load_records(outcome.study), budget_gib)
-    timeline.append((runner.spent, landscape.true_value(pick.params, budget_gib)
-                     if pick is not None else None))
+    mark(outcome.study)  # the final race, once the budget is spent, may change the pick
     decisions = decisions_of(outcome.study)
     seeded = outcome.study.user_attrs.get(SEEDED)
     shutil.rmtree(runs, ignore_errors=True)
