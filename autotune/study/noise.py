@@ -22,7 +22,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from autotune.study.records import TrialRecord
+from autotune.study.records import TrialRecord, measured_under_load
 from trials.contract.performance import Performance, pooled_tokens_per_s, positive_times
 from trials.contract.performance import tokens_per_s as tokens_per_s_of
 from trials.contract.stats import CONFIDENCE, N_BOOT, SEED, bootstrap_medians
@@ -33,10 +33,12 @@ MIN_REPEAT_DOF = 4
 
 @dataclass(frozen=True)
 class Run:
-    """One measured run of a configuration: tokens per step and its measured step times."""
+    """One measured run of a configuration: tokens per step, its measured step times, and
+    whether other processes loaded the host while it ran (:func:`alike`)."""
 
     tokens_per_step: float
     step_times_s: tuple[float, ...]
+    loaded: bool = False
 
     @property
     def tokens_per_s(self) -> float:
@@ -92,7 +94,7 @@ def percent(fraction: float, digits: int) -> str:
 def runs_of(record: TrialRecord) -> list[Run]:
     """The trial's runs measured during the sweep: its own, then its racing re-runs and
     (the baseline) its re-measurements; confirm's runs are not pooled with them."""
-    return runs_from(record.sweep_runs())
+    return runs_from(record.sweep_runs(), loads=record.sweep_run_loads())
 
 
 def comparable_runs(a: TrialRecord, b: TrialRecord) -> tuple[list[Run], list[Run]]:
@@ -105,15 +107,32 @@ def comparable_runs(a: TrialRecord, b: TrialRecord) -> tuple[list[Run], list[Run
     return runs_of(a), runs_of(b)
 
 
-def runs_from(perfs: list[Performance | dict]) -> list[Run]:
-    """Runs from performance layers (a scorecard's, or a stored repeat)."""
+def runs_from(perfs: list[Performance | dict], loads: list[bool] | None = None) -> list[Run]:
+    """Runs from performance layers (a scorecard's, or a stored repeat or a re-run's, whose
+    ``conditions`` say whether it ran under load); ``loads``, where given, says it for each."""
     out = []
-    for perf in perfs:
+    for i, perf in enumerate(perfs):
         p = perf if isinstance(perf, Performance) else Performance.from_dict(perf)
+        loaded = (loads[i] if loads is not None
+                  else isinstance(perf, dict) and measured_under_load(perf))
         times = tuple(positive_times(p.step_times_s))
         if times and p.tokens_per_step:
-            out.append(Run(float(p.tokens_per_step), times))
+            out.append(Run(float(p.tokens_per_step), times, bool(loaded)))
     return out
+
+
+def alike(candidate: list[Run], reference: list[Run]) -> tuple[list[Run], list[Run]]:
+    """Each side's runs measured under the same conditions as the other's: the quiet runs
+    of both where each side has one, else the loaded runs of both, else all (nothing
+    alike to compare). A load that came and went between two sides' runs moves one side
+    only: pooled, it reads as a gain (the baseline run in a hog's on-phases and its rival in
+    the off-phases read +32 %, "separable", on a host where the two run alike)."""
+    for loaded in (False, True):
+        c = [r for r in candidate if r.loaded == loaded]
+        ref = [r for r in reference if r.loaded == loaded]
+        if c and ref:
+            return c, ref
+    return candidate, reference
 
 
 def run_to_run_noise(records: list[TrialRecord], prior_cv: float) -> Noise:
@@ -176,10 +195,12 @@ def _side(runs: list[Run]) -> tuple[float, np.ndarray]:
 
 
 def compare(candidate: list[Run], reference: list[Run], noise: Noise) -> Gain | None:
-    """The gain of ``candidate`` over ``reference``: bootstrap over each run's steps, plus
-    run-to-run noise of ``noise.cv`` for each side's mean of runs."""
+    """The gain of ``candidate`` over ``reference`` on their runs measured alike
+    (:func:`alike`): bootstrap over each run's steps, plus run-to-run noise of ``noise.cv``
+    for each side's mean of runs."""
     if not candidate or not reference:
         return None
+    candidate, reference = alike(candidate, reference)
     c_point, c_draws = _side(candidate)
     r_point, r_draws = _side(reference)
     rng = np.random.default_rng(SEED)

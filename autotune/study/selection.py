@@ -30,7 +30,6 @@ from autotune.study import noise
 from autotune.study.records import TrialRecord
 from autotune.study.schema.confirm import ConfirmVerdict
 from autotune.study.schema.keys import BASELINE_ROLE  # noqa: F401
-from trials.contract.performance import Performance
 from trials.contract.units import rate
 
 
@@ -313,14 +312,16 @@ def nearest_baseline_runs(base: TrialRecord, trial: TrialRecord) -> list[noise.R
     at = trial.finished.timestamp() if trial.finished is not None else None
     if at is None or any(t is None for t, _ in timed):
         return noise.runs_of(base)
-    alike = [run for run, loaded in zip(timed, base.sweep_run_loads())
-             if loaded == trial.contended]
-    return noise.runs_from([perf for _, perf in _beside(alike or timed, trial)])
+    runs = [(t, perf, loaded) for (t, perf), loaded in zip(timed, base.sweep_run_loads())]
+    alike = [run for run in runs if run[2] == trial.contended]
+    beside = _beside(alike or runs, trial)
+    return noise.runs_from([perf for _, perf, _ in beside],
+                           loads=[loaded for _, _, loaded in beside])
 
 
-def _beside(timed: list[tuple[float, Performance]], trial: TrialRecord
-            ) -> list[tuple[float, Performance]]:
-    """The timed runs that bracket ``trial``'s end: the last before it, the first after."""
+def _beside(timed: list[tuple], trial: TrialRecord) -> list[tuple]:
+    """The timed runs (tuples that start with when each ended) that bracket ``trial``'s
+    end: the last before it, the first after."""
     at = trial.finished.timestamp() if trial.finished is not None else math.inf
     before = [tr for tr in timed if tr[0] <= at]
     after = [tr for tr in timed if tr[0] > at]

@@ -132,6 +132,29 @@ def test_the_final_race_runs_the_best_and_its_rivals_within_noise_until_one_is_f
     assert calls == [3, 1]
 
 
+def test_a_load_that_meets_one_finalists_runs_only_separates_no_one(tmp_path):
+    from autotune.study.conditions import Conditions
+    from autotune.study.schema.keys import CONDITIONS
+
+    study, layout, _ = setting(tmp_path)
+    # Trials 0 and 1 run alike (0.1 s a step, quiet); a hog that comes and goes meets each
+    # of trial 0's re-runs, which then read a third slower.
+    records = [finalist(tmp_path, 0, 0.1, 1), finalist(tmp_path, 1, 0.1, 2)]
+    hog = {CONDITIONS: Conditions(contended=True).to_dict()}
+    calls, notes = [], []
+
+    def measure(source, run_dir, name):
+        entrant = int(name.rsplit("/", 1)[-1])
+        calls.append(entrant)
+        return perf(0.1, len(calls) + 10) if entrant else {**perf(0.15, len(calls) + 10), **hog}
+
+    assert final(study, records, layout, measure, notes)
+    # Rule: the loaded runs compare only with loaded runs: no round separates the two
+    # (pooled, trial 1 read separably faster after the first round).
+    assert calls == [0, 1] * 3
+    assert notes[1:] == [f"  round {i}/3: all still within noise" for i in (1, 2, 3)]
+
+
 def test_a_stopped_final_race_resumes_without_running_what_it_ran(tmp_path):
     study, layout, _ = setting(tmp_path)
     records = [finalist(tmp_path, 1, 0.1, 1), finalist(tmp_path, 2, 0.1, 2)]

@@ -65,6 +65,34 @@ def test_a_small_gain_under_run_to_run_noise_is_within_noise():
     assert "within noise" in gain.text() and gain.short().startswith("~")
 
 
+def test_runs_under_load_compare_only_with_runs_under_load():
+    from dataclasses import replace
+
+    level = noise.Noise(0.05, "test")
+    # One configuration, two sides: the reference's last runs met a hog (a third slower).
+    quiet = [run(0.30, s) for s in (1, 3, 5)]
+    reference = [run(0.30, 2), *(replace(run(0.45, s), loaded=True) for s in (4, 6, 8))]
+    pooled = noise.compare(quiet, [replace(r, loaded=False) for r in reference], level)
+    assert pooled.real and pooled.better  # pooled, the load reads as a gain
+    # Rule: where both sides have quiet runs, only those compare: no gain.
+    alike = noise.compare(quiet, reference, level)
+    assert not alike.real and abs(alike.ratio) < 0.05
+    # ... and where one side ran only under load, its loaded runs meet the other's.
+    loaded = [replace(run(0.45, s), loaded=True) for s in (11, 13)]
+    assert abs(noise.compare(loaded, reference, level).ratio) < 0.05
+
+
+def test_a_re_runs_conditions_say_whether_it_ran_under_load():
+    from autotune.study.conditions import Conditions
+    from autotune.study.schema.keys import CONDITIONS
+
+    perf = {"tokens_per_step": TOKENS, "step_times_s": [0.3, 0.31, 0.29]}
+    hog = Conditions(contended=True).to_dict()
+    runs = noise.runs_from([perf, {**perf, CONDITIONS: hog}])
+    assert [r.loaded for r in runs] == [False, True]
+    assert [r.loaded for r in noise.runs_from([perf, perf], loads=[True, False])] == [True, False]
+
+
 def test_more_runs_narrow_the_interval():
     level = noise.Noise(0.05, "test")
     one = noise.compare([run(0.28, 1)], [run(0.30, 2)], level)
