@@ -26,7 +26,7 @@ from autotune.running.conditions import wait_for_quiet
 from autotune.running.devices import Placement
 from autotune.running.dispatch import Ready, Settled
 from autotune.running.launch import launch_trial
-from autotune.running.repeat import rerun
+from autotune.running.repeat import measured_performance, rerun
 from autotune.search import filters, proposals
 from autotune.search.baseline_checks import BaselineChecks
 from autotune.search.racing import race
@@ -234,7 +234,7 @@ class Proposals:
         if result.reason is not Outcome.OK or result.summary is None \
                 or self.context.multi_objective:
             return None
-        return race(self.study, trial.number, result.summary.performance, leader,
+        return race(self.study, trial.number, measured_performance(result, self.settings), leader,
                     before.records, rounds=self.settings.race.rounds,
                     prior_cv=self.context.prior_cv, layout=self.context.layout,
                     measure=self.measure, note=self.progress.note)

@@ -43,6 +43,12 @@ def rerun(runner: Runner, source: TrialDir, run_dir: TrialDir, settings: SweepSe
     result = run_once(runner, copy_config(source, run_dir), settings, name=name)
     if result.reason is not Outcome.OK or result.summary is None:
         return None
+    return {**measured_performance(result, settings), "wall_s": result.wall_s}
+
+
+def measured_performance(result: monitor.TrialResult, settings: SweepSettings) -> dict:
+    """A finished run's performance layer with the host's conditions over it, judged
+    against ``sweep.contention_cores`` (``conditions``: what tells a run under load)."""
     conditions = ({CONDITIONS: result.conditions.judge(settings.contention_cores).to_dict()}
                   if result.conditions is not None else {})
-    return {**result.summary.performance, "wall_s": result.wall_s, **conditions}
+    return {**result.summary.performance, **conditions}
