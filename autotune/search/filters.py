@@ -13,9 +13,8 @@ the first answer:
 4. :class:`PredictedOOM`: the cost model says it cannot fit even at the optimistic end
    of its memory interval (the baseline is exempt); a point whose interval holds the
    budget is launched and flagged ``tight``;
-5. :class:`OOMDominance`: a point that needs no less memory than one that already ran
-   out of memory (a smaller micro-batch, knob values the study measured to need at least
-   as much: :func:`autotune.search.feasibility.oom_dominating`).
+5. :class:`OOMDominance`: a smaller micro-batch of the same point already ran out of
+   memory.
 """
 
 from __future__ import annotations
@@ -129,12 +128,9 @@ class OOMDominance:
         oom = feasibility.oom_dominating(proposal.params, proposal.cfg, view.records)
         if oom is None:
             return None
-        changed = [f"{k}={proposal.params[k]} (measured to need no less memory than "
-                   f"{oom.params.get(k)})"
-                   for k in feasibility.changed_knobs(proposal.params, oom.params)]
         return Rejected(f"trial {oom.number} ran out of memory at micro-batch size "
-                        f"{oom.micro_batch_size}; this one needs {micro_batch_size(proposal.cfg)}"
-                        + "".join(f", {c}" for c in changed))
+                        f"{oom.micro_batch_size}; this one needs "
+                        f"{micro_batch_size(proposal.cfg)}")
 
 
 def first_verdict(filters: list[Filter], proposal: Proposal, view: StudyView) -> Verdict:

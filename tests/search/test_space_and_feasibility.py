@@ -2,17 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 
 import autotune.settings  # noqa: F401 - registers the sweep schema
-from autotune.search.feasibility import (
-    memory_order,
-    only_the_baseline,
-    oom_dominating,
-    structural_problem,
-)
+from autotune.search.feasibility import only_the_baseline, oom_dominating, structural_problem
 from autotune.search.space import SearchSpace
 from autotune.settings import SearchConfig, SweepConfig
 from autotune.study.records import TrialRecord
@@ -102,46 +95,6 @@ def test_an_oom_at_one_split_says_nothing_of_another():
     bigger = {"train.micro_batches": 1, "parallel.split": "2x1x1"}
     assert oom_dominating(single, space.trial_config(single), history) is None
     assert oom_dominating(bigger, space.trial_config(bigger), history).number == 7
-
-
-def measured_record(number, params, peak, reason=Outcome.OK):
-    return replace(oom_record(params, size=1), number=number, reason=reason,
-                   state="COMPLETE", peak_memory_gib=peak)
-
-
-def test_a_knob_value_measured_heavier_carries_an_oom_to_points_that_differ_in_it():
-    # The data-bound landscape: every multiprocessing=True point ran out of memory.
-    space = space_of({"data.multiprocessing": [False, True], "data.num_workers": [1, 2]})
-    light = {"data.multiprocessing": False, "data.num_workers": 1}
-    wide = {"data.multiprocessing": False, "data.num_workers": 2}
-    oom = {"data.multiprocessing": True, "data.num_workers": 1}
-    proposal = {"data.multiprocessing": True, "data.num_workers": 2}
-    history = [measured_record(1, light, 0.40), replace(oom_record(oom, size=1), number=7)]
-    # No pair has compared the workers yet: the OOM says nothing of 2 workers.
-    assert oom_dominating(proposal, space.trial_config(proposal), history) is None
-    history.append(measured_record(2, wide, 0.41))
-    assert memory_order(history) >= {("data.num_workers", "1", "2"),
-                                     ("data.multiprocessing", "False", "True")}
-    assert oom_dominating(proposal, space.trial_config(proposal), history).number == 7
-    # A value measured lighter is never carried: 1 worker after an OOM at 2.
-    history = [measured_record(1, light, 0.40), measured_record(2, wide, 0.41),
-               replace(oom_record(proposal, size=1), number=7)]
-    assert oom_dominating(oom, space.trial_config(oom), history) is None
-
-
-def test_pairs_that_disagree_order_nothing_and_two_ooms_say_nothing():
-    a = {"data.prefetch": 2, "runtime.mode": "graph"}
-    b = {"data.prefetch": 16, "runtime.mode": "graph"}
-    c = {"data.prefetch": 2, "runtime.mode": "pynative"}
-    d = {"data.prefetch": 16, "runtime.mode": "pynative"}
-    history = [measured_record(1, a, 0.40), measured_record(2, b, 0.45),
-               measured_record(3, c, 0.50), measured_record(4, d, 0.46)]
-    order = memory_order(history)
-    assert ("data.prefetch", "2", "16") not in order
-    assert ("data.prefetch", "16", "2") not in order
-    assert ("runtime.mode", "graph", "pynative") in order
-    both_out = [replace(oom_record(a, size=1), number=1), replace(oom_record(b, size=1), number=2)]
-    assert memory_order(both_out) == set()
 
 
 def test_fast_trial_config_equals_a_full_hydra_compose():
