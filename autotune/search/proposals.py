@@ -18,6 +18,7 @@ from autotune.study.schema.keys import (
     NEIGHBOUR_ROLE,
     PREDICTED_ROLE,
     PREDICTED_SEEDED,
+    PROBE_ROLE,
 )
 from autotune.study.selection import BASELINE_ROLE, baseline
 
@@ -100,10 +101,12 @@ def queue_best_predicted(study: optuna.Study, space: SearchSpace, model, budget_
     own trials, None when too few) is at least ``min_rank``. One point per combination of
     the modelled knobs; the knobs the model cannot tell apart (data workers, memory
     levels, ...) take the values of the fastest trial measured so far, else the
-    baseline's. Points the study has are skipped, and so are points whose prediction rests on
-    a time constant no trial of the study timed (``measured_terms()``: the model's terms with
+    baseline's. Points the study has are skipped. A point whose prediction rests on a time
+    constant no trial of the study timed (``measured_terms()``: the model's terms with
     evidence; a fit's small residual on graph-mode trials says nothing of PyNative, of fp16
-    or of a second rank, whose constants are still the priors' guesses). With ``follow``,
+    or of a second rank, whose constants are still the priors' guesses) is queued only as a
+    probe (role ``probe``): the best of them, alone and first, when the model ranks it above
+    every timed point; its run times the term, and later picks rest on it. With ``follow``,
     after those k the model's best unseen point is queued every other launch while it stays
     trusted."""
     from autotune.search.feasibility import structural_problem
@@ -133,25 +136,31 @@ def queue_best_predicted(study: optuna.Study, space: SearchSpace, model, budget_
         if key not in candidates:
             candidates[key] = {**point, **unmodelled}
     evidence = measured_terms() if measured_terms is not None else None
-    scored = []
+    scored, untimed = [], []
     for point in candidates.values():
         cfg, problem = structural_problem(space, point)
         if problem or point in seen:
-            continue
-        if evidence is not None and not model.time_terms(cfg) <= evidence:
             continue
         prediction = model.predict_config(cfg)
         # The memory guard's own rule: out only when even the optimistic end is over.
         if prediction is None or prediction.tokens_per_s is None or \
                 prediction.over_budget(budget_gib):
             continue
-        scored.append((prediction.tokens_per_s, point))
-    best = [point for _, point in sorted(scored, key=lambda sp: -sp[0])[:k]]
-    for point in best:
-        study.enqueue_trial(point, user_attrs={ROLE: PREDICTED_ROLE})
+        timed = evidence is None or model.time_terms(cfg) <= evidence
+        (scored if timed else untimed).append((prediction.tokens_per_s, point))
+    picks = [(point, PREDICTED_ROLE) for _, point in sorted(scored, key=lambda sp: -sp[0])[:k]]
+    if untimed:
+        # A point resting on a term no trial timed goes first, alone, as the probe that
+        # times it, when the model ranks it above every timed point: its rank rests on a
+        # prior's guess, which one run checks and more runs only repeat.
+        fastest, probe = max(untimed, key=lambda sp: sp[0])
+        if not scored or fastest > max(tps for tps, _ in scored):
+            picks = [(probe, PROBE_ROLE), *picks][:k]
+    for point, role in picks:
+        study.enqueue_trial(point, user_attrs={ROLE: role})
     if not seeded:
-        study.set_user_attr(SEEDED, {"points": len(best), "constants": model.constants.source})
-    return best
+        study.set_user_attr(SEEDED, {"points": len(picks), "constants": model.constants.source})
+    return [point for point, _ in picks]
 
 
 def _follow_due(study: optuna.Study) -> bool:
@@ -161,4 +170,4 @@ def _follow_due(study: optuna.Study) -> bool:
     trials = study.get_trials(deepcopy=False)
     if not trials or any(t.state is TrialState.WAITING for t in trials):
         return False
-    return trials[-1].user_attrs.get(ROLE) != PREDICTED_ROLE
+    return trials[-1].user_attrs.get(ROLE) not in (PREDICTED_ROLE, PROBE_ROLE)

@@ -237,7 +237,7 @@ def test_a_stored_trial_config_with_a_retired_key_still_loads(tmp_path):
         compose("trial", ["hardware.cost.score_element_s=1e-11"])
 
 
-def test_the_model_seeds_only_points_whose_terms_a_trial_timed(monkeypatch):
+def test_the_model_seeds_timed_points_and_probes_an_untimed_term_it_ranks_first(monkeypatch):
     import optuna
 
     from autotune.plan.costmodel import CostModel
@@ -262,8 +262,22 @@ def test_the_model_seeds_only_points_whose_terms_a_trial_timed(monkeypatch):
         return queue_best_predicted(study, space, model, 8.0, 3, max_time_error=1.0,
                                     measured_terms=lambda: measured)
 
-    # Rule: with only graph-mode trials timed, no PyNative point is seeded.
-    assert seeds(graph_only) and all(p["runtime.mode"] == "graph" for p in seeds(graph_only))
+    # Rule: with only graph-mode trials timed, one PyNative point goes first, as the probe
+    # that times PyNative's terms (the model ranks it above every graph point); the rest
+    # are graph points.
+    first, *rest = seeds(graph_only)
+    assert first["runtime.mode"] == "pynative"
+    assert rest and all(p["runtime.mode"] == "graph" for p in rest)
+    study = optuna.create_study(direction="maximize")
+    queue_best_predicted(study, space, model, 8.0, 3, max_time_error=1.0,
+                         measured_terms=lambda: graph_only)
+    assert [t.user_attrs["role"] for t in study.get_trials()] == ["probe", "predicted",
+                                                                   "predicted"]
+    # Rule: no probe of a term the model ranks below a timed point: with PyNative timed,
+    # graph (untimed, ranked below PyNative by these priors) is not queued at all.
+    pynative_only = {"overhead:pynative", "compute:float32", "layer:pynative", "scores"}
+    assert seeds(pynative_only) and all(p["runtime.mode"] == "pynative"
+                                        for p in seeds(pynative_only))
     # Rule: once a PyNative trial was timed, its points may be seeded.
     with_pynative = graph_only | {"overhead:pynative", "layer:pynative"}
     assert any(p["runtime.mode"] == "pynative" for p in seeds(with_pynative))

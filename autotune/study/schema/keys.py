@@ -14,7 +14,7 @@ FIXED_PARAMS = "fixed_params"
 REASON = "reason"  # an Outcome value (trials/contract/outcomes.py)
 DETAIL = "detail"  # one line of explanation
 LAUNCHED = "launched"  # True when a process ran (counts against n_trials)
-ROLE = "role"  # baseline, neighbour, sampled, predicted, retry, nearest
+ROLE = "role"  # baseline, neighbour, sampled, predicted, probe, retry, nearest
 REUSED_FROM = "reused_from"
 TRIAL_DIR = "trial_dir"
 SCORECARD = "scorecard"  # the four layers (schema.scorecard.Scorecard)
@@ -71,11 +71,14 @@ PREDICTED_SEEDED = "predicted_seeded"
 BASELINE_ROLE = "baseline"  # the space's baseline, enqueued first
 NEIGHBOUR_ROLE = "neighbour"  # one knob away from the baseline (sweep.neighbours)
 PREDICTED_ROLE = "predicted"  # the cost model's best predictions, enqueued once
+PROBE_ROLE = "probe"  # the model's best point resting on a time term no trial has timed
 NEAREST_ROLE = "nearest"  # the sampler repeated measured points: the nearest unmeasured one
 SAMPLED_ROLE = "sampled"  # proposed by the sampler
 RETRY_ROLE = "retry"  # a lost trial's configuration, re-queued
 #: Why a trial of each role was proposed, as the sweep's progress lines say it (a trial
 #: without a role is the sampler's).
 PROPOSED_AS = {BASELINE_ROLE: "the baseline", NEIGHBOUR_ROLE: "a neighbour of the baseline",
-               PREDICTED_ROLE: "the cost model's pick", RETRY_ROLE: "a lost trial, again",
+               PREDICTED_ROLE: "the cost model's pick",
+               PROBE_ROLE: "the cost model's pick, to time a term no trial has timed",
+               RETRY_ROLE: "a lost trial, again",
                NEAREST_ROLE: "the sampler's, the nearest unmeasured to its pick"}
