@@ -19,7 +19,9 @@ Searchers (each for ``--seeds`` seeds, the same budget of launches):
 
 - grid: every point in a seeded order (Optuna's GridSampler);
 - random;
-- tpe-no-pruning: TPE with the slow rule off (and no final race);
+- tpe-no-pruning: TPE with the slow rule off and no final race (grid, random and this are
+  plain samplers: the cost model seeds none of them; until 2026-12-04 it seeded them too,
+  so earlier reference rows on the GPT landscape had its seeds);
 - default: the default sweep (TPE, the slow rule, the cost model refitted after each
   measured trial and its 3 best predictions queued once it is trusted:
   ``sweep.predict.enqueue_best=3``, ``sweep.predict.trust_time_error=0.15``; no racing of
@@ -68,8 +70,10 @@ WITHIN = 0.03
 #: Seconds from a trial's stop decision to its processes being gone (poll + kill).
 STOP_COST_S = 0.5
 
-#: The reference searchers are plain: no slow rule, no final race.
-PLAIN = ["sweep.stop.slow_ratio=0", "sweep.stop.slow_warmup_ratio=0", "sweep.race.final_rounds=0"]
+#: The reference searchers are plain samplers: no slow rule, no final race, no seeds from
+#: the cost model (what autotune adds to the sampler is what they are the reference for).
+PLAIN = ["sweep.stop.slow_ratio=0", "sweep.stop.slow_warmup_ratio=0", "sweep.race.final_rounds=0",
+         "sweep.predict.enqueue_best=0"]
 SEARCHERS: dict[str, list[str]] = {
     "grid": ["sweep.sampler=grid", *PLAIN],
     "random": ["sweep.sampler=random", *PLAIN],
