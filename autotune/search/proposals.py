@@ -12,7 +12,7 @@ from autotune.search.space import SearchSpace
 from autotune.search.unrepeated import NoRepeats
 from autotune.settings import Sampler, SweepSettings
 from autotune.study.data_bound import DATA_KNOBS, data_bound_evidence
-from autotune.study.records import ROLE, load_records
+from autotune.study.records import ROLE, load_records, outcome_of
 from autotune.study.schema.keys import (
     FIXED_PARAMS,
     NEIGHBOUR_ROLE,
@@ -21,6 +21,7 @@ from autotune.study.schema.keys import (
     PROBE_ROLE,
 )
 from autotune.study.selection import BASELINE_ROLE, baseline
+from trials.contract.outcomes import Outcome
 
 #: Study user attr: the cost model's best predictions were queued (once per study).
 SEEDED = PREDICTED_SEEDED
@@ -106,7 +107,8 @@ def queue_best_predicted(study: optuna.Study, space: SearchSpace, model, budget_
     evidence; a fit's small residual on graph-mode trials says nothing of PyNative, of fp16
     or of a second rank, whose constants are still the priors' guesses) is queued only as a
     probe (role ``probe``): the best of them, alone and first, when the model ranks it above
-    every timed point; its run times the term, and later picks rest on it. With ``follow``,
+    every timed point, and once per untimed term unless the probe ran out of memory; its
+    run times the term, and later picks rest on it. With ``follow``,
     after those k the model's best unseen point is queued every other launch while it stays
     trusted."""
     from autotune.search.feasibility import structural_problem
@@ -136,6 +138,7 @@ def queue_best_predicted(study: optuna.Study, space: SearchSpace, model, budget_
         if key not in candidates:
             candidates[key] = {**point, **unmodelled}
     evidence = measured_terms() if measured_terms is not None else None
+    probed = _probed_terms(study, space, model)
     scored, untimed = [], []
     for point in candidates.values():
         cfg, problem = structural_problem(space, point)
@@ -146,13 +149,18 @@ def queue_best_predicted(study: optuna.Study, space: SearchSpace, model, budget_
         if prediction is None or prediction.tokens_per_s is None or \
                 prediction.over_budget(budget_gib):
             continue
-        timed = evidence is None or model.time_terms(cfg) <= evidence
-        (scored if timed else untimed).append((prediction.tokens_per_s, point))
+        new_terms = set() if evidence is None else model.time_terms(cfg) - evidence
+        if not new_terms:
+            scored.append((prediction.tokens_per_s, point))
+        elif new_terms - probed:
+            untimed.append((prediction.tokens_per_s, point))
     picks = [(point, PREDICTED_ROLE) for _, point in sorted(scored, key=lambda sp: -sp[0])[:k]]
     if untimed:
         # A point resting on a term no trial timed goes first, alone, as the probe that
         # times it, when the model ranks it above every timed point: its rank rests on a
-        # prior's guess, which one run checks and more runs only repeat.
+        # prior's guess, which one run checks and more runs only repeat. Once per term: a
+        # probe stopped as slow before its first timed step answered too; one that ran out
+        # of memory did not, and the next best point of its term is probed instead.
         fastest, probe = max(untimed, key=lambda sp: sp[0])
         if not scored or fastest > max(tps for tps, _ in scored):
             picks = [(probe, PROBE_ROLE), *picks][:k]
@@ -161,6 +169,17 @@ def queue_best_predicted(study: optuna.Study, space: SearchSpace, model, budget_
     if not seeded:
         study.set_user_attr(SEEDED, {"points": len(picks), "constants": model.constants.source})
     return [point for point, _ in picks]
+
+
+def _probed_terms(study: optuna.Study, space: SearchSpace, model) -> set[str]:
+    """The time terms of the study's probes that answered or may still: queued, running,
+    completed or stopped as slow (slow in its warm-up is an answer before any timed step).
+    A probe that ran out of memory, or never ran, said nothing of time."""
+    probes = [t.params or t.system_attrs.get(FIXED_PARAMS)
+              for t in study.get_trials(deepcopy=False)
+              if t.user_attrs.get(ROLE) == PROBE_ROLE
+              and outcome_of(t) in (None, Outcome.OK, Outcome.SLOW)]
+    return set().union(*(model.time_terms(space.trial_config(p)) for p in probes if p))
 
 
 def _follow_due(study: optuna.Study) -> bool:

@@ -241,7 +241,7 @@ def test_the_model_seeds_timed_points_and_probes_an_untimed_term_it_ranks_first(
     import optuna
 
     from autotune.plan.costmodel import CostModel
-    from autotune.search.proposals import queue_best_predicted
+    from autotune.search.proposals import SEEDED, queue_best_predicted
     from trials.contract.schema import to_trial_config
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -273,6 +273,22 @@ def test_the_model_seeds_timed_points_and_probes_an_untimed_term_it_ranks_first(
                          measured_terms=lambda: graph_only)
     assert [t.user_attrs["role"] for t in study.get_trials()] == ["probe", "predicted",
                                                                    "predicted"]
+    # Rule: once per term: a probe stopped before its first timed step (PyNative slow in
+    # its warm-up) leaves the term untimed, and the next queueing probes it no more.
+    study.set_user_attr(SEEDED, None)
+    again = queue_best_predicted(study, space, model, 8.0, 3, max_time_error=1.0,
+                                 measured_terms=lambda: graph_only)
+    assert all(p["runtime.mode"] == "graph" for p in again)
+    # Rule: a probe that ran out of memory said nothing of time: the term is probed again.
+    from optuna.trial import TrialState, create_trial
+
+    oomed = optuna.create_study(direction="maximize")
+    oomed.add_trial(create_trial(params=pynative, distributions=space.distributions(),
+                                 state=TrialState.PRUNED,
+                                 user_attrs={"role": "probe", "reason": "oom"}))
+    first, *_ = queue_best_predicted(oomed, space, model, 8.0, 3, max_time_error=1.0,
+                                     measured_terms=lambda: graph_only)
+    assert first["runtime.mode"] == "pynative" and first != pynative
     # Rule: no probe of a term the model ranks below a timed point: with PyNative timed,
     # graph (untimed, ranked below PyNative by these priors) is not queued at all.
     pynative_only = {"overhead:pynative", "compute:float32", "layer:pynative", "scores"}
