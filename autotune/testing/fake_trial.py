@@ -37,7 +37,9 @@ def main() -> None:
     script = read_script()
     plan = plan_run(cfg, script, Path.cwd())
     log = MetricsLog(Path(cfg.run.metrics_path))
-    (Path.cwd() / "pid").write_text(str(os.getpid()))
+    # Written whole or not at all: a test polling for the file read it empty mid-write.
+    (Path.cwd() / "pid.tmp").write_text(str(os.getpid()))
+    (Path.cwd() / "pid.tmp").replace(Path.cwd() / "pid")
     if script.get("escape"):  # a child that leaves the group and drops the marker
         _escape(Path.cwd() / "escaped.pid")
     started, t = time.time(), 0.0
