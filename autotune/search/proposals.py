@@ -179,7 +179,10 @@ def _probed_terms(study: optuna.Study, space: SearchSpace, model) -> set[str]:
               for t in study.get_trials(deepcopy=False)
               if t.user_attrs.get(ROLE) == PROBE_ROLE
               and outcome_of(t) in (None, Outcome.OK, Outcome.SLOW)]
-    return set().union(*(model.time_terms(space.trial_config(p)) for p in probes if p))
+    from autotune.search.feasibility import structural_problem
+
+    configs = [structural_problem(space, p)[0] for p in probes if p]  # None: no longer builds
+    return set().union(*(model.time_terms(cfg) for cfg in configs if cfg is not None))
 
 
 def _follow_due(study: optuna.Study) -> bool:
