@@ -138,7 +138,6 @@ def queue_best_predicted(study: optuna.Study, space: SearchSpace, model, budget_
         if key not in candidates:
             candidates[key] = {**point, **unmodelled}
     evidence = measured_terms() if measured_terms is not None else None
-    probed = _probed_terms(study, space, model)
     scored, untimed = [], []
     for point in candidates.values():
         cfg, problem = structural_problem(space, point)
@@ -150,19 +149,19 @@ def queue_best_predicted(study: optuna.Study, space: SearchSpace, model, budget_
                 prediction.over_budget(budget_gib):
             continue
         new_terms = set() if evidence is None else model.time_terms(cfg) - evidence
-        if not new_terms:
-            scored.append((prediction.tokens_per_s, point))
-        elif new_terms - probed:
-            untimed.append((prediction.tokens_per_s, point))
-    picks = [(point, PREDICTED_ROLE) for _, point in sorted(scored, key=lambda sp: -sp[0])[:k]]
+        (untimed if new_terms else scored).append((prediction.tokens_per_s, point, new_terms))
+    picks = [(point, PREDICTED_ROLE) for _, point, _ in sorted(scored, key=lambda s: -s[0])[:k]]
+    if untimed:
+        probed = _probed_terms(study, space, model)
+        untimed = [u for u in untimed if u[2] - probed]
     if untimed:
         # A point resting on a term no trial timed goes first, alone, as the probe that
         # times it, when the model ranks it above every timed point: its rank rests on a
         # prior's guess, which one run checks and more runs only repeat. Once per term: a
         # probe stopped as slow before its first timed step answered too; one that ran out
         # of memory did not, and the next best point of its term is probed instead.
-        fastest, probe = max(untimed, key=lambda sp: sp[0])
-        if not scored or fastest > max(tps for tps, _ in scored):
+        fastest, probe, _ = max(untimed, key=lambda s: s[0])
+        if not scored or fastest > max(s[0] for s in scored):
             picks = [(probe, PROBE_ROLE), *picks][:k]
     for point, role in picks:
         study.enqueue_trial(point, user_attrs={ROLE: role})
@@ -175,12 +174,12 @@ def _probed_terms(study: optuna.Study, space: SearchSpace, model) -> set[str]:
     """The time terms of the study's probes that answered or may still: queued, running,
     completed or stopped as slow (slow in its warm-up is an answer before any timed step).
     A probe that ran out of memory, or never ran, said nothing of time."""
+    from autotune.search.feasibility import structural_problem
+
     probes = [t.params or t.system_attrs.get(FIXED_PARAMS)
               for t in study.get_trials(deepcopy=False)
               if t.user_attrs.get(ROLE) == PROBE_ROLE
               and outcome_of(t) in (None, Outcome.OK, Outcome.SLOW)]
-    from autotune.search.feasibility import structural_problem
-
     configs = [structural_problem(space, p)[0] for p in probes if p]  # None: no longer builds
     return set().union(*(model.time_terms(cfg) for cfg in configs if cfg is not None))
 
