@@ -14,6 +14,7 @@ import os
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import NamedTuple
 
 import mindspore as ms
 import mindspore.dataset as ds
@@ -51,6 +52,23 @@ log = logging.getLogger(__name__)
 
 #: Timed runs of the gradient all-reduce alone (their median is reported).
 COMM_PROBES = 5
+
+
+class StepOut(NamedTuple):
+    """One step of the loop: what it returned, and its times (perf_counter seconds)."""
+
+    loss: float
+    norm: float
+    overflow: bool
+    updated: bool
+    scale: float
+    #: The loop's period: from the previous step's end (or this one's start) to its end.
+    step_s: float
+    #: Fetching its micro-batches.
+    wait_s: float
+    #: From its fetch to its end: the step itself, without the loop between steps.
+    busy_s: float
+    done: float
 
 
 class Diverged(RuntimeError):
@@ -148,8 +166,15 @@ class Trainer:
         return spike_limit([s.loss for s in self.steps], g.spike_factor,
                            min_history=g.spike_after_steps)
 
-    def _one_step(self, iterator, limit: float):
-        """Fetch the micro-batches (data wait), run the compiled step, sync on the loss."""
+    def _one_step(self, iterator, limit: float, since: float | None = None) -> StepOut:
+        """Fetch the micro-batches (data wait), run the compiled step, sync on the loss.
+
+        Its time (``step_s``) is the loop's period from ``since``, the previous step's end,
+        when given: what the loop does between two steps (the loss guard, the memory
+        sample, the metrics line, and any wait for the GIL while dataset threads hold it)
+        is part of the wall time a run takes, and a figure that left it out ranked
+        configurations by a time no run takes (image_cnn: 18-37 ms a step outside the
+        fetch and the step, 1.1-1.6x the step)."""
         start = time.perf_counter()
         batches = [next(iterator) for _ in range(self.accumulation)]
         fetched = time.perf_counter()
@@ -160,8 +185,9 @@ class Trainer:
             out = self.step_fn(limit_t, batches)
         loss, norm, overflow, updated, scale = (x.asnumpy() for x in out)
         done = time.perf_counter()
-        return (float(loss), float(norm), bool(overflow), bool(updated), float(scale),
-                done - start, fetched - start)
+        return StepOut(float(loss), float(norm), bool(overflow), bool(updated), float(scale),
+                       step_s=done - (start if since is None else since),
+                       wait_s=fetched - start, busy_s=done - start, done=done)
 
     def _guard(self, loss: float, limit: float) -> None:
         g = self.cfg.guard
@@ -204,11 +230,12 @@ class Trainer:
         # dropping it shuts the dataset's worker processes down, 4.5 s with
         # data.num_workers=2, before the summary and end events.
         self.iterator = iterator
-        step = start_step - 1
+        step, ended = start_step - 1, None
         for step in range(start_step, total):
             phase = self._phase(step - start_step)
             limit = self._loss_limit()
-            out = self._one_step(iterator, limit)
+            out = self._one_step(iterator, limit, since=ended)
+            ended = out.done
             record = self._record(step, phase, out)
             self._guard(record.loss, limit)
             if production:
@@ -232,7 +259,7 @@ class Trainer:
 
     def _record(self, step: int, phase: Phase, out: tuple) -> StepRecord:
         """The step's record, emitted and kept (after the memory samples it reports)."""
-        loss, norm, overflow, updated, scale, step_s, wait_s = out
+        loss, norm, overflow, updated, scale, step_s, wait_s = out[:7]
         self.memory.sample()
         if self.cfg.run.inject_leak_mib:  # fault injection (tests of the soak's leak detector)
             self._leaked.append(np.ones(int(self.cfg.run.inject_leak_mib * 2**20) // 8))
@@ -259,12 +286,14 @@ class Trainer:
         profiler = StepProfiler(out_dir, cfg.run.profile_steps, self.rank,
                                 ms.get_context("device_target"))
         with profiler:
+            ended = None
             for step in range(first, first + cfg.run.profile_steps):
                 limit = self._loss_limit()
                 started_us = time.time_ns() / 1e3
-                out = self._one_step(iterator, limit)
-                profiler.step_done(StepWindow(started_us, started_us + out[5] * 1e6,
-                                              out[6] * 1e6))
+                out = self._one_step(iterator, limit, since=ended)
+                ended = out.done
+                profiler.step_done(StepWindow(started_us, started_us + out.busy_s * 1e6,
+                                              out.wait_s * 1e6))
                 self._guard(self._record(step, Phase.PROFILE, out).loss, limit)
         analysis = profiler.analyse()
         measured = [s.step_s for s in self.steps if s.phase is Phase.MEASURE]
@@ -308,7 +337,7 @@ class Trainer:
         samples = micro_batch_size(self.cfg) * self.accumulation * self.world
         same = itertools.repeat(next(iterator))
         iterator.stop()  # the pipeline idle: nothing but the step on the cores
-        compute_s = float(np.median([self._one_step(same, math.inf)[5] for _ in range(n)]))
+        compute_s = float(np.median([self._one_step(same, math.inf).busy_s for _ in range(n)]))
         return {"compute_samples_per_s": samples / compute_s if compute_s > 0 else None,
                 "probe_s": self.pipeline.get("probe_s", 0.0) + time.perf_counter() - started}
 

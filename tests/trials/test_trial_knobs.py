@@ -108,11 +108,19 @@ def test_text_source_with_worker_processes(run_trial, default_run):
 
 
 def test_synthetic_source_without_the_compile_cache(run_trial):
-    run = run_trial("data=synthetic", "run.compile_cache=false")
+    # run.inject_leak_mib: work the loop does between two steps (it fills 16 MiB after each).
+    run = run_trial("data=synthetic", "run.compile_cache=false", "run.inject_leak_mib=16")
     assert run.returncode == 0, run.stderr[-2000:]
     assert run.end["outcome"] == "ok"
     # Rule: the compile cache turned off is reported off (its reuse: test_trial_measurement).
     assert applied(run)["compile_cache"] == {"enabled": False}
+    # Rule: a step's time is the loop's period, what happens between two steps included:
+    # the measured steps' times add up to the wall time between their records.
+    steps = run.of("step")
+    first = next(i for i, e in enumerate(steps) if e["phase"] == "measure")
+    timed = sum(e["step_s"] for e in steps[first:])
+    wall = steps[-1]["time"] - steps[first - 1]["time"]
+    assert timed == pytest.approx(wall, rel=0.05, abs=0.005)
 
 
 @pytest.mark.parametrize("overrides, needle", [
