@@ -201,7 +201,7 @@ class Proposals:
                 result = self._launch(trial, ready.cfg, ready.label, placement, best=best)
             check_room(root)  # a trial that ended on a full disk lost its last records
             if not retry and self._slow_under_load(result):
-                if not self._judged_as_loaded(ready, result):
+                if not self._judged_as_loaded(ready, result, best):
                     return self._requeue_contended(ready, result)
             return Measured(result, self._race(trial, result, leader, before))
         except (Stopped, DiskFull) as stopped:
@@ -253,16 +253,28 @@ class Proposals:
                 and result.conditions.may_explain(result.reason,
                                                   self.settings.contention_cores))
 
-    def _judged_as_loaded(self, ready: Ready, result: monitor.TrialResult) -> bool:
+    def _judged_as_loaded(self, ready: Ready, result: monitor.TrialResult,
+                          best: float | None) -> bool:
         """A trial stopped as slow under load is told slow as it is, not re-run, when the
-        rule compared like with like: it judged against the best re-scaled by the
-        baseline's latest run (:func:`selection.drift_factor`), so when that run was
-        measured under load too, both sides of the comparison carried the load. Else when
-        the host stays loaded (:func:`conditions.stays_loaded` over the study's runs, this
-        one the newest): waiting for a quiet host that does not come would only run it
-        twice. A clock's verdict (hang, timeout) is re-queued all the same."""
+        load cannot have made it slow: the rule stops it even against ``best`` (what it was
+        judged against) slowed by the most that load can take
+        (:meth:`Conditions.speed_left`). Or when the rule compared like with like: it
+        judged against the best re-scaled by the baseline's latest run
+        (:func:`selection.drift_factor`), so when that run was measured under load too,
+        both sides of the comparison carried the load. Else when the host stays loaded
+        (:func:`conditions.stays_loaded` over the study's runs, this one the newest):
+        waiting for a quiet host that does not come would only run it twice. A clock's
+        verdict (hang, timeout) is re-queued all the same."""
         if result.reason is not Outcome.SLOW:
             return False
+        left = result.conditions.speed_left()
+        if best and left is not None and self.context.pruner.verdict_against(
+                result.steps, best * left, ready.cfg.run.warmup_steps) is not None:
+            self.progress.note(
+                f"trial {ready.trial.number}: stopped as slow under load, and slow even "
+                f"against the best slowed to {left:.2f} of its speed, the most that load "
+                "can take; not re-run")
+            return True
         others = [r for r in StudyView(self.study).records if r.number != ready.trial.number]
         base = selection.baseline(others)
         if base is not None and reference_loaded(

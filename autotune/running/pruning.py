@@ -127,6 +127,13 @@ class StepPruner(optuna.pruners.BasePruner):
         that it will not prune skips it."""
         return True
 
+    def verdict_against(self, steps: list[StepRecord], best: float,
+                        warmup_floor: int) -> str | None:
+        """Why this rule would stop a trial with ``steps`` judged against ``best``, without
+        asking Optuna (the sweep re-judges a trial stopped under load by it); None when it
+        would not, or when the rule needs the study to tell."""
+        return None
+
     def prune(self, study: optuna.Study, trial: FrozenTrial) -> bool:
         why = self.reason(study, trial)
         if why is not None:
@@ -172,6 +179,10 @@ class SlowPruner(StepPruner):
     def might_prune(self, evidence: Evidence) -> bool:
         return slow_verdict(evidence.steps, evidence.best, self.rules,
                             evidence.warmup_floor) is not None
+
+    def verdict_against(self, steps: list[StepRecord], best: float,
+                        warmup_floor: int) -> str | None:
+        return slow_verdict(steps, best, self.rules, warmup_floor)
 
 
 class OptunaPruner(StepPruner):

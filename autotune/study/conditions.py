@@ -97,6 +97,15 @@ class Conditions:
         :data:`LOAD_CAN_CAUSE` reached while the host was loaded."""
         return reason in LOAD_CAN_CAUSE and self.loaded_at_the_end(contention_cores)
 
+    def speed_left(self) -> float | None:
+        """The least share of its quiet speed this load can have left the run: other
+        processes' busy cores (``other_cores``, or its last seconds' if more) all on the
+        core of the run's slowest thread, which a fair scheduler then gives 1 / (1 + load)
+        of it; a step that waits for its slowest thread (a data-parallel all-reduce, a
+        thread pool's join) is no faster. None when the load was not measured."""
+        loads = [c for c in (self.other_cores, self.recent_cores) if c is not None]
+        return 1.0 / (1.0 + max(loads)) if loads else None
+
     def text(self) -> str:
         """One line: 'other processes 1.30 cores over 4.2 s of measured steps, ...'."""
         if self.other_cores is None:
