@@ -7,9 +7,12 @@ data-bound ``image_cnn``'s pipeline knobs beside mode and precision, 64 points);
 names its space, the overrides it was recorded with and its replay memory budget. Here
 the real sweep loop (``autotune.sweep.Sweep``: the sampler, the baseline, the OOM and slow
 rules, racing, scoring, selection) runs against one, with one change: a trial's process
-is replaced by its recorded run (:class:`ReplayRunner`). Each replayed run is the recorded
-one with its step times scaled by a run-to-run factor exp(N(0, cv)), cv measured from the
-landscape's repeats, so a rerun of a point differs as a real one would. The memory budget
+is replaced by its recorded run (:class:`ReplayRunner`). A point recorded more than once
+(``bench.landscape_record --repeats``) replays its run of median tokens/s, and that
+median is its true value: one run is itself a draw of the run-to-run noise, which the
+replay adds again. Each replayed run is that run with its step times scaled by a
+run-to-run factor exp(N(0, cv)), cv pooled over the points recorded more than once, so a
+rerun of a point differs as a real one would. The memory budget
 is applied step by step as the trial's guard would (each step keeps its peak), and a trial
 stopped as slow costs its time up to the step that decided it. The searchers start from
 the landscape's baseline (MindSpore's own defaults: PyNative, fp32, one process, one data
@@ -132,18 +135,22 @@ class Landscape:
                                                  if not o.startswith("guard.memory_budget_gib"))]
         #: The replay's memory budget per rank: one that rules part of the landscape out.
         self.budget_gib = float(data["budget_gib"])
-        runs = [{**r, "params": in_modes(r["params"])} for r in data["runs"]]
-        self.grid = {key(r["params"]): r for r in runs if r["kind"] == "grid"}
-        self.repeats: dict[str, list[dict]] = {}
-        for r in runs:
-            if r["kind"] == "repeat":
-                self.repeats.setdefault(key(r["params"]), []).append(r)
+        #: Every recorded run of each point (its grid run, then any repeats).
+        self.runs: dict[str, list[dict]] = {}
+        for r in data["runs"]:
+            r = in_periods({**r, "params": in_modes(r["params"])})
+            self.runs.setdefault(key(r["params"]), []).append(r)
+        #: The run each point replays, and whose tokens/s is its true value: the median of
+        #: its recorded runs (a failed run counts as 0 tokens/s). One run is itself a draw
+        #: of the run-to-run noise; the replay adds that noise again on top of it, so a
+        #: point's truth is the median of the runs recorded, not its first draw.
+        self.grid = {k: median_run(rs) for k, rs in self.runs.items()}
 
     def run_to_run_cv(self) -> float:
-        """Pooled CV of tokens/s over the points run 3 times (grid + 2 repeats)."""
+        """Pooled CV of tokens/s over the points recorded more than once."""
         sum_sq, dof = 0.0, 0
-        for k, reps in self.repeats.items():
-            values = [r["tokens_per_s"] for r in [self.grid[k], *reps] if r["tokens_per_s"]]
+        for runs in self.runs.values():
+            values = [r["tokens_per_s"] for r in runs if r["tokens_per_s"]]
             if len(values) >= 2:
                 logs = np.log(values)
                 sum_sq += float(((logs - logs.mean()) ** 2).sum())
@@ -170,6 +177,36 @@ class Landscape:
         """Trial-seconds of the full grid as the replay charges them (no pruning)."""
         return sum(charged_wall(r, r["steps"], math.inf if self.peak(r) <= budget_gib
                                 else budget_gib)[0] for r in self.grid.values())
+
+
+def in_periods(run: dict) -> dict:
+    """The run with each step's time the loop's period, as the trial program measures it
+    since 2026-12-05: the time from the previous step's record to its own (``t_s``), the
+    first step's as recorded; its tokens/s again from those times. A landscape recorded
+    before timed the fetch and the step alone, which left out what the loop does between
+    steps (image_cnn: 18-37 ms a step, 1.1-1.6x the step); for a run recorded since, the
+    two agree."""
+    from trials.contract.events import Phase, StepRecord
+    from trials.contract.scorecard import throughput
+
+    steps = [dict(s) for s in run["steps"]]
+    for before, step in zip(run["steps"], steps[1:]):
+        period = step["t_s"] - before["t_s"]
+        if period > 0:
+            step["step_s"] = period
+    out = {**run, "steps": steps}
+    if run["tokens_per_s"]:
+        out["tokens_per_s"] = throughput([StepRecord(
+            step=s["step"], phase=Phase(s["phase"]), loss=s["loss"], grad_norm=1.0,
+            step_s=s["step_s"], data_wait_s=s["data_wait_s"], tokens=s["tokens"],
+            peak_rss_gib=s["peak_rss_gib"]) for s in steps]).tokens_per_s
+    return out
+
+
+def median_run(runs: list[dict]) -> dict:
+    """The run of median tokens/s (the lower one of an even count; failed runs count 0)."""
+    ranked = sorted(runs, key=lambda r: r["tokens_per_s"] or 0.0)
+    return ranked[(len(ranked) - 1) // 2]
 
 
 def charged_wall(run: dict, steps: list[dict], budget_gib: float) -> tuple[float, int | None]:

@@ -44,3 +44,37 @@ def test_the_in_process_replay_decides_as_the_real_sweep(searcher, tmp_path, mon
     assert real == replayed["decisions"]
     outcomes = {outcome for _, outcome, _ in real}
     assert "ok" in outcomes and len(real) >= 6
+
+
+def test_a_point_replays_its_median_run_with_each_step_timed_by_the_loops_period(tmp_path):
+    import gzip
+    import json
+
+    def run(kind, outcome, step_s, period_s):
+        """8 tokens a step; the records 'period_s' apart, each step timed 'step_s'."""
+        phases = ["compile", "warmup"] + ["measure"] * 4
+        steps = [{"step": i, "phase": p, "step_s": 1.0 if i == 0 else step_s,
+                  "data_wait_s": 0.0, "peak_rss_gib": 0.1, "loss": 1.0, "tokens": 8,
+                  "t_s": 2.0 + i * period_s} for i, p in enumerate(phases)]
+        return {"params": {"precision": "fp32"}, "kind": kind, "outcome": outcome, "rc": 0,
+                "wall_s": 9.0, "tokens_per_s": 8 / step_s if outcome == "ok" else None,
+                "steps": steps}
+
+    path = tmp_path / "landscape.json.gz"
+    with gzip.open(path, "wt") as fh:
+        json.dump({"search": "x", "space": {"precision": ["fp32"]}, "fixed": [],
+                   "budget_gib": 1.0,
+                   "runs": [run("grid", "ok", 0.05, 0.10), run("repeat", "diverged", 0.05, 0.10),
+                            run("repeat", "ok", 0.04, 0.08)]}, fh)
+    landscape = Landscape(path)
+    # Rule: a step's time is the loop's period (the time between its record and the one
+    # before), what a run recorded with the step alone timed left out: 8 tokens / 0.10 s.
+    first = landscape.runs['{"precision": "fp32"}'][0]
+    assert first["tokens_per_s"] == pytest.approx(80.0)
+    # Rule: a point recorded 3 times replays its median run (a failed run counts as 0
+    # tokens/s), and its true value is that run's: 8 / 0.10 s, not the faster 8 / 0.08 s.
+    assert landscape.true_value({"precision": "fp32"}, 1.0) == pytest.approx(80.0)
+    # Rule: the run-to-run noise pools the point's completed runs: log(100 / 80).
+    import math
+
+    assert landscape.run_to_run_cv() == pytest.approx(math.log(100 / 80) / math.sqrt(2))
