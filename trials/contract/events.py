@@ -72,9 +72,12 @@ class StartRecord:
 
 @dataclass(frozen=True)
 class StepRecord:
-    """One optimizer step. Times in seconds, memory in GiB: ``peak_rss_gib`` is this rank's
-    peak so far of the memory its processes hold, counted once (the proportional set size
-    of the rank's process and its dataset workers: trials/memory.py; the name is older)."""
+    """One optimizer step. Times in seconds, memory in GiB: ``step_s`` is the training
+    loop's period, from the previous step's end to this one's (the first step: from its
+    fetch), so the steps' times add up to the run's wall time; ``data_wait_s`` is the part
+    spent fetching its batches. ``peak_rss_gib`` is this rank's peak so far of the memory
+    its processes hold, counted once (the proportional set size of the rank's process and
+    its dataset workers: trials/memory.py; the name is older)."""
 
     kind: ClassVar[Event] = Event.STEP
     step: int
