@@ -292,23 +292,23 @@ def test_flagged_runs_show_in_the_leaderboard_and_the_report_lines(harness):
 
 
 def test_a_trial_stopped_as_slow_under_load_is_re_queued_once_for_a_quiet_host(harness):
-    """The configuration micro=2 is scripted slow (10x). Its first run meets a hog beside
-    it: stopped as slow under load, it is re-queued (not counted), and runs again once the
+    """The configuration threads=1 runs at a third of the baseline's speed (threads=3):
+    slow, but by less than a one-core load can take. Its first run meets a hog beside it:
+    stopped as slow under load, it is re-queued (not counted), and runs again once the
     host is quiet (or after sweep.quiet_wait_s); slow again, it is then told slow."""
     harness.processes = True  # the host's load is measured over a real run's wall time
-    space = harness.space("cont", {"train.micro_batches": [1, 2]})
-    harness.script([{"when": {"train.micro_batches": 2}, "do": "slow"}], steps=8,
-                   step_sleep=0.05)
+    space = harness.space("cont", {"runtime.threads": [3, 1]})
+    harness.script([], steps=8, step_sleep=0.3)
     # The baseline runs on a quiet host; the hog comes with trial 1 (a load that passes:
     # a baseline measured under the same load would make the verdict a fair one).
     with hog_from(harness.runs / "s" / "trial-0001", 12.0):
-        code, out, err = harness.run(space, "train.micro_batches=1", "sweep.n_trials=2",
+        code, out, err = harness.run(space, "runtime.threads=3", "sweep.n_trials=2",
                                      "sweep.neighbours=true", "sweep.contention_cores=0.25",
                                      "sweep.quiet_wait_s=20")
     assert code == 0, out + err
     study = harness.study()
     runs = [(t.user_attrs.get("reason"), t.user_attrs.get("role"))
-            for t in study.trials if t.params == {"train.micro_batches": 2}]
+            for t in study.trials if t.params == {"runtime.threads": 1}]
     # Rule: stopped as slow under load, once: re-queued (a retry), then told what it is.
     assert [reason for reason, _ in runs] == ["contended", "slow"], runs
     assert runs[1][1] == "retry"
@@ -319,7 +319,7 @@ def test_a_trial_stopped_as_slow_under_load_is_re_queued_once_for_a_quiet_host(h
     counted = [t for t in study.trials if t.user_attrs.get("launched")
                and t.user_attrs.get("reason") != "contended"]
     assert len(counted) == 2
-    first, retried = (t for t in study.trials if t.params == {"train.micro_batches": 2})
+    first, retried = (t for t in study.trials if t.params == {"runtime.threads": 1})
     # The retry is announced under its own number, naming the trial that was stopped.
     assert (f"trial {retried.number}: re-runs trial {first.number}'s configuration, stopped "
             "under load; waiting up to 20 s for the host to be quiet") in out
