@@ -20,13 +20,15 @@ peak memory is kept, so the replay stops a trial at the step the memory guard wo
 Each point runs once as a fresh ``python -m trials.train`` (msrun for dp=2), in a
 seeded random order so that drift of this shared machine is not confounded with
 a knob. ``--repeats K`` re-runs K points (the same ones for every K) twice more at
-the end, which gives the run-to-run noise the replay draws from. Nothing prunes:
-every point is measured in full, with no memory budget (16 GiB).
+the end, which gives the run-to-run noise the replay draws from; ``--repeats`` the whole
+space gives every point 3 runs, whose median run the replay takes as the point's (the
+data landscape is recorded so). Nothing prunes: every point is measured in full, with no
+memory budget (16 GiB).
 
     .venv/bin/python -m bench.landscape_record                # 96 points + 8 x 2 repeats
     .venv/bin/python -m bench.landscape_record --space landscape_data \
         --fixed workload=image_cnn guard.memory_budget_gib=16 \
-        --out bench/data/landscape_data.json.gz
+        --out bench/data/landscape_data.json.gz --repeats 64
     .venv/bin/python -m bench.landscape_record --limit 4      # a smoke run
 
 Writes ``--out`` (partial progress in ``runs/bench/landscape_<space>_partial.jsonl``; an
