@@ -123,7 +123,8 @@ class ProfileRecord:
     """Where the profiled steps' time went (trials/profiling.py, trials/contract/breakdown.py).
 
     ``seconds``/``shares`` split the mean profiled step into CATEGORIES; ``overhead`` is the
-    profiled step time over the unprofiled measured median of the same run.
+    profiled steps' mean time over the measured steps' median of the same run (both the
+    loop's period, :class:`StepRecord`).
     """
 
     kind: ClassVar[Event] = Event.PROFILE
