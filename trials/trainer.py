@@ -257,17 +257,16 @@ class Trainer:
             self.pipeline |= self._time_step_alone(iterator)
         return self._summary()
 
-    def _record(self, step: int, phase: Phase, out: tuple) -> StepRecord:
+    def _record(self, step: int, phase: Phase, out: StepOut) -> StepRecord:
         """The step's record, emitted and kept (after the memory samples it reports)."""
-        loss, norm, overflow, updated, scale, step_s, wait_s = out[:7]
         self.memory.sample()
         if self.cfg.run.inject_leak_mib:  # fault injection (tests of the soak's leak detector)
             self._leaked.append(np.ones(int(self.cfg.run.inject_leak_mib * 2**20) // 8))
-        record = StepRecord(step=step, phase=phase, loss=loss, grad_norm=norm, step_s=step_s,
-                            data_wait_s=wait_s, tokens=self.tokens_per_step,
-                            peak_rss_gib=self.memory.peak_gib,
-                            clipped=bool(norm > self.cfg.train.clip_norm), overflow=overflow,
-                            updated=updated, loss_scale=scale,
+        record = StepRecord(step=step, phase=phase, loss=out.loss, grad_norm=out.norm,
+                            step_s=out.step_s, data_wait_s=out.wait_s,
+                            tokens=self.tokens_per_step, peak_rss_gib=self.memory.peak_gib,
+                            clipped=bool(out.norm > self.cfg.train.clip_norm),
+                            overflow=out.overflow, updated=out.updated, loss_scale=out.scale,
                             rss_gib=self.memory.anon_gib)
         self.steps.append(record)
         self.metrics.emit(record)
