@@ -31,14 +31,14 @@ def _confirm_dtype(cfg: TrialConfig) -> None:
     from mindspore import ops
 
     dtype = cfg.precision.dtype.value
-    # Each dtype probes its own shape: in one process, a float16 probe of the shape a
-    # failed bfloat16 probe used was once refused with the bfloat16 kernel's error (the
-    # test suite, one xdist worker); a trial probes one dtype, a test several.
-    n = 4 + list(DType).index(cfg.precision.dtype)
-    x = ms.Tensor(np.ones((n, n), np.float32)).astype(getattr(ms, dtype))
+    x = ms.Tensor(np.ones((4, 4), np.float32)).astype(getattr(ms, dtype))
     try:
         ops.matmul(x, x).asnumpy()
     except (RuntimeError, TypeError, ValueError) as exc:
+        # A refused launch leaves work in PyNative's queue: without this wait, the next
+        # MatMul launched in the process (another dtype's probe, in one test worker) was
+        # refused with this dtype's error, about one run in two.
+        ms.runtime.synchronize()
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         flag = "hardware.supports.bf16=false" if cfg.precision.dtype is DType.bfloat16 else \
             f"another precision than {cfg.precision.name}"
