@@ -3,7 +3,7 @@
 Warm-up lasts at least ``run.warmup_steps`` and ends when the step time is steady
 (two windows agree, :func:`trials.contract.stats.steady`), at most
 ``max_warmup_steps``. Measuring lasts at least ``run.measure_steps`` and ends when
-the 95 % interval of the median step time is within +-``run.target_interval``, at
+the 95 % interval of the step time (the mean period) is within +-``run.target_interval``, at
 most ``max_measure_steps``. ``run.adaptive=false`` runs exactly the floors.
 
 Under data parallelism every rank must run the same number of steps (each step is

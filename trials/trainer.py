@@ -38,6 +38,7 @@ from trials.contract.schema import (
     micro_batch_size,
 )
 from trials.contract.scorecard import scorecard
+from trials.contract.stats import step_time
 from trials.contract.vocabulary import Recompute, precision_name
 from trials.measurement import Measurement
 from trials.memory import PeakMemory
@@ -422,8 +423,7 @@ class Trainer:
         if self.cfg.run.mode is not RunMode.production:
             perf = Performance.from_dict(card["performance"])
             samples_per_step = self.cfg.train.global_batch
-            samples_s = (samples_per_step / perf.step_time_median_s
-                         if perf.step_time_median_s else None)
+            samples_s = (samples_per_step / perf.step_time_s if perf.step_time_s else None)
             card["performance"] = perf.replace(warmup_end=self.measurement.warmup_end,
                                                measure_stop=self.measurement.stop_reason,
                                                samples_per_s=samples_s, **self.pipeline,
@@ -432,18 +432,18 @@ class Trainer:
         return card
 
     def _per_rank(self, perf: Performance) -> dict:
-        """dp > 1: every rank's median step time, their spread, and the communication
+        """dp > 1: every rank's step time, their spread, and the communication
         share of the step (from the all-reduce timed alone)."""
         if self.world == 1:
             return {}
         measured = [s.step_s for s in self.steps if s.phase is Phase.MEASURE]
-        mine = float(np.median(measured)) if measured else float("nan")
+        mine = step_time(measured) if measured else float("nan")
         ranks = gather_floats(mine, self.world)
         mean = float(np.mean(ranks))
         out = {"rank_step_s": tuple(ranks),
                "rank_spread": (max(ranks) - min(ranks)) / mean if mean > 0 else 0.0}
         if self.communication:
-            step_s = perf.step_time_median_s or mine
+            step_s = perf.step_time_s or mine
             out.update(self.communication, comm_share=self.communication["comm_s"] / step_s
                        if step_s else 0.0)
         return out

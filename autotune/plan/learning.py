@@ -43,7 +43,7 @@ def measurement_of(record: TrialRecord, model: CostModel,
     if record.reason in (Outcome.OK, Outcome.SLOW):
         # A step measured under other processes' load says how loaded the host was, not
         # what the configuration costs: it stays out of the time fit (its memory counts).
-        step = None if record.contended else perf.step_time_median_s
+        step = None if record.contended else perf.step_time_s
         wait = (perf.data_wait_share or 0.0) * (step or 0.0)
         if record.reason is Outcome.SLOW:
             # Stopped as slow: its measured steps (a stopped trial's scorecard keeps only

@@ -101,7 +101,7 @@ def from_performance(performance: Performance, *, trial: int | None = None,
                      dp: int = 1) -> Evidence:
     """Evidence from a trial's scorecard alone (no profile): data wait, communication and
     rank spread."""
-    step_s = performance.step_time_median_s
+    step_s = performance.step_time_s
     wait = performance.data_wait_share
     return Evidence(trial=trial, step_s=step_s,
                     shares={} if wait is None else {"data_wait": wait},

@@ -68,7 +68,7 @@ def slow_verdict(steps: list[StepRecord], best: float | None, rules: StopRules,
     """Why the trial should stop as slow, or None.
 
     It is slow only when the whole 95 % interval of its tokens/s so far (the bootstrap of
-    its median step time) is below the bar: a few steps that scatter, as on a busy
+    its step time) is below the bar: a few steps that scatter, as on a busy
     machine, give an interval too wide to claim it."""
     perf, n, is_measured = judged(steps, warmup_floor)
     tps = perf.tokens_per_s

@@ -2,7 +2,7 @@
 
 Two kinds of noise hide a gain on a shared machine:
 
-- **within a run**, step times scatter: a bootstrap of each run's median step time
+- **within a run**, step times scatter: a bootstrap of each run's step time
   (:mod:`trials.contract.stats`) covers it;
 - **between runs**, each process settles at its own speed (on this 2-core VM,
   320-385 ms per step for one configuration; BENCHMARKS.md "repeatability"). One run
@@ -25,7 +25,7 @@ import numpy as np
 from autotune.study.records import TrialRecord, measured_under_load
 from trials.contract.performance import Performance, pooled_tokens_per_s, positive_times
 from trials.contract.performance import tokens_per_s as tokens_per_s_of
-from trials.contract.stats import CONFIDENCE, N_BOOT, SEED, bootstrap_medians
+from trials.contract.stats import CONFIDENCE, N_BOOT, SEED, bootstrap_step_times
 
 #: Degrees of freedom of the study's repeats before their run-to-run CV replaces the prior.
 MIN_REPEAT_DOF = 4
@@ -180,11 +180,11 @@ def _configs(records: list[TrialRecord]) -> int:
 
 @lru_cache(maxsize=4096)
 def _log_tps_draws(run: Run) -> np.ndarray:
-    """log tokens/s of ``N_BOOT`` resampled medians of one run (seeded per run): the
-    definition of tokens/s (tokens per step / median step time) over each resample."""
+    """log tokens/s of ``N_BOOT`` resamples of one run's steps (seeded per run): the
+    definition of tokens/s (tokens per step / step time) over each resample."""
     seed = SEED + hash(run.step_times_s) % 1_000_000
-    medians = bootstrap_medians(run.step_times_s, rng=np.random.default_rng(seed))
-    return np.log(run.tokens_per_step / medians)
+    draws = bootstrap_step_times(run.step_times_s, rng=np.random.default_rng(seed))
+    return np.log(run.tokens_per_step / draws)
 
 
 def _side(runs: list[Run]) -> tuple[float, np.ndarray]:

@@ -291,7 +291,7 @@ class TrialRecord:
             detail=a.get(DETAIL, ""), launched=bool(a.get(LAUNCHED, False)),
             role=a.get(ROLE, SAMPLED_ROLE), tokens_per_s=told_tokens_per_s(trial, perf),
             mfu=perf.mfu, peak_memory_gib=card.resources.peak_rss_gib_max_rank,
-            step_time_s=perf.step_time_median_s, compile_s=perf.compile_s,
+            step_time_s=perf.step_time_s, compile_s=perf.compile_s,
             data_wait_share=perf.data_wait_share,
             micro_batch_size=a.get(MICRO_BATCH_SIZE), started=trial.datetime_start,
             wall_s=a.get(WALL_S), trial_dir=a.get(TRIAL_DIR), reused_from=a.get(REUSED_FROM),

@@ -194,7 +194,7 @@ def test_a_step_measured_under_load_stays_out_of_the_time_fit(loaded, cache):
     record = SimpleNamespace(  # a TrialRecord's fields that measurement_of reads
         simulated=False, launched=True, number=0, reason=Outcome.OK, contended=loaded,
         peak_memory_gib=0.8, config=lambda: cfg,
-        perf=Performance(step_time_median_s=0.05, data_wait_share=0.0))
+        perf=Performance(tokens_per_step=640, tokens_per_s=640 / 0.05, data_wait_share=0.0))
     point = learning.measurement_of(record, model)
     # Rule: a trial measured under other processes' load keeps its memory in the fit but
     # not its step time (the load set it); a quiet one keeps both.
@@ -214,10 +214,10 @@ def test_a_trial_stopped_as_slow_teaches_the_time_fit_by_its_measured_steps(cach
             simulated=False, launched=True, number=0, reason=Outcome.SLOW,
             contended=contended, peak_memory_gib=0.7, config=lambda: cfg, attrs={},
             tokens_per_s=None,  # Optuna is told nothing of a pruned trial
-            perf=Performance(step_time_median_s=step_s, tokens_per_s=step_s and 640 / step_s,
+            perf=Performance(tokens_per_step=640, tokens_per_s=step_s and 640 / step_s,
                              data_wait_share=0.0))
 
-    # Stopped in its measured steps: their median step time enters the time fit, its peak
+    # Stopped in its measured steps: their step time enters the time fit, its peak
     # so far does not (the run's peak may have come later).
     point = learning.measurement_of(slow(0.9), model)
     assert point.step_s == 0.9 and point.peak_gib is None

@@ -365,7 +365,8 @@ def assert_png(path: Path) -> None:
 def card(tps: float | None, peak: float, *, wait: float = 0.02) -> dict:
     perf = {"compile_s": 3.0, "data_wait_share": wait}
     if tps is not None:
-        perf |= {"tokens_per_s": tps, "step_time_median_s": 256 / tps, "mfu": tps / 50_000,
+        perf |= {"tokens_per_s": tps, "tokens_per_step": 256, "step_time_median_s": 256 / tps,
+                 "mfu": tps / 50_000,
                  "measured_steps": 8}
     return {"correctness": {"nonfinite_steps": 0}, "performance": perf, "stability": {},
             "resources": {"peak_rss_gib_max_rank": peak, "memory_budget_gib": 8.0}}

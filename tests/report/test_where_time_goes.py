@@ -46,7 +46,8 @@ def test_without_the_best_trials_profile_the_latest_is_shown_and_says_so(tmp_pat
 
 def test_no_profile_falls_back_to_the_scorecard_and_its_rules(tmp_path):
     best = rec(4, tokens_per_s=100.0, card={"performance": {
-        "data_wait_share": 0.5, "step_time_median_s": 0.2, "comm_share": 0.4}})
+        "data_wait_share": 0.5, "tokens_per_step": 20.0, "tokens_per_s": 100.0,
+        "comm_share": 0.4}})
     s = section([best], {}, best, tmp_path)
     # Rule: no figure; the command to profile it; its data wait from the measured steps;
     # the scorecard judged by the profile's own rules, less input-bound (the diagnosis').

@@ -13,8 +13,9 @@ from autotune.study import noise
 from autotune.study.choice import choose_trial
 from autotune.study.records import TrialRecord, pooled_tokens_per_s
 from trials.contract.events import Phase
+from trials.contract.performance import tokens_per_s
 from trials.contract.schema import RunConfig
-from trials.contract.stats import median_interval, relative_half_width, steady
+from trials.contract.stats import relative_half_width, steady, step_time, step_time_interval
 from trials.measurement import Measurement
 
 TOKENS = 1024.0
@@ -25,13 +26,24 @@ def steps(median_s: float, n: int, cv: float, seed: int) -> list[float]:
     return list(median_s * np.exp(rng.normal(0.0, cv, size=n)))
 
 
-def test_median_interval_covers_the_true_median_about_95_percent_of_the_time():
-    # Lognormal step times: the true median is the scale, exp(0) * 0.3 s.
+def test_the_step_time_interval_covers_the_true_mean_about_95_percent_of_the_time():
+    # Lognormal step times of scale 0.3 s: the true mean is 0.3 * exp(cv^2 / 2).
+    true_mean = 0.3 * math.exp(0.05 ** 2 / 2)
     hits = 0
     for seed in range(300):
-        lo, hi = median_interval(steps(0.3, 24, 0.05, seed))
-        hits += lo <= 0.3 <= hi
+        lo, hi = step_time_interval(steps(0.3, 24, 0.05, seed))
+        hits += lo <= true_mean <= hi
     assert 0.88 <= hits / 300 <= 0.995
+
+
+def test_a_runs_tokens_per_s_is_its_tokens_over_the_time_its_steps_took():
+    # Rule: steps at two levels, interleaved (image_cnn's graph-mode periods: ~23 ms alone,
+    # ~80 ms beside the augmentation threads): tokens/s is what the run got, whichever
+    # level holds more than half the steps. The median read the fast level alone (348/s).
+    times = [0.023, 0.080] * 5 + [0.023]
+    assert tokens_per_s(8.0, times) == pytest.approx(8.0 * len(times) / sum(times))
+    assert tokens_per_s(8.0, times) == pytest.approx(8.0 / step_time(times))
+    assert tokens_per_s(8.0, times) < 0.6 * 8.0 / 0.023
 
 
 def test_relative_half_width_shrinks_with_more_steps_and_is_inf_for_one():

@@ -7,9 +7,9 @@ from stored repeats. Numpy only: no MindSpore, no Optuna.
 
 The definitions, each in one function that every caller uses:
 
-* **tokens/s** of a run (:func:`tokens_per_s`): tokens per step / the median step time
-  of its measured steps. The median, not the mean: a context switch makes one step 2x
-  slower, never 2x faster (trials/contract/stats.py).
+* **tokens/s** of a run (:func:`tokens_per_s`): tokens per step / its step time, the
+  mean of its measured steps' periods (:func:`trials.contract.stats.step_time`, which
+  says why the mean): the tokens it trained over the time they took.
 * **pooling** repeated runs of one configuration (:func:`pooled_tokens_per_s`): the
   geometric mean of their tokens/s (speeds multiply; a log-scale mean).
 * **a loss spike** (:func:`spike_limit`, :func:`loss_spikes`): a finite loss at or above
@@ -34,7 +34,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from trials.contract.jsonsafe import float_of, to_json
-from trials.contract.stats import half_width_of, median_interval
+from trials.contract.stats import half_width_of, step_time, step_time_interval
 
 #: A spike is judged against the median of this many previous finite losses...
 SPIKE_WINDOW = 20
@@ -44,11 +44,12 @@ SPIKE_MIN_HISTORY = 3
 
 # -- the definitions -------------------------------------------------------------------------
 def tokens_per_s(tokens_per_step: float | None, step_times_s: Iterable[float]) -> float | None:
-    """Tokens per step / median step time; None without tokens or a positive step time."""
+    """Tokens per step / the run's step time; None without tokens or a positive step
+    time."""
     times = positive_times(step_times_s)
     if not times or not tokens_per_step:
         return None
-    return float(tokens_per_step) / float(np.median(times))
+    return float(tokens_per_step) / step_time(times)
 
 
 def positive_times(step_times_s: Iterable[Any]) -> list[float]:
@@ -122,12 +123,14 @@ class Performance:
     #: 95 % bootstrap interval of tokens/s within this run (not across runs).
     tokens_per_s_low: float | None = None
     tokens_per_s_high: float | None = None
-    #: Half that interval over the median step time (0.02 = +-2 %).
+    #: Half that interval over the step time (0.02 = +-2 %).
     interval_half_width: float | None = None
     warmup_steps_used: int | None = None
     #: The measured step times: the samples the orchestrator's comparisons resample.
     step_times_s: tuple[float, ...] = ()
     tokens_per_step: float | None = None
+    #: How the measured step times spread (the run's step time, the mean that tokens/s
+    #: rests on, is :attr:`step_time_s`).
     step_time_median_s: float | None = None
     step_time_p10_s: float | None = None
     step_time_p90_s: float | None = None
@@ -160,7 +163,7 @@ class Performance:
     #: Why warm-up ended and why measuring stopped (trials/measurement.py).
     warmup_end: str | None = None
     measure_stop: str | None = None
-    #: dp > 1: every rank's median step time and their spread.
+    #: dp > 1: every rank's step time and their spread.
     rank_step_s: tuple[float, ...] = ()
     rank_spread: float | None = None
     #: dp > 1: the gradient all-reduce timed alone after measuring, and its share of a step.
@@ -183,18 +186,17 @@ class Performance:
         tps = tokens_per_s(tokens_per_step, times)
         if tps is None:
             return cls()
-        median = float(np.median(times))
-        # One bootstrap of the median step time: tokens/s bounds swap (a slow step, few
-        # tokens/s).
-        slow, fast = median_interval(times)
+        # One bootstrap of the step time: tokens/s bounds swap (a slow step, few tokens/s).
+        slow, fast = step_time_interval(times)
         return cls(
             tokens_per_s=tps,
             tokens_per_s_low=tokens_per_step / fast if fast > 0 else math.nan,
             tokens_per_s_high=tokens_per_step / slow if slow > 0 else math.nan,
-            interval_half_width=half_width_of(slow, fast, median),
+            interval_half_width=half_width_of(slow, fast, step_time(times)),
             warmup_steps_used=warmup_steps_used,
             step_times_s=tuple(round(float(t), 6) for t in times),
-            tokens_per_step=float(tokens_per_step), step_time_median_s=median,
+            tokens_per_step=float(tokens_per_step),
+            step_time_median_s=float(np.median(times)),
             step_time_p10_s=float(np.percentile(times, 10)),
             step_time_p90_s=float(np.percentile(times, 90)),
             step_time_cv=float(np.std(times) / np.mean(times)) if times.size > 1 else 0.0,
@@ -211,6 +213,14 @@ class Performance:
         return dataclasses.replace(self, flops_per_token=flops_per_token, peak_flops=peak_flops,
                                    mfu=mfu, hfu=hardware_flops_utilization(mfu, recompute),
                                    mfu_error=error)
+
+    @property
+    def step_time_s(self) -> float | None:
+        """The run's step time, the one its tokens/s rests on (tokens per step / tokens/s):
+        a record written before 2026-12-05 reads as its median, as its tokens/s did."""
+        if not (self.tokens_per_step and self.tokens_per_s):
+            return None
+        return self.tokens_per_step / self.tokens_per_s
 
     def replace(self, **changes: Any) -> Performance:
         """A copy with ``changes`` (field names only: a misspelt key raises TypeError)."""

@@ -205,11 +205,11 @@ class RunConfig:
     #: ``max_warmup_steps`` (null = 2 x warmup_steps).
     warmup_steps: int = field(default=4, metadata=rule(ge=0))
     max_warmup_steps: int | None = field(default=None, metadata=rule(ge=0))
-    #: Two windows of this many steps whose median step times agree within
+    #: Two windows of this many steps whose step times (means) agree within
     #: ``steady_tolerance`` end the warm-up.
     steady_window: int = field(default=2, metadata=rule(ge=1))
     steady_tolerance: float = field(default=0.05, metadata=rule(gt=0, lt=1))
-    #: Measured steps, at least. Measuring goes on until the 95 % interval of the median
+    #: Measured steps, at least. Measuring goes on until the 95 % interval of the
     #: step time is within +-``target_interval`` (0.02 = +-2 %), at most
     #: ``max_measure_steps`` (null = 4 x measure_steps).
     measure_steps: int = field(default=8, metadata=rule(ge=2))
