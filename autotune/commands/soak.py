@@ -20,7 +20,7 @@ and by :func:`soak_section` for the exported job's README).
 Choices worth knowing:
 
 * ``soak.minutes`` is turned into a step count before launch, from the trial's
-  measured median step time and its launch overhead (printed): the kill point, the
+  measured step time (the mean) and its launch overhead (printed): the kill point, the
   checkpoint interval and the analysis need the count up front, and the trainer has no
   graceful stop by time (a clock cut would lose the final checkpoint and summary).
 * Overrides of the soak command are not merged into the trial's config, so the soak

@@ -107,7 +107,7 @@ def plan_soak(record: TrialRecord, why: str, cfg: TrialConfig, options: SoakSett
         steps = max(10, int(budget_s / record.step_time_s))
         steps_from = (f"soak.minutes={options.minutes:g}: {launches} launch(es) of "
                       f"~{launch_overhead_s(record, own):.0f} s + steps of "
-                      f"{record.step_time_s:.3g} s (trial {record.number}'s median)")
+                      f"{record.step_time_s:.3g} s (trial {record.number}'s mean)")
     elif options.steps is not None:
         steps, steps_from = options.steps, f"soak.steps={options.steps}"
     else:
