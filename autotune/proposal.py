@@ -26,12 +26,13 @@ from autotune.running.conditions import wait_for_quiet
 from autotune.running.devices import Placement
 from autotune.running.dispatch import Ready, Settled
 from autotune.running.launch import launch_trial
+from autotune.running.pruning import run_to_run_spread
 from autotune.running.repeat import measured_performance, rerun
 from autotune.search import filters, proposals
 from autotune.search.baseline_checks import BaselineChecks
 from autotune.search.racing import race
 from autotune.signals import Stopped
-from autotune.study import budget, futility, reaping, scoring, selection, twins
+from autotune.study import budget, futility, noise, reaping, scoring, selection, twins
 from autotune.study import records as R
 from autotune.study.artifacts import RunFiles
 from autotune.study.conditions import STAYS_LOADED_RUNS, stays_loaded
@@ -197,11 +198,16 @@ class Proposals:
             # The best as fast as it would run now: the baseline's runs measure the drift.
             best = (leader.tokens_per_s * selection.drift_factor(
                 selection.baseline(before.records), leader) if leader is not None else None)
+            # One run of this trial against the best's runs carries their run-to-run noise.
+            spread = run_to_run_spread(
+                noise.run_to_run_noise(before.records, self.context.prior_cv).cv,
+                len(noise.runs_of(leader))) if leader is not None else 0.0
             with full_is_diskfull(root):
-                result = self._launch(trial, ready.cfg, ready.label, placement, best=best)
+                result = self._launch(trial, ready.cfg, ready.label, placement, best=best,
+                                      spread=spread)
             check_room(root)  # a trial that ended on a full disk lost its last records
             if not retry and self._slow_under_load(result):
-                if not self._judged_as_loaded(ready, result, best):
+                if not self._judged_as_loaded(ready, result, best, spread):
                     return self._requeue_contended(ready, result)
             return Measured(result, self._race(trial, result, leader, before))
         except (Stopped, DiskFull) as stopped:
@@ -212,12 +218,15 @@ class Proposals:
             raise
 
     def _launch(self, trial: optuna.Trial, cfg: TrialConfig, label: str,
-                placement: Placement, *, best: float | None) -> monitor.TrialResult:
-        """Start the trial and follow it; ``best`` is the tokens/s the slow rule judges by
-        (no slow rule in a Pareto study: a slow trial may be the memory-light end)."""
+                placement: Placement, *, best: float | None,
+                spread: float) -> monitor.TrialResult:
+        """Start the trial and follow it; ``best`` is the tokens/s the slow rule judges by,
+        ``spread`` the run-to-run noise of that comparison (no slow rule in a Pareto study:
+        a slow trial may be the memory-light end)."""
         def slow(steps) -> str | None:
             return None if self.context.multi_objective else self.context.pruner.verdict(
-                trial, steps, best, cfg.run.warmup_steps, unit=self.progress.unit)
+                trial, steps, best, cfg.run.warmup_steps, unit=self.progress.unit,
+                noise=spread)
 
         def tick(phase: str) -> None:
             self._check_stopping()
@@ -254,7 +263,7 @@ class Proposals:
                                                   self.settings.contention_cores))
 
     def _judged_as_loaded(self, ready: Ready, result: monitor.TrialResult,
-                          best: float | None) -> bool:
+                          best: float | None, spread: float) -> bool:
         """A trial stopped as slow under load is told slow as it is, not re-run, when the
         load cannot have made it slow: the rule stops it even against ``best`` (what it was
         judged against) slowed by the most that load can take
@@ -269,7 +278,8 @@ class Proposals:
             return False
         left = result.conditions.speed_left()
         if best and left is not None and self.context.pruner.verdict_against(
-                result.steps, best * left, ready.cfg.run.warmup_steps) is not None:
+                result.steps, best * left, ready.cfg.run.warmup_steps,
+                noise=spread) is not None:
             self.progress.note(
                 f"trial {ready.trial.number}: stopped as slow under load, and slow even "
                 f"against the best slowed to {left:.2f} of its speed, the most that load "
