@@ -198,10 +198,13 @@ class Proposals:
             # The best as fast as it would run now: the baseline's runs measure the drift.
             best = (leader.tokens_per_s * selection.drift_factor(
                 selection.baseline(before.records), leader) if leader is not None else None)
-            # One run of this trial against the best's runs carries their run-to-run noise.
-            spread = run_to_run_spread(
+            # What the slow rule's interval must hold beyond the trial's steps: the
+            # run-to-run noise of its one run against the best's runs, and the spread of
+            # steps the study's runs show (pruning.slow_verdict).
+            spread = {"noise": run_to_run_spread(
                 noise.run_to_run_noise(before.records, self.context.prior_cv).cv,
-                len(noise.runs_of(leader))) if leader is not None else 0.0
+                len(noise.runs_of(leader))) if leader is not None else 0.0,
+                "step_cv": noise.step_spread(before.records)}
             with full_is_diskfull(root):
                 result = self._launch(trial, ready.cfg, ready.label, placement, best=best,
                                       spread=spread)
@@ -219,14 +222,13 @@ class Proposals:
 
     def _launch(self, trial: optuna.Trial, cfg: TrialConfig, label: str,
                 placement: Placement, *, best: float | None,
-                spread: float) -> monitor.TrialResult:
+                spread: dict[str, float]) -> monitor.TrialResult:
         """Start the trial and follow it; ``best`` is the tokens/s the slow rule judges by,
-        ``spread`` the run-to-run noise of that comparison (no slow rule in a Pareto study:
-        a slow trial may be the memory-light end)."""
+        ``spread`` the noise its interval holds (no slow rule in a Pareto study: a slow
+        trial may be the memory-light end)."""
         def slow(steps) -> str | None:
             return None if self.context.multi_objective else self.context.pruner.verdict(
-                trial, steps, best, cfg.run.warmup_steps, unit=self.progress.unit,
-                noise=spread)
+                trial, steps, best, cfg.run.warmup_steps, unit=self.progress.unit, **spread)
 
         def tick(phase: str) -> None:
             self._check_stopping()
@@ -263,7 +265,7 @@ class Proposals:
                                                   self.settings.contention_cores))
 
     def _judged_as_loaded(self, ready: Ready, result: monitor.TrialResult,
-                          best: float | None, spread: float) -> bool:
+                          best: float | None, spread: dict[str, float]) -> bool:
         """A trial stopped as slow under load is told slow as it is, not re-run, when the
         load cannot have made it slow: the rule stops it even against ``best`` (what it was
         judged against) slowed by the most that load can take
@@ -278,8 +280,7 @@ class Proposals:
             return False
         left = result.conditions.speed_left()
         if best and left is not None and self.context.pruner.verdict_against(
-                result.steps, best * left, ready.cfg.run.warmup_steps,
-                noise=spread) is not None:
+                result.steps, best * left, ready.cfg.run.warmup_steps, **spread) is not None:
             self.progress.note(
                 f"trial {ready.trial.number}: stopped as slow under load, and slow even "
                 f"against the best slowed to {left:.2f} of its speed, the most that load "

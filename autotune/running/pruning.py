@@ -70,12 +70,15 @@ def estimate(steps: list[StepRecord], warmup_floor: int = 0) -> tuple[float | No
 
 def slow_verdict(steps: list[StepRecord], best: float | None, rules: StopRules,
                  warmup_floor: int = 0, unit: str | None = None, *,
-                 noise: float = 0.0) -> str | None:
+                 noise: float = 0.0, step_cv: float = 0.0) -> str | None:
     """Why the trial should stop as slow, or None.
 
     It is slow only when the whole 95 % interval of its tokens/s so far is below the bar:
-    the bootstrap of its step time, widened by ``noise``, the log-spread that run-to-run
-    noise gives the ratio of its one run to the best's runs (:func:`run_to_run_spread`).
+    the bootstrap of its step time, at least as wide as ``n`` steps that spread by
+    ``step_cv`` give (the study's runs' spread, :func:`autotune.study.noise.step_spread`:
+    a few steps cannot show their own), widened by ``noise``, the log-spread that
+    run-to-run noise gives the ratio of its one run to the best's runs
+    (:func:`run_to_run_spread`).
     A few steps that scatter, as on a busy machine, give an interval too wide to claim it;
     and a best that is the luckiest of many noisy runs is not a bar a trial's one run must
     clear (on the recorded image_cnn landscape, at 13.5 % run-to-run noise, a quarter of
@@ -88,7 +91,8 @@ def slow_verdict(steps: list[StepRecord], best: float | None, rules: StopRules,
         return None
     ratio = rules.slow_ratio if is_measured else rules.slow_warmup_ratio
     high = perf.tokens_per_s_high
-    upper = (high if high is not None and math.isfinite(high) else tps) * math.exp(Z * noise)
+    upper = max(high if high is not None and math.isfinite(high) else tps,
+                tps * math.exp(Z * step_cv / math.sqrt(n))) * math.exp(Z * noise)
     if upper >= ratio * best:
         return None
     where = ("measured" if steps[-1].phase is Phase.MEASURE else
@@ -96,7 +100,9 @@ def slow_verdict(steps: list[StepRecord], best: float | None, rules: StopRules,
     return (f"{tps:,.0f} {rate(unit, short=True)} after {n} {where} steps < {ratio:g} x best "
             f"{best:,.0f}"
             + (f" (95 % CI up to {upper:,.0f}"
-               + (f", run-to-run noise {100 * noise:.1f} % in it" if noise else "") + ")"
+               + (f", run-to-run noise {100 * noise:.1f} % in it" if noise else "")
+               + (f", steps spread {100 * step_cv:.0f} % as the study's runs" if step_cv
+                  else "") + ")"
                if upper != tps else ""))
 
 
@@ -119,6 +125,8 @@ class Evidence:
     unit: str | None = None
     #: The run-to-run spread of the trial's ratio to the best (:func:`run_to_run_spread`).
     noise: float = 0.0
+    #: The within-run CV of step times the study's runs show (:func:`slow_verdict`).
+    step_cv: float = 0.0
 
 
 class StepPruner(optuna.pruners.BasePruner):
@@ -148,7 +156,8 @@ class StepPruner(optuna.pruners.BasePruner):
         return True
 
     def verdict_against(self, steps: list[StepRecord], best: float,
-                        warmup_floor: int, *, noise: float = 0.0) -> str | None:
+                        warmup_floor: int, *, noise: float = 0.0,
+                        step_cv: float = 0.0) -> str | None:
         """Why this rule would stop a trial with ``steps`` judged against ``best``, without
         asking Optuna (the sweep re-judges a trial stopped under load by it); None when it
         would not, or when the rule needs the study to tell."""
@@ -162,7 +171,7 @@ class StepPruner(optuna.pruners.BasePruner):
 
     def verdict(self, trial: optuna.Trial, steps: list[StepRecord], best: float | None,
                 warmup_floor: int, unit: str | None = None, *,
-                noise: float = 0.0) -> str | None:
+                noise: float = 0.0, step_cv: float = 0.0) -> str | None:
         """Report the trial's tokens/s so far to Optuna and ask the study's pruner; why the
         trial should stop, or None."""
         if len(trial.study.directions) > 1:
@@ -173,7 +182,7 @@ class StepPruner(optuna.pruners.BasePruner):
         if tps is None:
             return None
         trial.report(tps, steps[-1].step)
-        evidence = Evidence(steps, best, warmup_floor, unit, noise)
+        evidence = Evidence(steps, best, warmup_floor, unit, noise, step_cv)
         if not self.might_prune(evidence):
             return None
         self._evidence[trial.number] = evidence
@@ -196,15 +205,18 @@ class SlowPruner(StepPruner):
         if seen is None:
             return None  # only the steps say how far behind a trial is
         return slow_verdict(seen.steps, seen.best, self.rules, seen.warmup_floor, seen.unit,
-                            noise=seen.noise)
+                            noise=seen.noise, step_cv=seen.step_cv)
 
     def might_prune(self, evidence: Evidence) -> bool:
         return slow_verdict(evidence.steps, evidence.best, self.rules,
-                            evidence.warmup_floor, noise=evidence.noise) is not None
+                            evidence.warmup_floor, noise=evidence.noise,
+                            step_cv=evidence.step_cv) is not None
 
     def verdict_against(self, steps: list[StepRecord], best: float,
-                        warmup_floor: int, *, noise: float = 0.0) -> str | None:
-        return slow_verdict(steps, best, self.rules, warmup_floor, noise=noise)
+                        warmup_floor: int, *, noise: float = 0.0,
+                        step_cv: float = 0.0) -> str | None:
+        return slow_verdict(steps, best, self.rules, warmup_floor, noise=noise,
+                            step_cv=step_cv)
 
 
 class OptunaPruner(StepPruner):

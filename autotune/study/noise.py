@@ -23,6 +23,7 @@ from functools import lru_cache
 import numpy as np
 
 from autotune.study.records import TrialRecord, measured_under_load
+from trials.contract.outcomes import Outcome
 from trials.contract.performance import Performance, pooled_tokens_per_s, positive_times
 from trials.contract.performance import tokens_per_s as tokens_per_s_of
 from trials.contract.stats import CONFIDENCE, N_BOOT, SEED, bootstrap_step_times
@@ -153,6 +154,18 @@ def run_to_run_noise(records: list[TrialRecord], prior_cv: float) -> Noise:
                                               "left out")
     return Noise(prior_cv, "the hardware profile's cost.run_to_run_cv (too few repeats to "
                            "measure it)")
+
+
+def step_spread(records: list[TrialRecord]) -> float:
+    """The within-run CV of step times the study's completed runs show (their median; 0
+    with none). A running trial's first few steps cannot show the spread of its steps: on
+    the recorded image_cnn landscape, graph-mode periods alternate between ~23 ms and
+    60-110 ms in runs of several steps, and two steps at the slow level read as a run at
+    half its speed with a tight interval. The slow rule widens such an interval to what
+    steps spread as much as the study's runs do would give (autotune/running/pruning.py)."""
+    cvs = [r.perf.step_time_cv for r in records
+           if r.reason is Outcome.OK and r.perf.step_time_cv is not None]
+    return float(np.median(cvs)) if cvs else 0.0
 
 
 def under_load(level: Noise, base: TrialRecord) -> Noise:

@@ -78,6 +78,20 @@ def test_the_slow_line_is_cleared_by_what_run_to_run_noise_can_explain():
     assert far is not None and "run-to-run noise 19.1 % in it" in far
 
 
+def test_a_few_steps_are_judged_as_spread_as_the_studys_runs_show_steps_to_be():
+    # Two equal steps give a tight bootstrap, but when the study's runs show steps that
+    # spread by 50 % (image_cnn's graph-mode periods alternate between two levels), two
+    # steps may both sit at the slow level: the interval is at least exp(1.96 x 0.5 /
+    # sqrt(2)) = 2.0x wide, and 400 tok/s clears the 500 line; 125 does not.
+    assert slow_verdict(stream([1.0], [2.5, 2.5]), best=1000.0, rules=RULES,
+                        step_cv=0.5) is None
+    far = slow_verdict(stream([1.0], [8.0, 8.0]), best=1000.0, rules=RULES, step_cv=0.5)
+    assert far is not None and "steps spread 50 % as the study's runs" in far
+    # More steps narrow it: 16 steps at 333 tok/s are slow even so (x 1.28).
+    assert slow_verdict(stream([1.0], [3.0] * 16), best=1000.0, rules=RULES,
+                        step_cv=0.5) is not None
+
+
 def test_one_step_is_never_enough_even_far_behind():
     # A tiny model's 20 ms step hiccups to 200 ms on a busy machine: one step proves nothing.
     assert slow_verdict(stream([20.0], []), best=1000.0, rules=RULES) is None

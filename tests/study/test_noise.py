@@ -13,7 +13,7 @@ from autotune.study import noise
 from autotune.study.choice import choose_trial
 from autotune.study.records import TrialRecord, pooled_tokens_per_s
 from trials.contract.events import Phase
-from trials.contract.performance import tokens_per_s
+from trials.contract.performance import Performance, tokens_per_s
 from trials.contract.schema import RunConfig
 from trials.contract.stats import relative_half_width, steady, step_time, step_time_interval
 from trials.measurement import Measurement
@@ -311,3 +311,18 @@ def test_a_quiet_trial_is_paired_with_the_quiet_baseline_runs_beside_it():
     # went between them): against the quiet run before it, the trial is within noise,
     # where the pair in time alone would have claimed a gain of about +20 %.
     assert abs(trial.vs_baseline.ratio) < 0.05 and not trial.vs_baseline.real
+
+
+def test_the_step_spread_is_the_median_within_run_cv_of_the_studys_completed_runs():
+    from types import SimpleNamespace
+
+    from trials.contract.outcomes import Outcome
+
+    def rec(reason, cv):
+        return SimpleNamespace(reason=reason, perf=Performance(step_time_cv=cv))
+
+    # Rule: completed runs only (a stopped run's few steps are what is being judged).
+    records = [rec(Outcome.OK, 0.5), rec(Outcome.OK, 0.1), rec(Outcome.OK, 0.3),
+               rec(Outcome.SLOW, 2.0), rec(Outcome.OK, None)]
+    assert noise.step_spread(records) == pytest.approx(0.3)
+    assert noise.step_spread([]) == 0.0
