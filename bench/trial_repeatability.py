@@ -43,6 +43,12 @@ def steady_tokens_per_s(steps: list[dict], from_step: int) -> float:
     return median([s["tokens"] for s in kept]) / median([s["step_s"] for s in kept])
 
 
+def median_rule_tokens_per_s(steps: list[dict]) -> float:
+    """tokens/s of the measured steps by their median step time: the trial's rule until
+    2026-12-05 (now the mean; trials/contract/stats.py), read side by side on the same runs."""
+    return steady_tokens_per_s(steps, 0)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.trial_repeatability",
                                      description=__doc__.split("\n\n")[0])
@@ -69,6 +75,7 @@ def main() -> None:
                      "data_wait_share": perf.get("data_wait_share"),
                      "mfu": perf.get("mfu"), "wall_s": run.wall_s, "load": run.load,
                      "steady_tokens_per_s": steady_tokens_per_s(run.steps, STEADY_FROM_STEP),
+                     "median_rule_tokens_per_s": median_rule_tokens_per_s(run.steps),
                      "step_s": [s["step_s"] for s in run.steps]})
         log(f"repeat {i + 1}: {run.tokens_per_s:,.0f} tok/s  "
             f"(step {run.step_time_median_s * 1e3:.1f} ms, within-run step CV "
@@ -78,14 +85,16 @@ def main() -> None:
     tps = [r["tokens_per_s"] for r in runs]
     med, spread = median(tps), cv(tps)
     steady = [r["steady_tokens_per_s"] for r in runs]
-    rows = [[i + 1, r["tokens_per_s"], r["step_time_median_s"] * 1e3,
-             (r["step_time_cv"] or 0) * 100, r["steady_tokens_per_s"], r["compile_s"],
-             r["wall_s"]] for i, r in enumerate(runs)]
-    rows.append(["median", med, median([r["step_time_median_s"] for r in runs]) * 1e3, "",
-                 median(steady), "", ""])
-    rows.append(["CV %", spread * 100, "", "", cv(steady) * 100, "", ""])
+    by_median = [r["median_rule_tokens_per_s"] for r in runs]
+    rows = [[i + 1, r["tokens_per_s"], r["median_rule_tokens_per_s"],
+             r["step_time_median_s"] * 1e3, (r["step_time_cv"] or 0) * 100,
+             r["steady_tokens_per_s"], r["compile_s"], r["wall_s"]] for i, r in enumerate(runs)]
+    rows.append(["median", med, median(by_median),
+                 median([r["step_time_median_s"] for r in runs]) * 1e3, "", median(steady),
+                 "", ""])
+    rows.append(["CV %", spread * 100, cv(by_median) * 100, "", "", cv(steady) * 100, "", ""])
     print()
-    print_table(["repeat", "tokens/s", "step ms", "in-run step CV %",
+    print_table(["repeat", "tokens/s", "by median step", "median step ms", "in-run step CV %",
                  f"tok/s steps>={STEADY_FROM_STEP}", "compile s", "wall s"], rows)
     met = spread <= TARGET_CV
     print(f"\ntokens/s median {med:,.0f}, CV {spread * 100:.2f} % across {repeats} repeats "
@@ -102,6 +111,7 @@ def main() -> None:
         "max_over_min": max(tps) / min(tps), "target_cv": TARGET_CV, "target_met": met,
         "steady_from_step": STEADY_FROM_STEP, "steady_tokens_per_s": steady,
         "steady_tokens_per_s_median": median(steady), "steady_tokens_per_s_cv": cv(steady),
+        "median_rule_tokens_per_s_cv": cv(by_median),
         "load_note": note,
         "elapsed_s": time.perf_counter() - started})
     print(f"wrote {path}")
