@@ -115,20 +115,21 @@ def test_a_trials_child_that_left_its_group_and_marker_ends_with_the_command(har
 
 
 def test_infeasible_and_oom_dominated_are_not_launched(harness):
-    # global_batch 8: micro_batches 3 cannot divide it; micro_batches 2 (size 4) runs out of
-    # memory, so micro_batches 1 (size 8, everything else equal) is ruled out unlaunched.
-    space = harness.space("mb", {"train.micro_batches": [4, 2, 1, 3]})
-    harness.script([{"when": {"train.micro_batches": 2}, "do": "oom"}])
-    code, out, err = harness.run(space, "train.micro_batches=4", "sweep.neighbours=true",
+    # global_batch 8: micro_batches 3 cannot divide it; micro_batches 4 (size 2) runs out of
+    # memory, so micro_batches 2 (size 4, everything else equal, accumulating too) is ruled
+    # out unlaunched.
+    space = harness.space("mb", {"train.micro_batches": [8, 4, 2, 3]})
+    harness.script([{"when": {"train.micro_batches": 4}, "do": "oom"}])
+    code, out, err = harness.run(space, "train.micro_batches=8", "sweep.neighbours=true",
                                  "sweep.n_trials=10")
     assert code == 0, err
     trials = {t.params["train.micro_batches"]: t for t in harness.study().trials
               if t.user_attrs.get("reused_from") is None}
     assert trials[3].user_attrs["reason"] == "infeasible"
     assert "not divisible" in trials[3].user_attrs["detail"]
-    assert trials[1].user_attrs["reason"] == "infeasible"
-    assert "ran out of memory at micro-batch size 4" in trials[1].user_attrs["detail"]
-    for mb in (3, 1):
+    assert trials[2].user_attrs["reason"] == "infeasible"
+    assert "ran out of memory at micro-batch size 2" in trials[2].user_attrs["detail"]
+    for mb in (3, 2):
         assert trials[mb].user_attrs["launched"] is False
         assert "trial_dir" not in trials[mb].user_attrs
     # Rule: the budget counts launches; an exhausted space ends the sweep with a message.

@@ -30,8 +30,11 @@ def test_peak_memory_covers_what_the_trial_holds_and_what_it_held_between_sample
     held[::4096] = b"\1" * len(held[::4096])
     holding = trial_memory_kib()[0] / 1024**2
     second = peak.sample()
-    # Rule: the peak covers what the trial holds now, and never falls.
-    assert second >= holding and second >= first
+    # Rule: the peak covers what the trial holds now (the 64 MiB with it), and never
+    # falls. Within 1 MiB: PSS divides a shared page among the processes that map it, so
+    # another MindSpore process starting between the two reads moves it (40 KiB, once,
+    # in the suite's workers).
+    assert second >= holding - 1 / 1024 and second >= first
     del held
     assert peak.sample() >= second
     # Rule: what this process held and freed before a sample still counts (VmHWM - VmRSS
