@@ -35,9 +35,10 @@ def _confirm_dtype(cfg: TrialConfig) -> None:
     try:
         ops.matmul(x, x).asnumpy()
     except (RuntimeError, TypeError, ValueError) as exc:
-        # A refused launch leaves work in PyNative's queue: without this wait, the next
-        # MatMul launched in the process (another dtype's probe, in one test worker) was
-        # refused with this dtype's error, about one run in two.
+        # A refused launch leaves work in PyNative's queue: the next MatMul launched in the
+        # process (another dtype's probe) was refused with this dtype's error, in about one
+        # process of two; with this wait, in none of 80. A test worker that had run other
+        # tests still met it once, so the tests probe one dtype a process, as a trial does.
         ms.runtime.synchronize()
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         flag = "hardware.supports.bf16=false" if cfg.precision.dtype is DType.bfloat16 else \
