@@ -298,11 +298,11 @@ class Trainer:
         analysis = profiler.analyse()
         measured = [s.step_s for s in self.steps if s.phase is Phase.MEASURE]
         profiled = [s.step_s for s in self.steps if s.phase is Phase.PROFILE]
-        unprofiled = float(np.median(measured)) if measured else 0.0
-        # Loop periods on both sides (the profiler's own step_s is its windows', the fetch
-        # to the loss, without the loop between steps).
+        unprofiled = step_time(measured) if measured else 0.0
+        # The run's step time on both sides, of loop periods (the profiler's own step_s is
+        # its windows', the fetch to the loss, without the loop between steps).
         return {**analysis, "unprofiled_step_s": unprofiled,
-                "overhead": float(np.mean(profiled)) / unprofiled if unprofiled else 0.0}
+                "overhead": step_time(profiled) / unprofiled if unprofiled else 0.0}
 
     def _time_pipeline_alone(self) -> dict:
         """The input pipeline alone: samples/s of a copy of it with the same knobs, timed

@@ -123,8 +123,8 @@ class ProfileRecord:
     """Where the profiled steps' time went (trials/profiling.py, trials/contract/breakdown.py).
 
     ``seconds``/``shares`` split the mean profiled step into CATEGORIES; ``overhead`` is the
-    profiled steps' mean time over the measured steps' median of the same run (both the
-    loop's period, :class:`StepRecord`).
+    profiled steps' step time over the measured steps' of the same run (both the mean of
+    the loop's periods, :func:`trials.contract.stats.step_time`, :class:`StepRecord`).
     """
 
     kind: ClassVar[Event] = Event.PROFILE
