@@ -202,7 +202,7 @@ class Proposals:
             # run-to-run noise of its one run against the best's runs, and the spread of
             # steps the study's runs show (pruning.slow_verdict).
             spread = {"noise": run_to_run_spread(
-                noise.run_to_run_noise(before.records, self.context.prior_cv).cv,
+                noise.run_to_run_noise(before.records, self.context.prior_cv).interval_cv,
                 len(noise.runs_of(leader))) if leader is not None else 0.0,
                 "step_cv": noise.step_spread(before.records)}
             with full_is_diskfull(root):

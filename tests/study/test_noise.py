@@ -326,3 +326,27 @@ def test_the_step_spread_is_the_median_within_run_cv_of_the_studys_completed_run
                rec(Outcome.SLOW, 2.0), rec(Outcome.OK, None)]
     assert noise.step_spread(records) == pytest.approx(0.3)
     assert noise.step_spread([]) == 0.0
+
+
+def test_a_run_to_run_noise_estimated_from_a_few_runs_widens_by_its_own_uncertainty():
+    # Rule: two equal configurations, one run each, compared at a CV estimated from 5 runs
+    # (4 degrees of freedom) of a third: the interval holds no difference about 95 % of
+    # the time. Taken as known, the estimate comes out low often enough that equal
+    # configurations read as separable about one time in nine.
+    def one_run(factor: float) -> noise.Run:
+        return noise.Run(TOKENS, (0.3 / factor,) * 8)
+
+    rng = np.random.default_rng(7)
+    true_cv, trials = 0.10, 400
+    covered = {"widened": 0, "as known": 0}
+    for _ in range(trials):
+        estimate = float(np.std(rng.normal(0.0, true_cv, size=5), ddof=1))
+        a, b = (one_run(math.exp(x)) for x in rng.normal(0.0, true_cv, size=2))
+        for label, level in (("widened", noise.Noise(estimate, "test", dof=4)),
+                             ("as known", noise.Noise(estimate, "test"))):
+            covered[label] += not noise.compare([a], [b], level).real
+    assert covered["widened"] / trials >= 0.93
+    assert covered["as known"] / trials < 0.92
+    assert noise.Noise(0.1, "prior").interval_cv == 0.1
+    assert noise.Noise(0.1, "test", dof=4).interval_cv == pytest.approx(0.1 * 2.776 / 1.960,
+                                                                         rel=1e-3)
