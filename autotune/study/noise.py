@@ -152,20 +152,27 @@ def alike(candidate: list[Run], reference: list[Run]) -> tuple[list[Run], list[R
     return candidate, reference
 
 
-def run_to_run_noise(records: list[TrialRecord], prior_cv: float) -> Noise:
+def run_to_run_noise(records: list[TrialRecord], prior_cv: float, *,
+                     racing: dict[int, list[Run]] | None = None) -> Noise:
     """The pooled run-to-run CV of the study's repeated configurations, or the prior. Each
     set of runs measured together counts on its own (a configuration's sweep runs, its
     confirm runs): a speed that drifted between the sweep and ``confirm`` is not noise.
     Runs measured under load are left out (:meth:`TrialRecord.quiet_run_sets`): they are
-    widened on their own (:func:`under_load`)."""
+    widened on their own (:func:`under_load`). ``racing``: a race's runs so far, by trial
+    (each trial's sweep runs and the race's): they stand for those trials' sweep runs, so
+    that a race measures the noise as it goes. A race begun at the profile's prior (5 % on
+    a CPU) on a landscape whose runs spread 13.5 % otherwise judged every round at 5 %,
+    and dropped the optimum as separably slower after one round."""
     sum_sq, dof = 0.0, 0
-    for runs in _quiet_sets(records):
+    sets = _quiet_sets(records, racing or {})
+    for runs in sets:
         if len(runs) >= 2:
             logs = np.log([r.tokens_per_s for r in runs])
             sum_sq += float(np.sum((logs - logs.mean()) ** 2))
             dof += len(runs) - 1
     if dof >= MIN_REPEAT_DOF:
-        return Noise(math.sqrt(sum_sq / dof), f"measured from {dof + _configs(records)} runs "
+        configs = sum(1 for runs in sets if len(runs) >= 2)
+        return Noise(math.sqrt(sum_sq / dof), f"measured from {dof + configs} runs "
                                               "of repeated configurations, runs under load "
                                               "left out", dof)
     return Noise(prior_cv, "the hardware profile's cost.run_to_run_cv (too few repeats to "
@@ -208,12 +215,18 @@ def _t_over_normal(dof: int) -> float:
     return float(stats.t.ppf(q, dof) / stats.norm.ppf(q))
 
 
-def _quiet_sets(records: list[TrialRecord]) -> list[list[Run]]:
-    return [runs_from(perfs) for record in records for perfs in record.quiet_run_sets()]
-
-
-def _configs(records: list[TrialRecord]) -> int:
-    return sum(1 for runs in _quiet_sets(records) if len(runs) >= 2)
+def _quiet_sets(records: list[TrialRecord], racing: dict[int, list[Run]]) -> list[list[Run]]:
+    """Every set of quiet runs measured together: each trial's sweep runs (a race's, where
+    it is racing) and its confirm runs."""
+    out = []
+    for record in records:
+        sweep, confirm = (runs_from(perfs) for perfs in record.quiet_run_sets())
+        raced = racing.get(record.number)
+        out += [sweep if raced is None else [r for r in raced if not r.loaded], confirm]
+    known = {record.number for record in records}
+    out += [[r for r in runs if not r.loaded] for number, runs in racing.items()
+            if number not in known]
+    return out
 
 
 @lru_cache(maxsize=4096)

@@ -191,3 +191,24 @@ def test_no_final_race_without_rivals_within_noise_or_when_it_is_off(tmp_path):
     # Rule: finalists below 2 or no rounds: off.
     assert not final(study, tied, layout, measure, [], finalists=1)
     assert not final(study, tied, layout, measure, [], rounds=0)
+
+
+def test_the_race_judges_each_round_at_the_noise_its_own_runs_measure(tmp_path):
+    study, layout, _ = setting(tmp_path)
+    # Four configurations that run alike (0.1 s a step), each run once; the profile's prior
+    # says 5 % run-to-run noise, but this workload's runs spread ~10 %.
+    records = [finalist(tmp_path, n, 0.1, n) for n in (1, 2, 3, 4)]
+    first_round = {1: 1.0, 2: 1.18, 3: 0.85, 4: 1.1}
+    calls, notes = [], []
+
+    def measure(source, run_dir, name):
+        entrant = int(name.rsplit("/", 1)[-1])
+        calls.append(entrant)
+        return perf(0.1 * (first_round[entrant] if len(calls) <= 4 else 1.0), len(calls) + 10)
+
+    assert final(study, records, layout, measure, notes, finalists=4, rounds=2)
+    # Rule: after each round the noise is re-measured with the race's runs (4 degrees of
+    # freedom here: the study's own estimate replaces the prior). At the prior's 5 %,
+    # trial 2 (+18 %) would leave after round 1 as separably slower than trial 3 (-15 %).
+    assert notes[1] == "  round 1/2: all still within noise"
+    assert calls == [1, 2, 3, 4] * 2
