@@ -112,10 +112,12 @@ class RaceSettings:
     rounds: int = field(default=0, metadata=rule(ge=0, le=10))
     #: When the budget is spent, the best and those of the ``finalists`` fastest that are
     #: within noise of it run again, in interleaved rounds, until one is separably fastest
-    #: (the pick must not rest on one lucky run); 0 or 1 = no final race.
-    finalists: int = field(default=3, metadata=rule(ge=0, le=10))
-    #: At most this many rounds of the final race; 0 = no final race.
-    final_rounds: int = field(default=3, metadata=rule(ge=0, le=10))
+    #: (the pick must not rest on one lucky run); 0 or 1 = no final race. The noise decides
+    #: how many enter; this only bounds them.
+    finalists: int = field(default=8, metadata=rule(ge=0, le=10))
+    #: At most this many rounds of the final race, and never more runs in all than the
+    #: sweep's launches (``n_trials``); 0 = no final race.
+    final_rounds: int = field(default=6, metadata=rule(ge=0, le=10))
 
 
 @dataclass

@@ -139,7 +139,8 @@ class Sweep:
             return
         race = context.settings.race
         final_race(proposals.study, R.load_records(proposals.study), finalists=race.finalists,
-                   rounds=race.final_rounds, budget_gib=context.budget_gib,
+                   rounds=race.final_rounds, max_runs=context.settings.n_trials,
+                   budget_gib=context.budget_gib,
                    prior_cv=context.prior_cv, layout=context.layout,
                    measure=proposals.measure, note=proposals.progress.note,
                    tag=str(context.settings.n_trials))

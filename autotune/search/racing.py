@@ -100,13 +100,15 @@ def race(study: optuna.Study, number: int, performance: dict, leader: R.TrialRec
 
 
 def final_race(study: optuna.Study, records: list[R.TrialRecord], *, finalists: int,
-               rounds: int, budget_gib: float | None, prior_cv: float, layout: StudyLayout,
-               measure: Measure, note: Callable[[str], None], tag: str) -> bool:
+               rounds: int, max_runs: int, budget_gib: float | None, prior_cv: float,
+               layout: StudyLayout, measure: Measure, note: Callable[[str], None],
+               tag: str) -> bool:
     """Race the best trial and those of the ``finalists`` fastest that are within noise of
-    it, up to ``rounds`` interleaved rounds, until one is separably fastest. Each run is
-    stored as it ends, keyed by ``tag`` (the sweep's budget), round and trial: a final race
-    stopped part-way, or run again by a resumed sweep, runs only what is not stored.
-    Whether there was a race."""
+    it, up to ``rounds`` interleaved rounds and ``max_runs`` runs in all (the sweep's
+    launches: choosing never costs more runs than searching did), until one is separably
+    fastest. Each run is stored as it ends, keyed by ``tag`` (the sweep's budget), round
+    and trial: a final race stopped part-way, or run again by a resumed sweep, runs only
+    what is not stored. Whether there was a race."""
     if rounds < 1 or finalists < 2 or study.user_attrs.get(keys.FINAL_RACE) == tag:
         return False
     level = noise.run_to_run_noise(records, prior_cv)
@@ -121,6 +123,9 @@ def final_race(study: optuna.Study, records: list[R.TrialRecord], *, finalists: 
     if not rivals:
         return False
     entrants = [best, *rivals]
+    rounds = min(rounds, max_runs // len(entrants))
+    if rounds < 1:
+        return False
     sources = {r.number: r.run_dir for r in entrants}
     # A resumed sweep: the runs a stopped final race made are among each trial's runs
     # already (``runs``); they are not made, nor counted, again.

@@ -95,9 +95,10 @@ def finalist(tmp_path, number: int, median_s: float, seed: int):
                trial_dir=str(tmp_path / f"trial-{number}"))
 
 
-def final(study, records, layout, measure, notes, *, finalists=3, rounds=3, tag="12"):
-    return final_race(study, records, finalists=finalists, rounds=rounds, budget_gib=None,
-                      prior_cv=0.05, layout=layout, measure=measure, note=notes.append, tag=tag)
+def final(study, records, layout, measure, notes, *, finalists=3, rounds=3, tag="12",
+          max_runs=12):
+    return final_race(study, records, finalists=finalists, rounds=rounds, max_runs=max_runs,
+                      budget_gib=None, prior_cv=0.05, layout=layout, measure=measure, note=notes.append, tag=tag)
 
 
 def test_the_final_race_runs_the_best_and_its_rivals_within_noise_until_one_is_fastest(tmp_path):
@@ -212,3 +213,22 @@ def test_the_race_judges_each_round_at_the_noise_its_own_runs_measure(tmp_path):
     # trial 2 (+18 %) would leave after round 1 as separably slower than trial 3 (-15 %).
     assert notes[1] == "  round 1/2: all still within noise"
     assert calls == [1, 2, 3, 4] * 2
+
+
+def test_the_final_race_never_runs_more_than_the_sweep_launched(tmp_path):
+    study, layout, _ = setting(tmp_path)
+    tied = [finalist(tmp_path, n, 0.1, n) for n in (1, 2, 3, 4)]
+    calls, notes = [], []
+
+    def measure(source, run_dir, name):
+        calls.append(int(name.rsplit("/", 1)[-1]))
+        return perf(0.1, len(calls) + 10)
+
+    # Rule: 4 entrants within noise, up to 6 rounds, a sweep of 9 launches: 2 rounds (8
+    # runs), said in its first line; fewer launches than entrants: no race.
+    assert final(study, tied, layout, measure, notes, finalists=4, rounds=6, max_runs=9)
+    assert calls == [1, 2, 3, 4] * 2
+    assert "up to 2 interleaved round(s)" in notes[0]
+    assert not final(study, tied, layout, measure, notes, finalists=4, rounds=6, max_runs=3,
+                     tag="3")
+    assert len(calls) == 8
