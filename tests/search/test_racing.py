@@ -98,7 +98,8 @@ def finalist(tmp_path, number: int, median_s: float, seed: int):
 def final(study, records, layout, measure, notes, *, finalists=3, rounds=3, tag="12",
           max_runs=12):
     return final_race(study, records, finalists=finalists, rounds=rounds, max_runs=max_runs,
-                      budget_gib=None, prior_cv=0.05, layout=layout, measure=measure, note=notes.append, tag=tag)
+                      budget_gib=None, prior_cv=0.05, layout=layout, measure=measure,
+                      note=notes.append, tag=tag)
 
 
 def test_the_final_race_runs_the_best_and_its_rivals_within_noise_until_one_is_fastest(tmp_path):
