@@ -61,10 +61,10 @@ class Noise:
         """The CV every 95 % interval is built with: ``cv`` widened by the uncertainty of
         its own estimate (Student's t with ``dof`` degrees of freedom over the normal
         quantile: 1.42x at 4, 1.11x at 12, 1.04x at 30). An estimate from a few repeats
-        comes out low often (from 4 degrees of freedom, below 0.6 of the true CV one time
-        in ten); taken as known, it called a 2-run trial separably slower than a rival 6 %
-        faster on the recorded image_cnn landscape, at 13.5 % true noise, and sent an
-        on/off-load sweep's interval past what ``confirm`` measured (BENCHMARKS.md)."""
+        comes out low often (from 4 degrees of freedom, below half the true CV about one
+        time in eleven); taken as known, two equal configurations read as separable about
+        one time in seven instead of one in twenty (tests/study/test_noise.py). The
+        profile's prior has no degrees of freedom: it is taken as known."""
         if not self.dof:
             return self.cv
         return self.cv * _t_over_normal(self.dof)

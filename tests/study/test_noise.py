@@ -332,7 +332,7 @@ def test_a_run_to_run_noise_estimated_from_a_few_runs_widens_by_its_own_uncertai
     # Rule: two equal configurations, one run each, compared at a CV estimated from 5 runs
     # (4 degrees of freedom) of a third: the interval holds no difference about 95 % of
     # the time. Taken as known, the estimate comes out low often enough that equal
-    # configurations read as separable about one time in nine.
+    # configurations read as separable about one time in seven.
     def one_run(factor: float) -> noise.Run:
         return noise.Run(TOKENS, (0.3 / factor,) * 8)
 
