@@ -35,8 +35,6 @@ from trials.contract.trial_dir import TrialDir
 Measure = Callable[[TrialDir, TrialDir, str], dict | None]
 #: ``run(entrant, round_index)``: one more run of an entrant; its performance layer or None.
 RunEntrant = Callable[[int, int], dict | None]
-#: ``level(runs)``: the run-to-run noise, given the race's runs so far by entrant.
-NoiseNow = Callable[[dict[int, list[noise.Run]]], noise.Noise]
 
 
 def separably_slower(runs: dict[int, list[noise.Run]], level: noise.Noise) -> set[int]:
@@ -47,13 +45,14 @@ def separably_slower(runs: dict[int, list[noise.Run]], level: noise.Noise) -> se
 
 
 def interleaved_rounds(entrants: dict[int, list[noise.Run]], *, rounds: int,
-                       level: NoiseNow, run: RunEntrant,
+                       records: list[R.TrialRecord], prior_cv: float, run: RunEntrant,
                        note: Callable[[str], None]) -> dict[int, list[dict]]:
     """Up to ``rounds`` rounds, each running every entrant still in the race once (in
     turn, so that a drifting machine moves them alike); after each round an entrant that
-    another is separably faster than leaves, judged at the noise ``level`` gives with the
-    race's runs so far, and the race ends once one is left (each round's outcome is one
-    ``note``). ``entrants``: each one's runs so far. The new runs, by entrant."""
+    another is separably faster than leaves, judged at the study's run-to-run noise
+    (``records``, else ``prior_cv``) measured with the race's runs so far, and the race
+    ends once one is left (each round's outcome is one ``note``). ``entrants``: each one's
+    runs so far. The new runs, by entrant."""
     perfs: dict[int, list[dict]] = {e: [] for e in entrants}
     alive = list(entrants)
     for i in range(rounds):
@@ -63,7 +62,8 @@ def interleaved_rounds(entrants: dict[int, list[noise.Run]], *, rounds: int,
                 perfs[entrant].append(perf)
         raced = {e: entrants[e] + noise.runs_from(perfs[e]) for e in entrants}
         so_far = {e: raced[e] for e in alive}
-        left = separably_slower(so_far, level(raced))
+        left = separably_slower(so_far, noise.run_to_run_noise(records, prior_cv,
+                                                               racing=raced))
         alive = [e for e in alive if e not in left]
         outcome = (f"trial {alive[0]} is separably fastest" if len(alive) == 1 else
                    f"trial(s) {', '.join(map(str, sorted(left)))} left, separably slower"
@@ -91,8 +91,7 @@ def race(study: optuna.Study, number: int, performance: dict, leader: R.TrialRec
          f"up to {rounds} interleaved round(s), until one is separably faster")
     sources = {leader.number: leader.run_dir, number: layout.trial(number)}
     perfs = interleaved_rounds(
-        entrants, rounds=rounds,
-        level=lambda raced: noise.run_to_run_noise(records, prior_cv, racing=raced),
+        entrants, rounds=rounds, records=records, prior_cv=prior_cv,
         run=lambda e, i: measure(sources[e], layout.race(number, i, e),
                                  f"{study.study_name}/race/{e}"), note=note)
     R.add_repeats(study, perfs, RACE_SOURCE)
@@ -146,8 +145,6 @@ def final_race(study: optuna.Study, records: list[R.TrialRecord], *, finalists: 
         return perf
 
     interleaved_rounds({r.number: runs[r.number] for r in entrants}, rounds=rounds,
-                       level=lambda raced: noise.run_to_run_noise(records, prior_cv,
-                                                                  racing=raced),
-                       run=run, note=note)
+                       records=records, prior_cv=prior_cv, run=run, note=note)
     study.set_user_attr(keys.FINAL_RACE, tag)
     return True
