@@ -12,7 +12,11 @@ committed (``bench/data/``, and their spaces in ``conf/search/``):
   split, whose optimum is not MindSpore's default (PyNative, fp32, one device);
 - ``landscape_data``: the data-bound ``image_cnn`` (Python augmentation per sample), its
   data knobs (workers, multiprocessing, prefetch) beside mode, precision and
-  micro-batches: a landscape of another kind, where the input pipeline decides.
+  micro-batches: a landscape of another kind, where the input pipeline decides;
+- ``landscape_small``: the default ``gpt_small`` (twice the layers and tokens of
+  landscape_cpu's GPT) with the memory-optimize level among mode, precision, micro-batches
+  and recompute, 32 points: kept apart, recorded after the search's defaults were chosen
+  on the other two, to score them on.
 
 The replay applies a memory budget that turns part of a landscape into OOM (each step's
 peak memory is kept, so the replay stops a trial at the step the memory guard would).
@@ -29,6 +33,9 @@ memory budget (16 GiB).
     .venv/bin/python -m bench.landscape_record --space landscape_data \
         --fixed workload=image_cnn guard.memory_budget_gib=16 \
         --out bench/data/landscape_data.json.gz --repeats 64
+    .venv/bin/python -m bench.landscape_record --space landscape_small \
+        --fixed data=synthetic guard.memory_budget_gib=16 \
+        --out bench/data/landscape_small.json.gz --repeats 6 --rerecord-above 0.5
     .venv/bin/python -m bench.landscape_record --limit 4      # a smoke run
 
 Writes ``--out`` (partial progress in ``runs/bench/landscape_<space>_partial.jsonl``; an

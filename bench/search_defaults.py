@@ -1,4 +1,4 @@
-"""The default searcher's settings, chosen on one landscape and scored on the other.
+"""The default searcher's settings, chosen on one landscape and scored on the others.
 
     .venv/bin/python -m bench.search_defaults --jobs 2          # 50 seeds, every candidate
     .venv/bin/python -m bench.search_defaults --seeds 20 --jobs 2 \
@@ -9,12 +9,14 @@ A default chosen on the landscape that scores it is in-sample. Here each candida
 (``bench.search_efficiency.CANDIDATES``: today's default, and one change of it each:
 startup trials, one-knob neighbours first, the cost model's seeding and its trust gate,
 the slow rule's ratio, racing) replays ``--seeds`` sweeps of ``--n-trials`` launches on every
-committed landscape (``bench/data/landscape_*.json.gz``: the GPT's execution knobs, and the
-data-bound CNN's input pipeline beside mode and precision), beside TPE without pruning.
+committed landscape (``bench/data/landscape_*.json.gz``: the GPT's execution knobs, the
+data-bound CNN's input pipeline beside mode and precision, and the default ``gpt_small``
+with the memory-optimize level, recorded after the defaults were chosen on the first
+two), beside TPE without pruning.
 
 A candidate's score on a landscape: the share of seeds whose pick at the end of the budget
 is within 3 % of the optimum, then (ties) the median trial-seconds to get there as a share
-of the whole grid's. The candidate chosen on each landscape is then read on the other: a
+of the whole grid's. The candidate chosen on each landscape is then read on the others: a
 setting that wins only where it was chosen is not a default. Prints one table (every
 candidate on every landscape, and which landscape chose it) and writes
 ``runs/bench/search_defaults.json``.
