@@ -1,11 +1,9 @@
 """How many trial-seconds does each searcher need to find the optimum? Replayed searches.
 
 A landscape is recorded once (``bench.landscape_record``): every point of a space really
-run, step by step. Three are committed: ``bench/data/landscape_cpu.json.gz`` (the GPT's
-execution knobs, 96 points; the default), ``bench/data/landscape_data.json.gz`` (the
-data-bound ``image_cnn``'s pipeline knobs beside mode and precision, 64 points) and
-``bench/data/landscape_small.json.gz`` (the default ``gpt_small`` with the memory-optimize
-level, 32 points; recorded after the defaults were chosen on the other two); each file
+run, step by step. Two are committed: ``bench/data/landscape_cpu.json.gz`` (the GPT's
+execution knobs, 96 points; the default) and ``bench/data/landscape_data.json.gz`` (the
+data-bound ``image_cnn``'s pipeline knobs beside mode and precision, 64 points); each file
 names its space, the overrides it was recorded with and its replay memory budget. Here
 the real sweep loop (``autotune.sweep.Sweep``: the sampler, the baseline, the OOM and slow
 rules, racing, scoring, selection) runs against one, with one change: a trial's process
@@ -28,15 +26,15 @@ Searchers (each for ``--seeds`` seeds, the same budget of launches):
   plain samplers: the cost model seeds none of them; until 2026-12-04 it seeded them too,
   so earlier reference rows on the GPT landscape had its seeds);
 - default: the default sweep (TPE, the slow rule, the cost model refitted after each
-  measured trial and its 3 best predictions queued as soon as it predicts:
-  ``sweep.predict.enqueue_best=3``, ``sweep.predict.trust_time_error=1``; no racing of
+  measured trial and its 3 best predictions queued once it is trusted:
+  ``sweep.predict.enqueue_best=3``, ``sweep.predict.trust_time_error=0.15``; no racing of
   each trial; the final race of the best and the finalists within noise of it once the
   budget is spent, its runs charged and its pick scored);
 - default-no-model: the default sweep without the model's seeding
   (``sweep.predict.enqueue_best=0``);
 - default+race: the default sweep with ``sweep.race.rounds=1``;
-- default+gated: the default sweep seeded only once the model's step-time error is at
-  most 0.15 (``sweep.predict.trust_time_error=0.15``, the default until 2026-12-05).
+- default+model-always: the default sweep seeded with the model's 3 best predictions even
+  when it is not trusted (``sweep.predict.trust_time_error=1``).
 
 Reported: trial-seconds until the sweep's current pick is within 3 % of the grid optimum
 (median, p90), against the full grid's trial-seconds; the chance that the pick at the
@@ -86,7 +84,7 @@ SEARCHERS: dict[str, list[str]] = {
     "default": [],
     "default-no-model": ["sweep.predict.enqueue_best=0"],
     "default+race": ["sweep.race.rounds=1"],
-    "default+gated": ["sweep.predict.trust_time_error=0.15"],
+    "default+model-always": ["sweep.predict.trust_time_error=1"],
 }
 #: The searchers a plain run compares (the rest are candidate defaults: bench.search_defaults).
 COMPARED = tuple(SEARCHERS)
@@ -99,7 +97,7 @@ CANDIDATES: dict[str, list[str]] = {
     "neighbours": ["sweep.neighbours=true"],
     "neighbours+startup-3": ["sweep.neighbours=true", "sweep.n_startup_trials=3"],
     "no-model": ["sweep.predict.enqueue_best=0"],
-    "gated": ["sweep.predict.trust_time_error=0.15"],
+    "model-always": ["sweep.predict.trust_time_error=1"],
     "slow-0.3": ["sweep.stop.slow_ratio=0.3"],
     "slow-0.7": ["sweep.stop.slow_ratio=0.7"],
     "race-1": ["sweep.race.rounds=1"],
