@@ -96,8 +96,11 @@ def queue_best_predicted(study: optuna.Study, space: SearchSpace, model, budget_
                          ranking=None, follow: bool = False,
                          measured_terms=None) -> list[dict]:
     """Queue the k points with the best predicted tokens/s that fit the budget, once per
-    study, as soon as the model is trusted: its step-time error (``time_uncertainty``: the
-    imported fit's held-out error, or the study's own fit's residual) is at most
+    study, one at a time and only when nothing else waits (a retry of a lost trial goes
+    first, and no seed is left queued when the budget ends), each the best by the model as
+    refitted when its turn comes, as soon as the model is trusted: its step-time error
+    (``time_uncertainty``: the imported fit's held-out error, or the study's own fit's
+    residual) is at most
     ``max_time_error``, or ``ranking()`` (the leave-one-out Spearman's rho on the study's
     own trials, None when too few) is at least ``min_rank``. One point per combination of
     the modelled knobs; the knobs the model cannot tell apart (data workers, memory
@@ -114,11 +117,15 @@ def queue_best_predicted(study: optuna.Study, space: SearchSpace, model, budget_
     from autotune.search.feasibility import structural_problem
     from autotune.study.view import StudyView
 
+    first_k, trials = k, study.get_trials(deepcopy=False)
+    if any(t.state is TrialState.WAITING for t in trials):
+        return []
     seeded = study.user_attrs.get(SEEDED)
     if seeded:
-        if not follow or not _follow_due(study):
+        picked = sum(1 for t in trials if t.user_attrs.get(ROLE) in (PREDICTED_ROLE, PROBE_ROLE))
+        if picked >= seeded["points"] and (not follow or not _follow_due(study)):
             return []
-        k = 1
+    k = 1
     trusted = model.constants.time_uncertainty <= max_time_error
     if not trusted and ranking is not None:
         rho = ranking()
@@ -165,8 +172,9 @@ def queue_best_predicted(study: optuna.Study, space: SearchSpace, model, budget_
             picks = [(probe, PROBE_ROLE), *picks][:k]
     for point, role in picks:
         study.enqueue_trial(point, user_attrs={ROLE: role})
-    if not seeded:
-        study.set_user_attr(SEEDED, {"points": len(picks), "constants": model.constants.source})
+    if not seeded and picks:
+        study.set_user_attr(SEEDED, {"points": min(first_k, len(scored) + len(untimed)),
+                                     "constants": model.constants.source})
     return [point for point, _ in picks]
 
 

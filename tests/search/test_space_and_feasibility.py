@@ -264,10 +264,22 @@ def test_the_model_seeds_timed_points_and_probes_an_untimed_term_it_ranks_first(
     pynative = {"runtime.mode": "pynative", "train.micro_batches": 1}
     graph_only = {"overhead:graph", "compute:float32", "layer:graph", "scores"}
 
+    def queue_all(study, measured: set[str] | None) -> list[dict]:
+        """The seeds as a sweep queues them: one at a time, each taken (asked and told)
+        before the next is queued."""
+        out: list[dict] = []
+        evidence = {} if measured is None else {"measured_terms": lambda: measured}
+        while got := queue_best_predicted(study, space, model, 8.0, 3, max_time_error=1.0,
+                                          **evidence):
+            assert len(got) == 1  # Rule: one at a time, and none while a point waits
+            assert not queue_best_predicted(study, space, model, 8.0, 3, max_time_error=1.0,
+                                            **evidence)
+            out += got
+            study.tell(study.ask(space.distributions()), 1.0)
+        return out
+
     def seeds(measured: set[str]) -> list[dict]:
-        study = optuna.create_study(direction="maximize")
-        return queue_best_predicted(study, space, model, 8.0, 3, max_time_error=1.0,
-                                    measured_terms=lambda: measured)
+        return queue_all(optuna.create_study(direction="maximize"), measured)
 
     # Rule: with only graph-mode trials timed, one PyNative point goes first, as the probe
     # that times PyNative's terms (the model ranks it above every graph point); the rest
@@ -276,8 +288,7 @@ def test_the_model_seeds_timed_points_and_probes_an_untimed_term_it_ranks_first(
     assert first["runtime.mode"] == "pynative"
     assert rest and all(p["runtime.mode"] == "graph" for p in rest)
     study = optuna.create_study(direction="maximize")
-    queue_best_predicted(study, space, model, 8.0, 3, max_time_error=1.0,
-                         measured_terms=lambda: graph_only)
+    queue_all(study, graph_only)
     assert [t.user_attrs["role"] for t in study.get_trials()] == ["probe", "predicted",
                                                                    "predicted"]
     # Rule: once per term: a probe stopped before its first timed step (PyNative slow in
@@ -296,17 +307,17 @@ def test_the_model_seeds_timed_points_and_probes_an_untimed_term_it_ranks_first(
     first, *_ = queue_best_predicted(oomed, space, model, 8.0, 3, max_time_error=1.0,
                                      measured_terms=lambda: graph_only)
     assert first["runtime.mode"] == "pynative" and first != pynative
-    # Rule: no probe of a term the model ranks below a timed point: with PyNative timed,
-    # graph (untimed, ranked below PyNative by these priors) is not queued at all.
+    # Rule: no probe of a term the model ranks below a timed point while such a point is
+    # unseen: with PyNative timed, graph (untimed, ranked below PyNative by these priors)
+    # comes only after both PyNative points, as the probe of what is left.
     pynative_only = {"overhead:pynative", "compute:float32", "layer:pynative", "scores"}
-    assert seeds(pynative_only) and all(p["runtime.mode"] == "pynative"
-                                        for p in seeds(pynative_only))
+    assert [p["runtime.mode"] for p in seeds(pynative_only)] == ["pynative", "pynative",
+                                                                  "graph"]
     # Rule: once a PyNative trial was timed, its points may be seeded.
     with_pynative = graph_only | {"overhead:pynative", "layer:pynative"}
     assert any(p["runtime.mode"] == "pynative" for p in seeds(with_pynative))
     # Without the evidence gate (a simulated sweep's model is its own truth), every point.
-    study = optuna.create_study(direction="maximize")
-    assert pynative in queue_best_predicted(study, space, model, 8.0, 3, max_time_error=1.0)
+    assert pynative in queue_all(optuna.create_study(direction="maximize"), None)
     # Rule: on a fresh machine (no measured peak yet) no time is predicted: no terms, no
     # seeds, and no crash.
     monkeypatch.setattr("autotune.plan.costmodel.cached_cpu_peak_flops", lambda *_: None)

@@ -17,10 +17,15 @@ from tests.conftest import project_env
 from tests.sweep.test_sweep_outcomes import pid_alive
 
 
-def test_kill_9_mid_trial_then_resume(harness):
+# The cost model's seeds are queued like the neighbours, one at a time when nothing waits:
+# with the model seeding from its first fit (gate open), 3 seeds queued at once had kept
+# the retry of the orphaned trial queued and unrun once they spent the budget.
+@pytest.mark.parametrize("seeds", ["sweep.predict.trust_time_error=0.15",
+                                   "sweep.predict.trust_time_error=1"])
+def test_kill_9_mid_trial_then_resume(harness, seeds):
     space = harness.space("resume", {"train.micro_batches": [1, 2, 4], "runtime.threads": [2, 1]})
     argv = [sys.executable, "-m", "autotune", "sweep",
-            *harness.overrides(space, "sweep.neighbours=true", "sweep.n_trials=3")]
+            *harness.overrides(space, "sweep.neighbours=true", "sweep.n_trials=3", seeds)]
     slow = {"rules": [], "steps": 6, "step_sleep": 0.4}
     env = project_env(AUTOTUNE_FAKE=json.dumps(slow))
     orchestrator = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL,
