@@ -117,7 +117,7 @@ def queue_best_predicted(study: optuna.Study, space: SearchSpace, model, budget_
     from autotune.search.feasibility import structural_problem
     from autotune.study.view import StudyView
 
-    first_k, trials = k, study.get_trials(deepcopy=False)
+    trials = study.get_trials(deepcopy=False)
     if any(t.state is TrialState.WAITING for t in trials):
         return []
     seeded = study.user_attrs.get(SEEDED)
@@ -125,7 +125,6 @@ def queue_best_predicted(study: optuna.Study, space: SearchSpace, model, budget_
         picked = sum(1 for t in trials if t.user_attrs.get(ROLE) in (PREDICTED_ROLE, PROBE_ROLE))
         if picked >= seeded["points"] and (not follow or not _follow_due(study)):
             return []
-    k = 1
     trusted = model.constants.time_uncertainty <= max_time_error
     if not trusted and ranking is not None:
         rho = ranking()
@@ -157,7 +156,8 @@ def queue_best_predicted(study: optuna.Study, space: SearchSpace, model, budget_
             continue
         new_terms = set() if evidence is None else model.time_terms(cfg) - evidence
         (untimed if new_terms else scored).append((prediction.tokens_per_s, point, new_terms))
-    picks = [(point, PREDICTED_ROLE) for _, point, _ in sorted(scored, key=lambda s: -s[0])[:k]]
+    # One point a call: the next is chosen by the model as refitted after this one ran.
+    picks = [(point, PREDICTED_ROLE) for _, point, _ in sorted(scored, key=lambda s: -s[0])[:1]]
     if untimed:
         probed = _probed_terms(study, space, model)
         untimed = [u for u in untimed if u[2] - probed]
@@ -169,11 +169,11 @@ def queue_best_predicted(study: optuna.Study, space: SearchSpace, model, budget_
         # of memory did not, and the next best point of its term is probed instead.
         fastest, probe, _ = max(untimed, key=lambda s: s[0])
         if not scored or fastest > max(s[0] for s in scored):
-            picks = [(probe, PROBE_ROLE), *picks][:k]
+            picks = [(probe, PROBE_ROLE)]
     for point, role in picks:
         study.enqueue_trial(point, user_attrs={ROLE: role})
     if not seeded and picks:
-        study.set_user_attr(SEEDED, {"points": min(first_k, len(scored) + len(untimed)),
+        study.set_user_attr(SEEDED, {"points": min(k, len(scored) + len(untimed)),
                                      "constants": model.constants.source})
     return [point for point, _ in picks]
 
