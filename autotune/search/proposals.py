@@ -33,6 +33,13 @@ def seed_baseline(study: optuna.Study, space: SearchSpace) -> None:
         study.enqueue_trial(space.baseline, user_attrs={ROLE: BASELINE_ROLE})
 
 
+def waiting(trials: list) -> bool:
+    """Whether a queued point waits. The sources of new points (the neighbours, the
+    model's seeds) queue one only when none does, so a retry of a lost trial goes first
+    and no seed or neighbour is left queued when the budget ends."""
+    return any(t.state is TrialState.WAITING for t in trials)
+
+
 def queue_next_neighbour(study: optuna.Study, space: SearchSpace) -> None:
     """Queue the next one-knob change of the baseline (``sweep.neighbours=true``).
 
@@ -41,7 +48,7 @@ def queue_next_neighbour(study: optuna.Study, space: SearchSpace) -> None:
     its data knobs changed first (:func:`knobs_first`).
     """
     trials = study.get_trials(deepcopy=False)
-    if any(t.state is TrialState.WAITING for t in trials):
+    if waiting(trials):
         return
     seen = [t.params for t in trials] + [t.system_attrs.get(FIXED_PARAMS) for t in trials]
     for point in space.neighbours(first=knobs_first(study)):
@@ -118,7 +125,7 @@ def queue_best_predicted(study: optuna.Study, space: SearchSpace, model, budget_
     from autotune.study.view import StudyView
 
     trials = study.get_trials(deepcopy=False)
-    if any(t.state is TrialState.WAITING for t in trials):
+    if waiting(trials):
         return []
     seeded = study.user_attrs.get(SEEDED)
     if seeded:
@@ -197,6 +204,6 @@ def _follow_due(study: optuna.Study) -> bool:
     nothing waits and the newest trial was the sampler's (the sampler keeps exploring
     what the model cannot see)."""
     trials = study.get_trials(deepcopy=False)
-    if not trials or any(t.state is TrialState.WAITING for t in trials):
+    if not trials or waiting(trials):
         return False
     return trials[-1].user_attrs.get(ROLE) not in (PREDICTED_ROLE, PROBE_ROLE)
