@@ -384,8 +384,9 @@ def protocol(pubs: list[dict], offset: int, folds: Folds, parts: dict,
                                      for p, m in zip(test, peaks) if p.get("peak_gib")]),
                       "ranking": published_ranking(test, steps),
                       "points": [{"source": p["source"], "name": p["name"],
-                                  "step_s": p["step_s"], "predicted_s": s_}
-                                 for p, s_ in zip(test, steps)]}
+                                  "step_s": p["step_s"], "predicted_s": s_,
+                                  "predicted_gib": m, "device_gib": b}
+                                 for p, s_, m, b in zip(test, steps, peaks, budgets)]}
     return out
 
 
