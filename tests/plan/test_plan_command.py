@@ -168,7 +168,12 @@ def test_simulated_sweep_of_an_accelerator_space(harness, tmp_path):
 
     overrides = [f"sweep.runs_dir={harness.runs}", "sweep.study=sim", "sweep.progress=false",
                  "search=accelerator", "hardware=ascend_910b", "workload=llama2_7b",
-                 "sweep.simulate=true", "sweep.n_trials=6"]
+                 "sweep.simulate=true", "sweep.n_trials=6",
+                 # The sampler's proposals, so that some are ruled out before launch. (The
+                 # model's own picks, its fastest points inside the memory interval, run
+                 # out of memory here: the simulator's peak is the model's central one and
+                 # simulated trials never refit it. BENCHMARKS.md "Search efficiency".)
+                 "sweep.predict.enqueue_best=0"]
     assert main(["sweep", *overrides]) == 0
     out = harness.capsys.readouterr().out
     study = harness.study("sim")

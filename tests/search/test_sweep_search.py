@@ -8,6 +8,8 @@ import math
 
 import pytest
 
+from autotune.study.schema.keys import PROPOSED_AS
+
 
 def test_a_trial_within_noise_of_the_best_is_raced_and_a_clear_loser_is_not(harness):
     harness.script()
@@ -79,16 +81,18 @@ def test_grid_and_random_samplers_run_the_space_and_end_when_it_is_exhausted(har
 
 
 def test_every_progress_line_says_why_its_trial_was_proposed(harness):
-    space = harness.space("why", {"train.micro_batches": [1, 2], "runtime.threads": [2, 1]})
+    space = harness.space("why", {"train.micro_batches": [1, 2], "runtime.threads": [2, 1],
+                                  "data.prefetch": [16, 32], "data.num_workers": [1, 2]})
     harness.script(steps=6, step_sleep=0.005)
-    code, out, err = harness.run(space, "sweep.n_trials=4", "sweep.neighbours=true")
+    code, out, err = harness.run(space, "sweep.n_trials=10", "sweep.neighbours=true")
     assert code == 0, err + out
     lines = [line for line in out.splitlines() if line.startswith("trial ")]
     # Rule: each trial's lines name why it was proposed: the baseline, a one-knob
-    # neighbour of it, or the sampler (by name).
+    # neighbour of it, the cost model's pick, or the sampler (by name).
     assert any("(the baseline)" in line for line in lines), lines
     assert sum("(a neighbour of the baseline)" in line for line in lines) >= 2, lines
+    assert any("(the cost model's pick" in line for line in lines), lines
     assert any("(the sampler, tpe)" in line for line in lines), lines
-    whys = ("(the baseline)", "(a neighbour of the baseline)", "(the sampler, tpe)")
+    whys = (*(f"({why}" for why in PROPOSED_AS.values()), "(the sampler, tpe)")
     labelled = [line for line in lines if "micro=" in line]
     assert labelled and all(any(w in line for w in whys) for line in labelled), labelled
