@@ -194,23 +194,38 @@ def compute_ceiling(points: list[Measurement]) -> float:
 
 def _fit_efficiency_only(usable: list[Measurement], prior: Constants,
                          ceiling: float) -> dict:
-    """Too few trials for every constant: scale each dtype's compute efficiency alone so
-    that the other terms at their priors add up to the measured times (at most the
-    device's ceiling)."""
+    """Too few trials for every constant: one constant per trial absorbs what the others,
+    at their priors, leave unexplained. For a PyNative trial that is its per-layer host
+    latency while that prior is 0, a placeholder (every op is dispatched from Python, a
+    cost no profile measures); else the dtype's compute efficiency (at most the device's
+    ceiling), whose prior a GEMM benchmark or a datasheet sets. Charging a PyNative
+    baseline's host cost to the GEMMs instead made graph mode look as slow as PyNative
+    until a third trial was measured, and the model's first picks were PyNative points
+    (BENCHMARKS.md "Search efficiency")."""
     efficiency = dict(prior.compute_efficiency)
     sums: dict[str, list[float]] = {}
     for m in usable:
         columns, fixed = _time_columns(m)
-        key = f"compute:{m.job.dtype.value}"
+        layer = f"layer:{m.job.mode.value}"
+        placeholder = (m.job.mode is Mode.pynative and columns.get(layer, 0.0) > 0
+                       and _time_prior(layer, prior)[0] == 0)
+        key = layer if placeholder else f"compute:{m.job.dtype.value}"
         rest = m.step_s - m.data_wait_s - fixed - sum(
             _time_prior(k, prior)[0] * v for k, v in columns.items() if k != key)
         if rest > 0:
-            sums.setdefault(m.job.dtype.value, [0.0, 0.0])
-            sums[m.job.dtype.value][0] += columns[key]
-            sums[m.job.dtype.value][1] += rest
-    for dtype, (flop_s, rest) in sums.items():
-        efficiency[dtype] = float(min(ceiling, flop_s / rest))
-    return {"compute_efficiency": efficiency, "efficiency_dtypes": sorted(sums)}
+            sums.setdefault(key, [0.0, 0.0])
+            sums[key][0] += columns[key]
+            sums[key][1] += rest
+    out: dict = {}
+    for key, (units, rest) in sums.items():
+        kind, _, which = key.partition(":")
+        if kind == "compute":  # units: FLOP-seconds at peak
+            efficiency[which] = float(min(ceiling, units / rest))
+        else:  # units: layer-micro-batches
+            out["pynative_layer_latency_s"] = rest / units
+    return {**out, "compute_efficiency": efficiency,
+            "efficiency_dtypes": sorted(k.partition(":")[2] for k in sums
+                                        if k.startswith("compute:"))}
 
 
 def _memory_row(m: Measurement, prior: Constants) -> tuple[float, float, float]:
