@@ -1,9 +1,11 @@
 """How many trial-seconds does each searcher need to find the optimum? Replayed searches.
 
 A landscape is recorded once (``bench.landscape_record``): every point of a space really
-run, step by step. Two are committed: ``bench/data/landscape_cpu.json.gz`` (the GPT's
-execution knobs, 96 points; the default) and ``bench/data/landscape_data.json.gz`` (the
-data-bound ``image_cnn``'s pipeline knobs beside mode and precision, 64 points); each file
+run, step by step. Three are committed: ``bench/data/landscape_cpu.json.gz`` (the GPT's
+execution knobs, 96 points; the default), ``bench/data/landscape_data.json.gz`` (the
+data-bound ``image_cnn``'s pipeline knobs beside mode and precision, 64 points) and
+``bench/data/landscape_small.json.gz`` (the default ``gpt_small`` with the memory-optimize
+level, 32 points; recorded after the defaults were chosen on the other two); each file
 names its space, the overrides it was recorded with and its replay memory budget. Here
 the real sweep loop (``autotune.sweep.Sweep``: the sampler, the baseline, the OOM and slow
 rules, racing, scoring, selection) runs against one, with one change: a trial's process

@@ -22,7 +22,7 @@ from autotune.plan.costmodel import CostModel
 from autotune.plan.layout import Cluster, Job
 from autotune.plan.model_dims import ModelDims
 from autotune.plan.plausible import MAX_ACTIVATION_FACTOR, implausible
-from autotune.plan.predict import Constants
+from autotune.plan.predict import Constants, predict
 from autotune.report import prediction
 from autotune.settings import SweepConfig, validate_settings
 from autotune.study.records import PREDICTION, load_records
@@ -246,7 +246,6 @@ def test_one_pynative_trial_times_pynatives_host_cost_not_the_gemms(cache):
     # dispatch, stays predicted faster than the PyNative trial measured.
     assert fitted.compute_efficiency == model.start.compute_efficiency
     assert fitted.pynative_layer_latency_s > 0
-    from autotune.plan.predict import predict
 
     def step_s(point: Measurement) -> float:
         return predict(point.dims, point.job, point.cluster, fitted,
