@@ -111,8 +111,12 @@ def test_text_source_with_worker_processes(run_trial, default_run):
 
 
 def test_synthetic_source_without_the_compile_cache(run_trial):
-    # run.inject_leak_mib: work the loop does between two steps (it fills 16 MiB after each).
-    run = run_trial("data=synthetic", "run.compile_cache=false", "run.inject_leak_mib=16")
+    # run.inject_leak_mib: work the loop does between two steps (it fills 16 MiB after each:
+    # 25-35 ms here, about as long as the step itself). Twelve measured steps, so that the
+    # work left out would miss by about 40 % while the two end records' emit delays (up to
+    # 13 ms under the load of a test beside it) stay within 3 % of the sum.
+    run = run_trial("data=synthetic", "run.compile_cache=false", "run.inject_leak_mib=16",
+                    "run.measure_steps=12")
     assert run.returncode == 0, run.stderr[-2000:]
     assert run.end["outcome"] == "ok"
     # Rule: the compile cache turned off is reported off (its reuse: test_trial_measurement).
@@ -123,7 +127,7 @@ def test_synthetic_source_without_the_compile_cache(run_trial):
     first = next(i for i, e in enumerate(steps) if e["phase"] == "measure")
     timed = sum(e["step_s"] for e in steps[first:])
     wall = steps[-1]["time"] - steps[first - 1]["time"]
-    assert timed == pytest.approx(wall, rel=0.05, abs=0.005)
+    assert timed == pytest.approx(wall, rel=0.1)
 
 
 @pytest.mark.parametrize("overrides, needle", [
