@@ -9,7 +9,8 @@ It imports only names every revision since 26a4878 has (``autotune.plan`` predic
 calibration.fit, Job, Cluster, ModelDims; the ``sweep`` config's hardware profiles), and
 nothing from ``bench`` (the old worktree's ``bench`` is not this one).
 
-Request: ``{"points": [{"dims": {...}, "job": {...}, "hardware": "gpu_a100", "nodes": 1,
+Request: ``{"points": [{"dims": {...}, "job": {...}, "hardware": "gpu_a100",
+"hardware_overrides": ["hardware.inter_node.bandwidth_gbs=6.25"] (optional), "nodes": 1,
 "step_s": 1.2, "peak_gib": 60.0 | null}], "tasks": [{"prior": "gpu_a100", "fit_on": [0, 1] |
 null, "predict": [2], "fit_peaks": false}]}``: a task fits on the points' step times, or,
 with ``fit_peaks``, on their peaks alone. A job is the settings of a run (``Job``'s
@@ -46,12 +47,15 @@ NEUTRAL = {"shard_level": 0, "virtual_stages": 1, "context_parallel": 1,
 _profiles: dict = {}
 
 
-def profile(name: str):
-    """A hardware profile of this checkout's conf/hardware (its own priors)."""
-    if name not in _profiles:
-        _profiles[name] = to_trial_config(
-            compose("sweep", [f"hardware={name}"], schema=SweepConfig)).hardware
-    return _profiles[name]
+def profile(name: str, overrides: tuple[str, ...] = ()):
+    """A hardware profile of this checkout's conf/hardware (its own priors), with the
+    Hydra ``overrides`` of a run whose cluster differs from it (``plan`` takes the same:
+    ``hardware.inter_node.bandwidth_gbs=6.25``)."""
+    key = (name, tuple(overrides))
+    if key not in _profiles:
+        _profiles[key] = to_trial_config(
+            compose("sweep", [f"hardware={name}", *overrides], schema=SweepConfig)).hardware
+    return _profiles[key]
 
 
 def job_of(settings: dict) -> tuple[Job, list[str]]:
@@ -107,7 +111,7 @@ def run(request: dict) -> dict:
     unrepresented = []
     for p in request["points"]:
         job, lost = job_of(p["job"])
-        hw = profile(p["hardware"])
+        hw = profile(p["hardware"], tuple(p.get("hardware_overrides") or ()))
         built.append((dims_of(p["dims"]), job, Cluster(hw, int(p["nodes"])),
                       peak_flops(hw, job.dtype), p.get("step_s"), p.get("peak_gib")))
         unrepresented.append(lost)

@@ -192,10 +192,13 @@ A100 = "gpu_a100"
 
 
 def point_of(dims: ModelDims, settings: dict, hardware: str, nodes: int,
-             step_s: float | None, peak_gib: float | None = None) -> dict:
-    """One point as bench/cost_model_adapter.py reads it."""
+             step_s: float | None, peak_gib: float | None = None,
+             hardware_overrides: list[str] | None = None) -> dict:
+    """One point as bench/cost_model_adapter.py reads it (``hardware_overrides``: where the
+    run's cluster differs from its profile)."""
     return {"dims": {**asdict(dims), "arch": dims.arch.value}, "job": settings,
-            "hardware": hardware, "nodes": nodes, "step_s": step_s, "peak_gib": peak_gib}
+            "hardware": hardware, "hardware_overrides": hardware_overrides or [],
+            "nodes": nodes, "step_s": step_s, "peak_gib": peak_gib}
 
 
 def published_points() -> list[dict]:
@@ -248,7 +251,8 @@ def build(rows: list[LandscapeRow], pubs: list[dict],
     vt = folds.add([point_of(r.dims, adapter.settings_of(r.job), A100, 1, r.step_s)
                     for r in rows])
     pub = folds.add([point_of(p["dims"], p["settings"], p["hardware"], p["nodes"],
-                              p["step_s"], p.get("peak_gib")) for p in pubs])
+                              p["step_s"], p.get("peak_gib"), p.get("hardware_overrides"))
+                     for p in pubs])
     source = {i: p["source"] for i, p in zip(pub, pubs)}
     sections: dict = {"vtrain": {
         "uncalibrated": [folds.task(A100, None, vt)],
@@ -279,7 +283,8 @@ def build(rows: list[LandscapeRow], pubs: list[dict],
     sections["extrapolation"] = {"fit_small_test_big": [folds.task(A100, small, big)],
                                  "in_sample_big": [folds.task(A100, big, big)]}
     chk = folds.add([point_of(p["dims"], p["settings"], p["hardware"], p["nodes"],
-                              p["step_s"], p["peak_gib"]) for p in checks])
+                              p["step_s"], p["peak_gib"], p.get("hardware_overrides"))
+                     for p in checks])
     sections["memory_checks"] = [
         folds.task(p["hardware"], [i for i in pub if source[i] != p["source"]], [i])
         for i, p in zip(chk, checks)]

@@ -153,6 +153,29 @@ def test_bloom_step_from_its_published_tflops():
     assert 100 < bloom["step_s"] < 110
 
 
+def test_a_runs_own_network_reaches_its_cluster():
+    """BLOOM's cluster had four 100 Gb/s links a node of 8 GPUs (Le Scao et al. 2022): its
+    rows state the profile value that differs, as ``plan`` takes it, and the adapter
+    predicts on that cluster, so what crosses nodes takes longer than on the profile's."""
+    from bench.cost_model_adapter import run
+    from bench.cost_model_heldout import point_of
+    from bench.published_runs import points
+
+    pts = points()
+    bloom = next(p for p in pts if p["source"] == "BLOOM")
+    assert bloom["hardware_overrides"] == ["hardware.inter_node.bandwidth_gbs=6.25"]
+    # Every other source ran on the links its profile states (or does not say otherwise).
+    assert {p["source"] for p in pts if p["hardware_overrides"]} == {"BLOOM", "BSP"}
+    stated = point_of(bloom["dims"], bloom["settings"], "gpu_a100", bloom["nodes"],
+                      bloom["step_s"], hardware_overrides=bloom["hardware_overrides"])
+    profile = {**stated, "hardware_overrides": []}
+    answer = run({"points": [stated, profile],
+                  "tasks": [{"prior": "gpu_a100", "fit_on": None, "predict": [0, 1]}]})
+    slow, fast = answer["tasks"][0]["step_s"]
+    # dp 8 across 8 nodes and 11 pipeline boundaries each cross the 4x slower link.
+    assert slow > 1.03 * fast
+
+
 def test_memory_only_points_are_scored_on_their_peak_and_never_fitted():
     """torchtitan's Float8 + compile rows (Table 2) and the Qwen3-32B runs check the memory
     terms only: no step fold fits on or scores them, and each is predicted by the fit that
