@@ -89,7 +89,8 @@ def points(path: Path = CSV_PATH) -> list[dict]:
                 raise ValueError(f"{CSV_PATH.name}: {r['name']}: an OOM row is memory_only")
             out.append({"source": r["source"], "name": r["name"], "dims": d,
                         "settings": settings_of(r), "hardware": r["hardware"],
-                        "hardware_overrides": r["hardware_overrides"].split(),
+                        # Optional: a CSV written before the column has none.
+                        "hardware_overrides": (r.get("hardware_overrides") or "").split(),
                         "nodes": math.ceil(int(r["gpus"]) / DEVICES_PER_NODE),
                         "step_s": None if oom else step_s(r, d),
                         "published": f"{r['throughput']} {r['throughput_unit']}",
