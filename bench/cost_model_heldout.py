@@ -3,6 +3,7 @@ and the published points held out by source.
 
     .venv/bin/python -m bench.cost_model_heldout                 # ~10 s, no trial runs
     .venv/bin/python -m bench.cost_model_heldout --old 92c4b88   # and the old model (~17 s)
+    .venv/bin/python -m bench.cost_model_heldout --runs my_runs.csv  # your runs, held out
 
 Data (bench/data/README.md says what each column means and which settings are assumed):
 
@@ -201,15 +202,15 @@ def point_of(dims: ModelDims, settings: dict, hardware: str, nodes: int,
             "nodes": nodes, "step_s": step_s, "peak_gib": peak_gib}
 
 
-def published_points() -> list[dict]:
-    """bench/cost_model_accel.py's points and bench/data/published_runs.csv's, one shape:
-    source, name, dims, settings (a run's Job fields and the ones a Job may lack), hardware
-    (a profile name), nodes, step_s, published."""
+def published_points(runs_csv: Path = published_runs.CSV_PATH) -> list[dict]:
+    """bench/cost_model_accel.py's points and ``runs_csv``'s (bench/data/published_runs.csv
+    by default), one shape: source, name, dims, settings (a run's Job fields and the ones a
+    Job may lack), hardware (a profile name), nodes, step_s, published."""
     pts = [{"source": p["source"], "name": p["name"], "dims": p["dims"],
             "settings": adapter.settings_of(p["job"]), "hardware": p["hw"].name,
             "nodes": p["nodes"], "step_s": p["step_s"], "published": p["published"]}
            for p in accel.points()]
-    return pts + published_runs.points()
+    return pts + published_runs.points(runs_csv)
 
 
 class Folds:
@@ -502,8 +503,19 @@ def main() -> None:
     parser.add_argument("--old", metavar="REV",
                         help="also run this revision's cost model on the same points and "
                              "folds, side by side (92c4b88: the model before issue 21)")
+    parser.add_argument("--runs", metavar="CSV", type=Path, default=published_runs.CSV_PATH,
+                        help="the runs to hold out by source, in published_runs.csv's "
+                             "columns (bench/data/README.md): runs kept apart from this "
+                             "project are scored as the committed ones are (default: "
+                             "bench/data/published_runs.csv)")
     args = parser.parse_args()
-    rows, every = vtrain_rows(), published_points()
+    try:
+        every = published_points(args.runs)
+    except (OSError, KeyError, ValueError) as exc:  # one line naming the fix, exit 2
+        parser.exit(2, f"cost_model_heldout: --runs {args.runs}: cannot read it as "
+                       f"published_runs.csv's columns ({type(exc).__name__}: {exc}); see "
+                       "bench/data/README.md\n")
+    rows = vtrain_rows()
     pubs = [p for p in every if not p.get("memory_only")]
     checks = [p for p in every if p.get("memory_only")]
     folds, sections = build(rows, pubs, checks)

@@ -176,6 +176,28 @@ def test_a_runs_own_network_reaches_its_cluster():
     assert slow > 1.03 * fast
 
 
+def test_runs_kept_apart_load_from_their_own_csv(tmp_path):
+    """``--runs``: a CSV of other runs in the same columns is held out as the committed one
+    is; one written before the ``hardware_overrides`` column loads on the profile's links."""
+    import csv
+
+    from bench.cost_model_heldout import published_points
+    from bench.published_runs import CSV_PATH
+
+    rows = [r for r in csv.DictReader(CSV_PATH.open(encoding="utf-8", newline=""))
+            if r["source"] == "BLOOM"]
+    columns = [c for c in rows[0] if c != "hardware_overrides"]
+    mine = tmp_path / "kept.csv"
+    with mine.open("w", encoding="utf-8", newline="") as f:
+        writer = csv.DictWriter(f, columns, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerow({**rows[0], "source": "KEPT"})
+    pts = published_points(mine)
+    kept = [p for p in pts if p["source"] == "KEPT"]
+    assert len(kept) == 1 and kept[0]["hardware_overrides"] == []
+    assert not any(p["source"] == "BLOOM" for p in pts)  # the committed CSV is not read
+
+
 def test_memory_only_points_are_scored_on_their_peak_and_never_fitted():
     """torchtitan's Float8 + compile rows (Table 2) and the Qwen3-32B runs check the memory
     terms only: no step fold fits on or scores them, and each is predicted by the fit that
