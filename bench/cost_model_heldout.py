@@ -511,6 +511,8 @@ def main() -> None:
     args = parser.parse_args()
     try:
         every = published_points(args.runs)
+        for p in every:  # each row's profile and overrides compose (ConfigError otherwise)
+            adapter.profile(p["hardware"], tuple(p.get("hardware_overrides") or ()))
     except (OSError, KeyError, ValueError) as exc:  # one line naming the fix, exit 2
         parser.exit(2, f"cost_model_heldout: --runs {args.runs}: cannot read it as "
                        f"published_runs.csv's columns ({type(exc).__name__}: {exc}); see "
@@ -536,7 +538,9 @@ def main() -> None:
         if old["copied_profiles"]:
             print(f"profiles the old revision lacks, copied from this checkout: "
                   f"{', '.join(old['copied_profiles'])}")
-        directory = REPO / "bench" / "results"
+        # The committed record is of the committed runs; a run on others stays in runs/.
+        if args.runs == published_runs.CSV_PATH:
+            directory = REPO / "bench" / "results"
     name = "cost_model_heldout" + (f"_vs_{answers['old']['commit'][:7]}" if args.old else "")
     print(f"wrote {write_result(name, result, directory=directory)}")
 

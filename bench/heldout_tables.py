@@ -124,6 +124,9 @@ def print_peaks(a: dict, title: str) -> None:
     when there are several); a memory-only point's step error, held out too, beside it;
     and the published OOMs with the guard's verdict."""
     m = a["peak_memory"]
+    if m is None:  # runs of one's own (--runs) may publish no peak
+        print(f"{title}: no published peak among these runs")
+        return
     print(f"{title}: MAPE {pct(m['mape'])} % over {m['n']} points (target <= 10 %), "
           f"signed {pct(m['signed_mean'], True)} %")
     if len(a["by_source"]) > 1:

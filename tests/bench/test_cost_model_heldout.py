@@ -198,6 +198,36 @@ def test_runs_kept_apart_load_from_their_own_csv(tmp_path):
     assert not any(p["source"] == "BLOOM" for p in pts)  # the committed CSV is not read
 
 
+def test_runs_that_do_not_load_end_with_one_line(tmp_path, monkeypatch, capsys):
+    """``--runs`` with a row whose override does not compose: one line naming the file and
+    what is wrong, exit 2, before any fit."""
+    import csv
+    import sys
+
+    from bench import cost_model_heldout
+    from bench.published_runs import CSV_PATH
+
+    rows = list(csv.DictReader(CSV_PATH.open(encoding="utf-8", newline="")))
+    bad = tmp_path / "bad.csv"
+    with bad.open("w", encoding="utf-8", newline="") as f:
+        writer = csv.DictWriter(f, list(rows[0]))
+        writer.writeheader()
+        writer.writerow({**rows[0], "hardware_overrides": "hardware.inter_node.bandwith=1"})
+    monkeypatch.setattr(sys, "argv", ["cost_model_heldout", "--runs", str(bad)])
+    with pytest.raises(SystemExit) as exit_info:
+        cost_model_heldout.main()
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(bad) in err[0] and "hardware.inter_node.bandwith" in err[0]
+
+
+def test_runs_without_a_published_peak_print_that_they_have_none(capsys):
+    from bench.heldout_tables import print_peaks
+
+    print_peaks({"peak_memory": None, "by_source": {}, "peak_points": []}, "every peak")
+    assert capsys.readouterr().out.strip() == "every peak: no published peak among these runs"
+
+
 def test_memory_only_points_are_scored_on_their_peak_and_never_fitted():
     """torchtitan's Float8 + compile rows (Table 2) and the Qwen3-32B runs check the memory
     terms only: no step fold fits on or scores them, and each is predicted by the fit that
