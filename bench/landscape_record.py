@@ -67,9 +67,15 @@ FIXED = ["workload.n_layers=2", "workload.seq_len=64", "data=synthetic",
 OUT = REPO / "bench" / "data" / "landscape_cpu.json.gz"
 
 
+def search_config(name: str) -> dict:
+    """conf/search/NAME.yaml (the one source of a recorded space: its knobs and baseline);
+    the landscape file carries a copy, so that it replays where that file is absent."""
+    return yaml.safe_load((REPO / "conf" / "search" / f"{name}.yaml").read_text())
+
+
 def space_of(name: str) -> dict[str, list]:
-    """knob -> values of conf/search/NAME.yaml (the one source of a recorded space)."""
-    return yaml.safe_load((REPO / "conf" / "search" / f"{name}.yaml").read_text())["knobs"]
+    """knob -> values of conf/search/NAME.yaml."""
+    return search_config(name)["knobs"]
 
 
 def points(space: dict[str, list]) -> list[dict]:
@@ -176,7 +182,8 @@ def main(argv: list[str] | None = None) -> int:
             log(f"{entry['params']}: {entry['tokens_per_s'] or 0:,.0f} -> "
                 f"{fresh['tokens_per_s'] or 0:,.0f}/s")
         partial.write_text("".join(json.dumps(e) + "\n" for e in done))
-    payload = {"search": args.space, "space": space, "fixed": fixed,
+    payload = {"search": args.space, "search_config": search_config(args.space),
+               "space": space, "fixed": fixed,
                "budget_gib": replay_budget(done), "budget_note": BUDGET_RULE,
                "machine": machine_info(), "runs": done}
     out.parent.mkdir(parents=True, exist_ok=True)

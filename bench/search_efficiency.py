@@ -53,6 +53,7 @@ driving a replay trial program (``bench/replay_trial.py``) make the same decisio
 from __future__ import annotations
 
 import argparse
+import functools
 import gzip
 import io
 import json
@@ -132,11 +133,11 @@ class Landscape:
             data = json.load(fh)
         self.space = {k: [in_modes({k: v})[k] for v in values]
                       for k, values in data["space"].items()}
-        #: The sweep's overrides that compose the recorded trials: the space, then the fixed
-        #: overrides it was recorded with (the memory budget is the replay's own).
+        self.path = path
         self.search = data.get("search", "landscape_cpu")
-        self.base = [f"search={self.search}", *(o for o in data.get("fixed", [])
-                                                 if not o.startswith("guard.memory_budget_gib"))]
+        self.search_config = data.get("search_config")
+        self.fixed = [o for o in data.get("fixed", [])
+                      if not o.startswith("guard.memory_budget_gib")]
         #: The replay's memory budget per rank: one that rules part of the landscape out.
         self.budget_gib = float(data["budget_gib"])
         #: Every recorded run of each point (its grid run, then any repeats).
@@ -149,6 +150,13 @@ class Landscape:
         #: of the run-to-run noise; the replay adds that noise again on top of it, so a
         #: point's truth is the median of the runs recorded, not its first draw.
         self.grid = {k: median_run(rs) for k, rs in self.runs.items()}
+
+    @functools.cached_property
+    def base(self) -> list[str]:
+        """The sweep's overrides that compose the recorded trials: the space, then the
+        fixed overrides it was recorded with (the memory budget is the replay's own)."""
+        return [f"search={self.search}",
+                *search_path(self.search, self.search_config, self.path), *self.fixed]
 
     def run_to_run_cv(self) -> float:
         """Pooled CV of tokens/s over the points recorded more than once."""
@@ -181,6 +189,31 @@ class Landscape:
         """Trial-seconds of the full grid as the replay charges them (no pruning)."""
         return sum(charged_wall(r, r["steps"], math.inf if self.peak(r) <= budget_gib
                                 else budget_gib)[0] for r in self.grid.values())
+
+
+def search_path(name: str, config: dict | None, path: Path) -> list[str]:
+    """The overrides that find the landscape's search space ``name``: none where
+    conf/search/ has it; else a config directory written from the copy the file carries
+    (bench.landscape_record writes one since 2026-12-05), on Hydra's search path, so that
+    a landscape recorded elsewhere replays here. ValueError when neither has it."""
+    from trials.contract.schema import CONF_DIR
+
+    if (CONF_DIR / "search" / f"{name}.yaml").exists():
+        return []
+    if not config:
+        raise ValueError(f"{path} names the search space {name!r}, which conf/search/ lacks "
+                         f"and the file does not carry: add conf/search/{name}.yaml (its "
+                         "knobs and baseline) or record it again with bench.landscape_record")
+    import hashlib
+
+    import yaml
+
+    text = yaml.safe_dump(config, sort_keys=True)
+    root = Path(tempfile.gettempdir()) / (
+        "autotune-landscape-search-" + hashlib.sha256(text.encode()).hexdigest()[:12])
+    (root / "search").mkdir(parents=True, exist_ok=True)
+    (root / "search" / f"{name}.yaml").write_text(text)
+    return [f"hydra.searchpath=[file://{root}]"]
 
 
 def in_periods(run: dict) -> dict:
@@ -506,6 +539,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="replayed sweeps run at once (simulated time: load does not "
                              "change the results)")
     args = parser.parse_args(argv)
+    try:  # the landscape loads and its space is found, or one line naming the fix
+        Landscape(args.landscape).base
+    except (OSError, ValueError, KeyError) as exc:
+        parser.exit(2, f"search_efficiency: --landscape {args.landscape}: {exc}\n")
     replayed = replay_all(args.landscape, args.searchers, seeds=args.seeds,
                           n_trials=args.n_trials, jobs=args.jobs, budget_gib=args.budget_gib)
     results, optimum, grid_s = replayed.results, replayed.optimum, replayed.grid_s

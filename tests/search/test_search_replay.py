@@ -78,3 +78,28 @@ def test_a_point_replays_its_median_run_with_each_step_timed_by_the_loops_period
     import math
 
     assert landscape.run_to_run_cv() == pytest.approx(math.log(100 / 80) / math.sqrt(2))
+
+
+def test_a_landscape_recorded_elsewhere_replays_from_the_space_it_carries(tmp_path):
+    """A landscape whose search space conf/search/ lacks composes from the copy the file
+    carries (bench.landscape_record writes one); without a copy it is refused with the
+    fix named."""
+    import gzip
+    import json
+
+    space = {"name": "kept_apart_space", "baseline": {"precision": "fp32"},
+             "knobs": {"precision": ["fp32", "fp16"]}}
+
+    def landscape(carried: bool) -> Landscape:
+        path = tmp_path / f"landscape-{carried}.json.gz"
+        with gzip.open(path, "wt") as fh:
+            json.dump({"search": "kept_apart_space", "space": space["knobs"],
+                       **({"search_config": space} if carried else {}),
+                       "fixed": ["data=synthetic"], "budget_gib": 1.0, "runs": []}, fh)
+        return Landscape(path)
+
+    composed = compose("sweep", landscape(True).base, schema=SweepConfig)
+    assert OmegaConf.to_container(composed.search.knobs) == space["knobs"]
+    assert composed.search.name == "kept_apart_space"
+    with pytest.raises(ValueError, match="add conf/search/kept_apart_space.yaml"):
+        landscape(False).base
