@@ -90,6 +90,7 @@ class Trainer:
         self.memory = PeakMemory()
         self.budget_gib = memory_budget_gib(cfg)
         self.steps: list[StepRecord] = []
+        self._spikes_in_a_row = 0
         self._leaked: list[np.ndarray] = []
         self.communication: dict = {}
         self.pipeline: dict = {}
@@ -198,8 +199,22 @@ class Trainer:
                     not math.isfinite(s.loss) for s in recent):
                 raise Diverged(f"loss non-finite for {g.nonfinite_patience} consecutive steps")
         elif loss >= limit:
-            raise Diverged(f"loss spike {loss:.4g} >= {g.spike_factor:g} x running median "
-                           f"({limit / g.spike_factor:.4g}); update skipped")
+            self._spikes_in_a_row += 1
+            spike = (f"loss spike {loss:.4g} >= {g.spike_factor:g} x running median "
+                     f"({limit / g.spike_factor:.4g}); update skipped")
+            # A trial ends at its first spike: its few steps cannot tell a spike from a
+            # divergence and must not be spent finding out. A production run has skipped
+            # the update and goes on until nonfinite_patience spikes in a row: on a loss
+            # near its floor (a regression's squared error) one batch reads 8x the median
+            # as noise, and a job that stops there never finishes, however often resumed.
+            if self.cfg.run.mode is not RunMode.production:
+                raise Diverged(spike)
+            if self._spikes_in_a_row >= g.nonfinite_patience:
+                raise Diverged(f"{spike}, {self._spikes_in_a_row} in a row")
+            log.warning("step %d: %s (%d in a row; %d end the run)", self.steps[-1].step + 1,
+                        spike, self._spikes_in_a_row, g.nonfinite_patience)
+        else:
+            self._spikes_in_a_row = 0
         peak = self.memory.peak_gib
         if peak > self.budget_gib:
             raise OverBudget(f"peak memory {peak:.2f} GiB (proportional set size of the trial's "

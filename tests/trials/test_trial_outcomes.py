@@ -125,3 +125,20 @@ def test_inputs_turning_nan_under_a_masking_loss_end_diverged(run_trial):
     assert run.end["reason"].startswith("7 of 10 measured steps trained nothing (7 updates "
                                         "skipped, 7 for non-finite gradients")
     assert not run.of("summary")
+
+
+def test_a_production_run_skips_a_loss_spike_and_goes_on(run_trial, tmp_path):
+    # The user workload's regression converges to a loss near 0.03, where one batch reads
+    # 8x the running median (step 372 here): noise, not a divergence. An exported job that
+    # stopped there stopped there again on every resume.
+    prod = ("workload.entry=tests.user_workload:make_workload", "workload.name=regression",
+            "run.mode=production", "run.steps=400")
+    run = run_trial(*prod, tiny=False, cwd=tmp_path / "patient")
+    assert run.returncode == 0 and run.end["outcome"] == "ok", run.stderr[-2000:]
+    log = run.stdout + run.stderr
+    assert "loss spike" in log and "update skipped (1 in a row; 3 end the run)" in log
+    # Rule: spikes in a row end it, nonfinite_patience of them: 1 ends it at the first.
+    strict = run_trial(*prod, "guard.nonfinite_patience=1", tiny=False, cwd=tmp_path / "strict")
+    assert strict.returncode == Outcome.DIVERGED.exit_code, strict.stderr[-2000:]
+    reason = strict.end["reason"]
+    assert reason.startswith("loss spike") and reason.endswith("update skipped, 1 in a row")

@@ -246,10 +246,12 @@ class RunConfig:
 class GuardConfig:
     """Divergence and memory guards: the trial stops itself with an outcome."""
 
-    #: Consecutive non-finite losses before the run counts as diverged.
+    #: Consecutive non-finite losses before the run counts as diverged; in a production
+    #: run (run.mode=production) also consecutive loss spikes.
     nonfinite_patience: int = field(default=3, metadata=rule(ge=1))
     #: A loss at or above this factor x the median of the previous 20 finite losses is a
-    #: spike: no update, diverged (trials/contract/performance.py, the one spike rule).
+    #: spike (trials/contract/performance.py, the one spike rule): its update is skipped;
+    #: a trial is then diverged, a production run only after nonfinite_patience in a row.
     spike_factor: float = field(default=8.0, metadata=rule(gt=1))
     #: Finite losses before spike detection starts.
     spike_after_steps: int = field(default=3, metadata=rule(ge=1))
