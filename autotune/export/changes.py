@@ -79,7 +79,7 @@ def describe_changes(chosen: TrialRecord, baseline: TrialRecord | None, job: Tri
         pair = [r.confirmed_tokens_per_s for r in (baseline, chosen)]
         where = "medians of confirm's re-runs"
         if not all(pair):
-            pair, where = [r.tokens_per_s for r in (baseline, chosen)], "in the sweep"
+            pair, where = [r.standing for r in (baseline, chosen)], "in the sweep"
         lines.append(f"Overall: {_num(pair[0])} -> {_num(pair[1])} {chosen.rate} "
                      f"({_pct(pair[1], pair[0])}) {where}; peak memory "
                      f"{_gib(baseline.peak_memory_gib)} -> {_gib(chosen.peak_memory_gib)}.\n")

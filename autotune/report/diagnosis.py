@@ -393,8 +393,8 @@ def slow(ctx: _Context) -> list[Finding]:
         seen = (f"; {nums['median_tokens_per_s']:,.0f} {rate(unit_of(ctx.records))} median when "
                 "stopped")
         if top is not None:
-            nums["ratio"] = nums["median_tokens_per_s"] / top.tokens_per_s
-            seen += f", {nums['ratio']:.2f} x the pick's {top.tokens_per_s:,.0f}"
+            nums["ratio"] = nums["median_tokens_per_s"] / top.standing
+            seen += f", {nums['ratio']:.2f} x the pick's {top.standing:,.0f}"
     parts, counts = _blame(ctx, hit)
     nums |= counts
     tail = "; ".join(parts) or "they carry no knob value the pick lacks: no knob explains it"

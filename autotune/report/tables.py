@@ -95,7 +95,7 @@ def ablation_markdown(records: list[TrialRecord], *, cv: float = CostPriors.run_
     head = "# One knob at a time: every pair of trials that differ in one knob\n\n"
     text = head
     if base is not None:
-        tps = "-" if base.tokens_per_s is None else f"{base.tokens_per_s:,.0f} {base.rate}"
+        tps = "-" if base.standing is None else base.sweep_figure
         peak = "-" if base.peak_memory_gib is None else f"{base.peak_memory_gib:.3f} GiB"
         text += f"Baseline: trial #{base.number} ({base.reason_text}; {tps}, peak {peak}).\n\n"
     df = ablation(records, cv=cv)

@@ -134,14 +134,14 @@ def speed_changed(ratio: float | None) -> bool:
 
 def speed_change(base: TrialRecord | None, confirmed: ConfirmVerdict | None) -> str | None:
     """A note when the baseline ran at another speed here than in the sweep, or None."""
-    if base is None or confirmed is None or not confirmed.median or not base.tokens_per_s:
+    if base is None or confirmed is None or not confirmed.median or not base.standing:
         return None
-    ratio = confirmed.median / base.tokens_per_s
+    ratio = confirmed.median / base.standing
     if not speed_changed(ratio):
         return None
     unit = rate(base.perf.unit, short=True)
     return (f"note: the baseline (trial {base.number}) ran at {confirmed.median:,.0f} {unit} "
-            f"here and {base.tokens_per_s:,.0f} {unit} in the sweep ({ratio:.2f}x): the "
+            f"here and {base.standing:,.0f} {unit} in the sweep ({ratio:.2f}x): the "
             "machine's speed changed between them. Compare only the gains above, measured "
             "side by side within rounds; the sweep's figures were measured under other "
             "conditions.")

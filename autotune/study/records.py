@@ -191,6 +191,17 @@ class TrialRecord:
             return self.tokens_per_s
         return Performance.pool(runs) or self.tokens_per_s
 
+    @property
+    def sweep_figure(self) -> str:
+        """Its :attr:`standing` as every line outside the leaderboard names it ("2,023
+        samples/s in the sweep", with the runs it pools where there are more than its own):
+        one figure a trial, wherever it is quoted."""
+        if self.standing is None:
+            return "no figure in the sweep"
+        runs = len(self.sweep_runs())
+        pooled = f" (geometric mean of {runs} runs)" if runs > 1 else ""
+        return f"{self.standing:,.0f} {self.rate} in the sweep{pooled}"
+
     def sweep_runs(self) -> list[Performance]:
         """Its runs measured during the sweep: its own, racing's, the baseline's
         re-measurements. ``confirm``'s runs are measured later, under other conditions,

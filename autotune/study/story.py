@@ -26,12 +26,13 @@ PREFIX = "pick (what export and soak take)"
 
 def figure(record: TrialRecord) -> str:
     """The figure a trial is judged by: the median of confirm's re-runs where confirm
-    re-measured it, else its tokens/s in the sweep; labelled either way."""
+    re-measured it, else its standing in the sweep (the leaderboard's); labelled either
+    way."""
     if record.confirmed_tokens_per_s:
         runs = len(record.confirmed.tokens_per_s)
         return (f"median {record.confirmed_tokens_per_s:,.0f} {record.rate} over {runs} "
                 "confirm re-runs")
-    return f"{record.tokens_per_s:,.0f} {record.rate} in the sweep"
+    return record.sweep_figure
 
 
 def pick_sentence(verdict: Verdict, records: list[TrialRecord]) -> str:
@@ -109,7 +110,7 @@ def _set_aside(other: TrialRecord, verdict: Verdict, base: TrialRecord | None) -
         return (f"measured {figure(other)} but leaves {left} memory headroom, under "
                 f"export.min_headroom_gib={verdict.min_headroom_gib:g}")
     top = verdict.top
-    sweep = f"{other.tokens_per_s:,.0f} {other.rate} in the sweep"
+    sweep = other.sweep_figure
     if other is verdict.confirmed_best and other is not verdict.best_measured:
         return (f"has the highest confirmed median ({figure(other)}) but "
                 "export.use_confirmed=false ranks trials by the sweep's figure")

@@ -70,3 +70,21 @@ def test_a_completed_trial_over_its_memory_budget_is_not_shown_as_plain_ok():
     memory = Constraint.MEMORY.value
     assert constraints_for(Outcome.OK, 9.029, 8.0)[memory] > 0
     assert constraints_for(Outcome.OK, 0.5, 8.0)[memory] <= 0
+
+
+def test_every_sentence_quotes_a_trial_by_the_leaderboards_figure():
+    """A trial measured again (the baseline's re-measurement, racing) is ranked and shown by
+    its runs pooled; the pick sentence and the exported README quote that same figure, not
+    its first run (a new user read 1,888 in the sentence beside 2,023 on the board)."""
+    from autotune.study import story
+    from autotune.study.schema.repeats import Repeat
+    from trials.contract.performance import Performance
+
+    base = record(0, 1888.0, Outcome.OK)
+    base.scorecard = {"performance": Performance.from_dict({"tokens_per_s": 1888.0}).to_dict()}
+    again = Performance.from_dict({"tokens_per_s": 2168.0})
+    base.repeats = [Repeat(performance=again, source="baseline-check").to_json()]
+    pooled = (1888.0 * 2168.0) ** 0.5  # the geometric mean: 2,023
+    assert round(base.standing) == round(pooled) == 2023
+    assert "2,023" in board([base])[1]
+    assert story.figure(base) == "2,023 tokens/s in the sweep (geometric mean of 2 runs)"

@@ -187,13 +187,14 @@ def spike_steps(losses: list[float]) -> list[StepRecord]:
 
 def guard_trips(steps: list[StepRecord], factor: float, after: int) -> list[int]:
     """Steps at which the trainer's own guard (its limit, its check) calls a spike."""
-    from trials.contract.schema import GuardConfig
+    from trials.contract.schema import GuardConfig, RunMode
     from trials.trainer import Diverged, Trainer
 
     fake = types.SimpleNamespace(
         steps=[], cfg=types.SimpleNamespace(guard=GuardConfig(spike_factor=factor,
-                                                              spike_after_steps=after)),
-        memory=types.SimpleNamespace(peak_gib=0.0), budget_gib=1.0)
+                                                              spike_after_steps=after),
+                                            run=types.SimpleNamespace(mode=RunMode.trial)),
+        memory=types.SimpleNamespace(peak_gib=0.0), budget_gib=1.0, _spikes_in_a_row=0)
     trips = []
     for s in steps:
         limit = Trainer._loss_limit(fake)

@@ -34,7 +34,8 @@ def test_a_samples_workload_says_samples_everywhere(harness, tmp_path):
     out_dir = tmp_path / "job"
     assert main(["export", *harness.overrides(space), f"export.out={out_dir}"]) == 0
     # Rule: the exported job's README and CHANGES.md give the figure in samples/s too.
-    assert "Measured: 2,000 samples/s in the sweep." in (out_dir / "README.md").read_text()
+    assert "Measured: 2,000 samples/s in the sweep (geometric mean of 2 runs)." in (
+        out_dir / "README.md").read_text()
     assert "tok/s" not in (out_dir / "CHANGES.md").read_text()
 
 
