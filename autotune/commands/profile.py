@@ -5,8 +5,10 @@
     python -m autotune profile workload=gpt_tiny precision=fp16   # the composed config
 
 Without ``profile.trial`` it profiles the study's pick (what export and soak take), or,
-when an override sets the trial configuration (``workload=``, ``precision=``, ...) or there
-is no study yet, the composed configuration.
+when an override sets the trial configuration to something the pick does not have
+(``precision=fp16`` on an fp32 pick) or there is no study yet, the composed configuration.
+The overrides a study of your own model needs on every command (``workload.entry=``,
+``workload.name=``) are the pick's own, so they select the pick.
 
 The trial program measures as usual, then profiles ``profile.steps`` more steps
 (trials/profiling.py), so the profiler's cost is in no measured number. This
@@ -57,8 +59,10 @@ def run_profile(composed: DictConfig, console: Console, config: SweepConfig,
     if options.trial is not None:
         study = S.load_existing(settings)
         record = _trial(load_records(study), options.trial)
-    elif not trial_overrides(overrides) and (study := _existing_study(settings)) is not None:
+    elif (study := _existing_study(settings)) is not None:
         record = study_verdict(load_records(study), composed).pick
+        if record is not None and not _pick_has(record, composed, trial_overrides(overrides)):
+            record = None  # an override the pick lacks asks for the composed configuration
         if record is not None:
             console.print(f"profiling the study's pick (what export and soak take): trial "
                           f"{record.number}; profile.trial=N profiles another", markup=False,
@@ -89,6 +93,26 @@ def run_profile(composed: DictConfig, console: Console, config: SweepConfig,
         store(study, record.number, result)
     show(result, console)
     return 0
+
+
+def _pick_has(record: TrialRecord, composed: DictConfig, overrides: list[str]) -> bool:
+    """Whether the pick ran with what each trial override sets (``workload.entry=x`` on a
+    study of workload x): the value at its path, a config group's whole section, is the
+    same in the pick's config as in the composed one. A pick without a config to compare
+    has none of them."""
+    if not overrides:
+        return True
+    if record.run_dir is None or not record.run_dir.has_config():
+        return False
+    picked, wanted = record.run_dir.read_config(), to_trial_config(composed)
+    for override in overrides:
+        path = override.split("=", 1)[0].lstrip("+~").split(".")
+        here, there = picked, wanted
+        for part in path:
+            here, there = getattr(here, part, None), getattr(there, part, None)
+        if here != there:
+            return False
+    return True
 
 
 def _existing_study(settings: SweepSettings) -> optuna.Study | None:

@@ -49,6 +49,10 @@ from trials.contract.performance import Performance
 COMM_SHARE_HIGH = 0.20
 DOMINANT_OP_SHARE = 0.40
 MEMORY_PEAK_FACTOR = 3.0
+#: ...and only where what the peak adds to the curve's mean is this share of the process's
+#: own peak (host RSS over the same steps): a ratio of two near-empty curves (a model of a
+#: few KiB: 0.0 MiB peaks at 3.3x a mean of 0.0) says nothing of the run's memory.
+MEMORY_PEAK_SHARE = 0.05
 RANK_SPREAD_HIGH = 0.05
 IDLE_SHARE_HIGH = 0.20
 CAST_SHARE_HIGH = 0.10
@@ -155,6 +159,9 @@ def dominant_op(e: Evidence) -> Finding | None:
 def memory_peaks(e: Evidence) -> Finding | None:
     factor = e.memory.peak_over_mean
     if not factor or factor <= MEMORY_PEAK_FACTOR:
+        return None
+    process = e.memory.rss.peak_mib
+    if process and e.memory.peak_mib - e.memory.mean_mib < MEMORY_PEAK_SHARE * process:
         return None
     return Finding("memory_peaks", e.who, (
         f"{e.subject}: the memory curve ({e.memory.source or 'memory'}) peaks at "

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from autotune.presentation.findings import Finding
 from autotune.profiling import rules
-from autotune.profiling.profile import findings_of
+from autotune.profiling.profile import findings_of, overhead_text
 from autotune.study.records import TrialRecord
 from autotune.study.schema.profile import ProfileResult
 from trials.contract.breakdown import MemoryStats
@@ -54,9 +54,8 @@ def section(records: list[TrialRecord], profiles: dict[int, ProfileResult],
     where_the_time_goes(p, out / FIGURE, title=f"Where the time goes: trial {trial}, "
                                                f"{p.steps} profiled steps")
     lines = [*note, f"Trial #{trial}, {p.steps} steps profiled after its measured steps: "
-             f"{1e3 * p.step_s:.2f} ms a step under the profiler, "
-             f"{1e3 * p.unprofiled_step_s:.2f} ms without it "
-             f"(overhead {100 * (p.overhead - 1):+.1f} %).", "",
+             f"{1e3 * p.step_s:.2f} ms a step from fetch to loss, split below; "
+             f"{overhead_text(p)}.", "",
              "| part | ms/step | share |", "|---|---:|---:|"]
     lines += [f"| {cat} | {1e3 * p.seconds[cat]:.2f} | {100 * share:.1f} % |"
               for cat, share in p.shares.items()]

@@ -11,6 +11,7 @@ from autotune.study.schema.profile import ProfileResult
 from trials.contract.breakdown import (
     CATEGORIES,
     MemoryCurve,
+    MemoryStats,
     OpEvent,
     OpRow,
     StepWindow,
@@ -121,6 +122,13 @@ def evidence(**kw) -> rules.Evidence:
      {"memory": MemoryCurve(peak_mib=900.0, mean_mib=200.0, peak_over_mean=4.5, source="x")},
      {"memory": MemoryCurve(peak_mib=400.0, mean_mib=200.0, peak_over_mean=2.0, source="x")},
      "4.5x"),
+    # The same shape on a near-empty curve: 0.03 MiB over a 450 MiB process is no peak.
+    (rules.memory_peaks,
+     {"memory": MemoryCurve(peak_mib=900.0, mean_mib=200.0, peak_over_mean=4.5, source="x",
+                            rss=MemoryStats(peak_mib=1500.0))},
+     {"memory": MemoryCurve(peak_mib=0.04, mean_mib=0.01, peak_over_mean=3.3, source="x",
+                            rss=MemoryStats(peak_mib=450.0))},
+     "4.5x"),
     (rules.slow_rank, {"rank_step_s": [0.100, 0.112], "dp": 2},
      {"rank_step_s": [0.100, 0.102], "dp": 2}, "rank 1"),
     (rules.host_bound, {"shares": {"idle": 0.387}}, {"shares": {"idle": 0.05}}, "38.7 %"),
@@ -216,6 +224,11 @@ def test_profile_without_a_trial_profiles_the_pick_and_an_override_the_composed_
     pick = [r for r in harness.study().trials if r.state.name == "COMPLETE"]
     assert asked[0][0] in {t.number for t in pick} and asked[0][1] == f"trial {asked[0][0]}"
     assert asked[1] == (None, "composed: precision=fp16")
+    # Rule: an override the pick already has (as workload.entry= on a study of your own
+    # model, which every command takes) selects the pick, not the composed configuration.
+    picked = next(t for t in pick if t.number == asked[0][0])
+    main(["profile", *where, f"train.micro_batches={picked.params['train.micro_batches']}"])
+    assert asked[2] == asked[0]
 
 
 def test_profile_without_a_study_profiles_the_composed_config(tmp_path, monkeypatch):
@@ -245,6 +258,9 @@ def test_a_negative_profiler_overhead_is_called_noise(overhead, says_noise):
     text = overhead_text({"overhead": overhead, "unprofiled_step_s": 0.01})
     # Rule: a profiled step faster than the unprofiled ones is noise, and says so.
     assert ("within the step-time noise" in text) is says_noise, text
+    # Rule: the two step times quoted are the ones the overhead compares (the loop's
+    # period, profiled and not), so the figure and its numbers agree.
+    assert f"the loop's period {10 * overhead:.2f} ms profiled against 10.00 ms" in text
 
 
 @pytest.mark.parametrize("wait, probe", [
