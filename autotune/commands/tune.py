@@ -70,7 +70,7 @@ def _stages(context: SweepContext, sweep: Sweep, study, composed: DictConfig,
         elif stage == "data":
             result = run_data(context, lambda n: sweep.run(limit=n))
         elif stage == "throughput":
-            result = run_throughput(context, study, sweep.run)
+            result = run_throughput(sweep.run)
         else:
             result = _stability(composed, config, study, console)
         store.save(study, stage, result)

@@ -51,23 +51,20 @@ def test_memory_without_a_cost_model_leaves_memory_to_the_trials(harness):
     assert "trial by trial" in result.lines[0]
 
 
-def test_throughput_runs_the_sweep_until_its_budget_is_spent(harness):
-    space = harness.space("stage", {"runtime.threads": [1, 2]})
-    code, _, err = harness.run(space, "sweep.n_trials=2")
-    assert code == 0, err
-    study = harness.study()
+def test_throughput_is_the_sweep_and_its_outcome_the_stages():
     calls = []
 
-    def sweep() -> SweepOutcome:
-        calls.append(1)
-        return SweepOutcome(exit_code=1, message="stopped: a test's reason\nmore")
+    def sweep(code: int, message: str):
+        def run() -> SweepOutcome:
+            calls.append(code)
+            return SweepOutcome(exit_code=code, message=message)
+        return run
 
-    spent = harness.context({"runtime.threads": [1, 2]}, "sweep.n_trials=2")
-    # Rule: a spent budget is done without running the sweep again.
-    result = run_throughput(spent, study, sweep)
-    assert result.done and not calls and "budget is spent: 2 launched" in result.lines[0]
-    # Rule: with launches left the sweep runs, and its failure is the stage's, first line.
-    more = harness.context({"runtime.threads": [1, 2]}, "sweep.n_trials=3")
-    result = run_throughput(more, study, sweep)
-    assert calls == [1] and result.failed and not result.done
-    assert result.lines == ["stopped: a test's reason"]
+    # Rule: the stage always runs the sweep, its budget spent or not (run again, the sweep
+    # launches nothing more, finishes a final race a stop cut short and prints the pick).
+    done = run_throughput(sweep(0, "the budget is spent\nmore"))
+    assert calls == [0] and done.done and done.lines == ["the budget is spent"]
+    # Rule: its failure is the stage's, first line.
+    failed = run_throughput(sweep(1, "stopped: a test's reason\nmore"))
+    assert calls == [0, 1] and failed.failed and not failed.done
+    assert failed.lines == ["stopped: a test's reason"]

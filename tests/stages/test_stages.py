@@ -72,6 +72,13 @@ def test_tune_rules_out_a_precision_forced_to_disagree_then_sweeps_without_it(ha
     again = harness.capsys.readouterr().out
     assert "stage 1/3: correctness: done earlier" in again
     assert "correctness: baseline" not in again
+    # Rule: the throughput stage is the sweep run again: nothing more launched (its budget
+    # is spent), a final race a stop cut short would be finished, the pick printed again.
+    from autotune.study.story import PREFIX
+
+    assert PREFIX in again and "resuming study" in again
+    assert len([t for t in harness.study().trials if t.user_attrs.get("launched")]) == len(
+        launched)
 
 
 def test_tune_ends_with_a_verdict_per_stage_that_names_a_drift():
