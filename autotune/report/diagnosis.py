@@ -108,7 +108,7 @@ def pick_trial(ctx: _Context) -> list[Finding]:
         return [Finding("pick", (), f"No trial finished within the memory budget "
                         f"({_n(ctx.records)}): the failure classes below say why.",
                         {"trials": len(ctx.records)})]
-    nums: dict[str, float] = {"tokens_per_s": top.tokens_per_s}
+    nums: dict[str, float] = {"tokens_per_s": top.standing}
     parts = []
     if top.mfu is not None:
         nums["mfu"] = top.mfu
@@ -117,15 +117,15 @@ def pick_trial(ctx: _Context) -> list[Finding]:
         nums |= {"peak_memory_gib": top.peak_memory_gib, "budget_gib": ctx.budget_gib}
         parts.append(f"peak {top.peak_memory_gib:.2f} GiB of the {ctx.budget_gib:.2f} GiB budget")
     base = baseline(ctx.records)
-    if base is not None and base.number != top.number and base.tokens_per_s:
-        nums["change"] = top.tokens_per_s / base.tokens_per_s - 1.0
+    if base is not None and base.number != top.number and base.standing:
+        nums["change"] = top.standing / base.standing - 1.0
         if top.vs_baseline is not None:
             nums |= {"change_low": top.vs_baseline.low, "change_high": top.vs_baseline.high}
     if top.confirmed_tokens_per_s is not None:
         nums["confirmed_median"] = top.confirmed_tokens_per_s
     fastest = ctx.verdict.best_measured
     if fastest is not None and fastest.number != top.number:
-        nums["fastest_tokens_per_s"] = fastest.tokens_per_s
+        nums["fastest_tokens_per_s"] = fastest.standing
     # The story (autotune/study/story.py) says which trial and why, as the summary does;
     # the rules below are about that trial.
     own = f" Trial #{top.number} in the sweep: {', '.join(parts)}." if parts else ""
@@ -180,16 +180,17 @@ def data_bound(ctx: _Context) -> list[Finding]:
     top = ctx.pick
     changed = {} if top is None else {k: v for k, v in _data_values(ctx, top).items()
                                       if v != ctx.value(subject, k)}
-    if top is not None and top.number != subject.number and changed and top.tokens_per_s \
-            and subject.tokens_per_s and top.tokens_per_s > subject.tokens_per_s:
-        gain = top.tokens_per_s / subject.tokens_per_s - 1.0
+    if top is not None and top.number != subject.number and changed and top.standing \
+            and subject.standing and top.standing > subject.standing:
+        # One gain, with its interval where it was measured against the baseline.
+        paired = top.vs_baseline if subject is base else None
+        gain = paired.ratio if paired is not None else top.standing / subject.standing - 1.0
         nums["fix_change"] = gain
         # Every knob the two differ in, data or not: the gain is theirs together.
         knobs = ", ".join(f"{k}={v}" for k, v in sorted(top.params.items())
                           if repr(v) != repr(ctx.value(subject, k)))
-        tail = (f" Trial #{top.number} fixed it with {knobs}: {100 * gain:+.1f} %"
-                + (f" ({top.vs_baseline.text()})" if top.vs_baseline is not None
-                   and subject is base else ""))
+        tail = (f" Trial #{top.number} fixed it with {knobs}: "
+                + (paired.text() if paired is not None else f"{100 * gain:+.1f} %"))
         if top.confirmed_tokens_per_s is not None:
             tail += f", confirmed {confirmed_text(top)}"
         rest = data_bound_evidence(top)

@@ -69,7 +69,7 @@ def input_bound(perf: Performance, wait: float | None) -> tuple[str, dict[str, f
                          f"costs {_pct(cost)} of the step")
         elif train < COMPUTE_SHARE_LOW * compute:
             nums |= probe | {"pipeline_cost_share": cost}
-            facts.append(f"it trained at {train:,.0f} samples/s, {train / compute:.2f} x the "
+            facts.append(f"trained at {train:,.0f} samples/s, {train / compute:.2f} x the "
                          f"{compute:,.0f} samples/s of its step alone: the input pipeline "
                          f"({pipe:,.0f} samples/s alone) competes with the step for the cores "
                          f"and costs {_pct(cost)} of the step")
