@@ -87,7 +87,8 @@ def run_soak(composed: DictConfig, console: Console, config: SweepConfig) -> int
     started = time.time()
     attempts, failed = run_attempts(plan, TrialDir(run_dir), runner,
                                     clocks_for(plan, settings), say)
-    verdict = summarise(plan, attempts, failed, options, time.time() - started, out)
+    verdict = summarise(plan, attempts, failed, options, time.time() - started, out,
+                        contention_cores=settings.contention_cores)
     plot(attempts, verdict, files.plot)
     files.result.write_text(json.dumps(verdict.to_json(), indent=2) + "\n")
     store_soak(study, verdict)

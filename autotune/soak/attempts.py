@@ -19,6 +19,7 @@ from autotune.running.monitor import Clocks, Hooks
 from autotune.settings import SweepSettings
 from autotune.soak import stability
 from autotune.soak.plan import SoakPlan
+from autotune.study.conditions import Conditions
 from autotune.study.schema.soak import Launch, ResumeCheck
 from trials.contract.events import (
     CheckpointRecord,
@@ -59,6 +60,8 @@ class Attempt:
     wall_s: float = 0.0
     first_step_s: float | None = None
     log_tail: str = ""
+    #: What other processes did to the host over the launch (None: not measured here).
+    conditions: Conditions | None = None
 
     @property
     def done(self) -> int:
@@ -158,6 +161,7 @@ def run_attempt(index: int, plan: SoakPlan, run_dir: TrialDir, runner: Runner, c
     end_line(job.metrics)  # a SIGKILLed writer may have torn its last line
     attempt.exit_code, attempt.wall_s = result.exit_code, result.wall_s
     attempt.outcome, attempt.detail = result.reason, result.detail
+    attempt.conditions = result.conditions
     _classify(attempt, plan)
     if not attempt.killed and attempt.outcome is not Outcome.OK:
         attempt.log_tail = result.log_tail

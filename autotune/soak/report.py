@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -22,8 +23,26 @@ SOAK_KEY = SOAK
 
 
 # -- the result -----------------------------------------------------------------------------
+def host_line(attempts: list[Attempt], contention_cores: float) -> str | None:
+    """What other processes did to the host over the soak, measured as every trial's run
+    is (autotune/study/conditions.py): a drift measured while they used more than
+    ``contention_cores`` may be theirs, not the job's. None where nothing was measured."""
+    seen = [a.conditions.other_cores for a in attempts
+            if a.conditions is not None and a.conditions.other_cores is not None]
+    if not seen:
+        return None
+    worst = max(seen)
+    if worst > contention_cores:
+        return (f"host: other processes used {worst:.2f} cores over a launch (above "
+                f"sweep.contention_cores={contention_cores:g}): a throughput drift may be "
+                "theirs, not the job's; soak again on a quiet host to tell")
+    return (f"host: quiet (other processes used at most {worst:.2f} cores over a launch): "
+            "a throughput drift is the job's or the machine's own")
+
+
 def summarise(plan: SoakPlan, attempts: list[Attempt], failed: str | None,
-              options: SoakSettings, wall_s: float, out: Path) -> SoakVerdict:
+              options: SoakSettings, wall_s: float, out: Path, *,
+              contention_cores: float = math.inf) -> SoakVerdict:
     steps, restarts = stitch(attempts)
     tokens = next((s.tokens for s in steps if s.tokens), None)
     analysis = stability.analyse(steps, spike_factor=stability.SPIKE_FACTOR,
@@ -37,6 +56,9 @@ def summarise(plan: SoakPlan, attempts: list[Attempt], failed: str | None,
     if resume is not None:
         verdicts.append(resume.verdict)
     verdicts.extend(stability.verdicts(analysis))
+    host = host_line(attempts, contention_cores)
+    if host:
+        verdicts.append(host)
     verdicts.append(f"finished: {len(steps)} of {plan.steps} steps in {len(attempts)} "
                     f"launch(es), {wall_s:.1f} s" if finished else f"FAILED: {failed}")
     replayed = sum(len(a.steps) for a in attempts) - len(steps)

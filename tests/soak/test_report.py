@@ -76,3 +76,24 @@ def test_the_readme_section_is_only_for_the_soaked_trial(tmp_path):
     assert "[![Soak](soak.png)](soak.png)" in section and "not killed and resumed" in section
     # Rule: another trial (not soaked) gets no section.
     assert soak_section(study, 4) == ""
+
+
+def test_the_verdicts_say_what_other_processes_did_to_the_host(tmp_path):
+    from autotune.study.conditions import Conditions
+
+    def verdicts(other_cores: float | None) -> list[str]:
+        conditions = None if other_cores is None else Conditions(other_cores=other_cores)
+        attempt = Attempt(index=0, steps=steps(300, leak_mib_per_step=0.0), exit_code=0,
+                          conditions=conditions)
+        return summarise(plan(300), [attempt], None, SoakSettings(), 9.0, tmp_path,
+                         contention_cores=0.5).verdicts
+
+    # Rule: two soaks of one job on one host can disagree on drift when other processes
+    # came between them: the load each launch met is said, beside the drift verdict.
+    loaded = [v for v in verdicts(1.3) if v.startswith("host:")]
+    assert loaded == ["host: other processes used 1.30 cores over a launch (above "
+                      "sweep.contention_cores=0.5): a throughput drift may be theirs, not "
+                      "the job's; soak again on a quiet host to tell"]
+    assert any(v.startswith("host: quiet (other processes used at most 0.10 cores")
+               for v in verdicts(0.1))
+    assert not any(v.startswith("host:") for v in verdicts(None))  # not measured: not said
