@@ -275,7 +275,7 @@ def provenance(study: optuna.Study, settings: SweepSettings, record: TrialRecord
         "params": record.params,
         "metrics": {
             # THE tokens/s of the trial: the leaderboard's and the report's figure.
-            Performance.TOKENS_PER_S: record.tokens_per_s,
+            Performance.TOKENS_PER_S: record.standing,
             "tokens_per_s_is": selection.throughput_label(perf.unit),
             "unit": perf.unit or TOKENS,
             # The trial's own run: step times behind it, and its MFU.

@@ -128,7 +128,7 @@ def pick_trial(ctx: _Context) -> list[Finding]:
         nums["fastest_tokens_per_s"] = fastest.standing
     # The story (autotune/study/story.py) says which trial and why, as the summary does;
     # the rules below are about that trial.
-    own = f" Trial #{top.number} in the sweep: {', '.join(parts)}." if parts else ""
+    own = f" Trial #{top.number}'s own run in the sweep: {', '.join(parts)}." if parts else ""
     return [Finding("pick", (top.number,), f"{ctx.story}.{own}", nums, cause=ctx.story,
                     action="`python -m autotune confirm` re-measures it beside the baseline; "
                            "`export` writes it as a job")]

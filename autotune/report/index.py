@@ -92,14 +92,18 @@ class Summary:
 
 
 def pick_line(pick: TrialRecord) -> str:
-    """The pick's own run in the sweep: its MFU, peak memory and knobs (labelled: the
-    story's figure is confirm's where confirm ran)."""
-    mfu = "" if pick.mfu is None else f", {100 * pick.mfu:.2f} % MFU"
-    peak = "" if pick.peak_memory_gib is None else f", peak {pick.peak_memory_gib:.2f} GiB"
+    """The pick in the sweep: its figure (the leaderboard's), then its own run's MFU and
+    peak memory, and its knobs (labelled: the story's figure is confirm's where confirm
+    ran)."""
+    own = ", ".join(part for part in (
+        None if pick.mfu is None else f"{100 * pick.mfu:.2f} % MFU",
+        None if pick.peak_memory_gib is None else f"peak {pick.peak_memory_gib:.2f} GiB")
+        if part)
     sim = " [SIMULATED: the cost model's prediction, not a measurement]" \
         if pick.simulated else ""
-    return (f"trial #{pick.number} in the sweep: {pick.tokens_per_s:,.0f} {pick.rate}{mfu}"
-            f"{peak} ({params_label(pick.params) or 'no knobs'}){sim}")
+    return (f"trial #{pick.number}: {pick.sweep_figure}" + (f"; its own run: {own}" if own
+                                                             else "")
+            + f" ({params_label(pick.params) or 'no knobs'}){sim}")
 
 
 def peak_used_lines(best: TrialRecord) -> list[str]:

@@ -143,7 +143,7 @@ def test_leaderboard_optuna_report_and_export_name_the_same_trials(tmp_path, cap
     figure = by_number[expected].tokens_per_s
     row = board[board["trial"] == expected].iloc[0]
     assert row["tokens/s"] == study.trials[expected].value == figure
-    assert f"trial #{expected} in the sweep: {figure:,.0f} tokens/s" in out
+    assert f"trial #{expected}: {figure:,.0f} tokens/s in the sweep" in out
     settings = SweepSettings(study="agree", runs_dir=str(runs))
     metrics = provenance(study, settings, chosen, why)["metrics"]
     assert metrics["tokens_per_s"] == figure
