@@ -76,6 +76,8 @@ class SweepContext:
             preflight.check_reach(base, {k.path: k.choices for k in space.knobs},
                                   preflight.check_runnable(base))
         model = None if base.workload.entry else CostModel.for_profile(base.hardware)
+        if model is not None and settings.simulate:
+            model.memory_interval = 0.0  # its trials run out of memory at its central peak
         _check_simulated_step_time(settings, space, base, model)
         pruner = pruning.build(settings, warmup_steps=base.run.warmup_steps)
         layout = StudyLayout.of(settings)

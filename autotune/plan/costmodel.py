@@ -9,6 +9,7 @@ Which fit a study's model holds, and where a study keeps its refits: autotune/pl
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +33,10 @@ class CostModel:
     #: What a refit starts from: the fit ``calibrate`` imported for the profile, else the
     #: profile's priors (never the last fit, nor another study's).
     start: Constants | None = None
+    #: The peak interval its predictions carry (None: the held-out error). 0 for the
+    #: model of a simulated sweep, whose trials are this model's central predictions: a
+    #: point it calls tight would certainly run out of memory there.
+    memory_interval: float | None = None
 
     def __post_init__(self) -> None:
         if self.start is None:
@@ -81,8 +86,11 @@ class CostModel:
                 f"'hardware.peak_tflops={{{dtype.value}: N}}'")
 
     def predict_job(self, dims: ModelDims, job: Job) -> Prediction:
-        return predict(dims, job, self.cluster, self.constants,
-                       peak_flops_per_device=self.peak_flops_per_device(job))
+        prediction = predict(dims, job, self.cluster, self.constants,
+                             peak_flops_per_device=self.peak_flops_per_device(job))
+        if self.memory_interval is None:
+            return prediction
+        return dataclasses.replace(prediction, interval=self.memory_interval)
 
     def predict_config(self, cfg: TrialConfig) -> Prediction | None:
         """None for a user workload: its dimensions are not the cost model's to know."""

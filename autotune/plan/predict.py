@@ -123,6 +123,10 @@ class Prediction:
     model_flops_per_token: float
     peak_flops_total: float | None
     constants: Constants = field(repr=False)
+    #: The relative half-width of the peak's interval: the held-out error
+    #: (:func:`memory_interval`), or 0 where the peak is the truth it is judged against
+    #: (a simulated sweep's trials run out of memory exactly at this central peak).
+    interval: float = field(default_factory=lambda: memory_interval())
 
     @property
     def peak_gib(self) -> float:
@@ -130,9 +134,8 @@ class Prediction:
 
     @property
     def peak_interval_gib(self) -> tuple[float, float]:
-        """(optimistic, pessimistic) peak: the held-out memory error either side."""
-        return (self.peak_gib * (1 - memory_interval()),
-                self.peak_gib * (1 + memory_interval()))
+        """(optimistic, pessimistic) peak: the interval either side."""
+        return (self.peak_gib * (1 - self.interval), self.peak_gib * (1 + self.interval))
 
     def memory_fit(self, budget_gib: float) -> MemoryFit:
         """OVER only when even the optimistic end exceeds the budget; TIGHT when the budget
