@@ -196,9 +196,10 @@ def host_bound(e: Evidence) -> Finding | None:
     return Finding("host_bound", e.who, (
         f"{e.subject} is host-bound: {_pct(idle)} of its step is idle between operators{ms} "
         f"(above {_pct(IDLE_SHARE_HIGH)}), time the host spends launching ops rather than "
-        "the ops running. Run fewer, larger ops: runtime.mode=graph with runtime.jit_level=O1 "
-        "(fusion), a larger micro-batch (train.micro_batches lower), fewer runtime.threads "
-        "if other work shares the cores."), {"idle_share": idle})
+        "the ops running. Run fewer, larger ops: graph mode (runtime.mode=graph) with "
+        "fusion (runtime.jit_level=O1) where it is not already, a larger micro-batch "
+        "(a larger global batch, or fewer train.micro_batches where there are several), "
+        "fewer runtime.threads if other work shares the cores."), {"idle_share": idle})
 
 
 def cast_overhead(e: Evidence) -> Finding | None:

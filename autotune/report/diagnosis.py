@@ -395,7 +395,7 @@ def slow(ctx: _Context) -> list[Finding]:
                 "stopped")
         if top is not None:
             nums["ratio"] = nums["median_tokens_per_s"] / top.standing
-            seen += f", {nums['ratio']:.2f} x the pick's {top.standing:,.0f}"
+            seen += f", {nums['ratio']:.2f} x the pick's {top.standing:,.0f} in the sweep"
     parts, counts = _blame(ctx, hit)
     nums |= counts
     tail = "; ".join(parts) or "they carry no knob value the pick lacks: no knob explains it"

@@ -150,8 +150,8 @@ def speed_change(base: TrialRecord | None, confirmed: ConfirmVerdict | None) -> 
 def render(chosen: list[TrialRecord], summary: Verdicts,
            runs: dict[int, list[float | None]], base: TrialRecord | None,
            loaded: dict[int, list[bool]] | None = None) -> str:
-    """confirm's table: each finalist's sweep figure, confirmed median and spread, and its
-    test against the baseline; then the top two against each other."""
+    """confirm's table: each finalist's sweep figure (the leaderboard's), confirmed median
+    and spread, and its test against the baseline; then the top two against each other."""
     typed = _typed(summary)
     sweep_rate = f"sweep {rate(unit_of(chosen), short=True)}"
     lines = [f"{'trial':>5}  {sweep_rate:>12}  {'median':>10}  {'min..max':>19}  "
@@ -160,7 +160,7 @@ def render(chosen: list[TrialRecord], summary: Verdicts,
     for r in ranked:
         s = typed.get(r.number)
         if s is None:
-            lines.append(f"{r.number:>5}  {r.tokens_per_s:>12,.0f}  {'failed':>10}")
+            lines.append(f"{r.number:>5}  {r.standing:>12,.0f}  {'failed':>10}")
             continue
         if base is not None and r.number == base.number:
             versus = "baseline"
@@ -169,7 +169,7 @@ def render(chosen: list[TrialRecord], summary: Verdicts,
             versus = (f"{100 * test.ratio:+.1f} % ({100 * test.low:+.1f}.."
                       f"{100 * test.high:+.1f}), p={test.p_value:.3f}"
                       f"{'' if test.real else ' noise'}") if test else "too few rounds"
-        lines.append(f"{r.number:>5}  {r.tokens_per_s:>12,.0f}  {s.median:>10,.0f}  "
+        lines.append(f"{r.number:>5}  {r.standing:>12,.0f}  {s.median:>10,.0f}  "
                      f"{s.min:>9,.0f}..{s.max:<8,.0f}  {100 * s.cv:>5.1f}%  "
                      f"{versus:<44}  {params_label(r.params)}")
     top = [r for r in ranked if r.number in typed][:2]

@@ -375,3 +375,26 @@ def test_a_confirm_killed_with_9_leaves_no_run_beside_the_next_one(harness, caps
     except OSError:
         state = "gone"
     assert state in ("gone", "Z"), f"process {orphan} still runs"
+
+
+def test_confirms_table_quotes_each_trials_sweep_figure_as_the_leaderboard_does():
+    from autotune.commands.confirm import render
+    from autotune.study.records import TrialRecord
+    from autotune.study.schema.repeats import Repeat
+    from trials.contract.outcomes import Outcome
+    from trials.contract.performance import Performance
+
+    base = TrialRecord(
+        number=0, state="COMPLETE", params={"mb": 1}, reason=Outcome.OK, detail="",
+        launched=True, role="baseline", tokens_per_s=1668.0, mfu=None, peak_memory_gib=0.5,
+        step_time_s=0.01, compile_s=1.0, data_wait_share=None, micro_batch_size=8,
+        started=None, wall_s=None, trial_dir="/runs/trial-0", reused_from=None,
+        scorecard={"performance": Performance.from_dict({"tokens_per_s": 1668.0}).to_dict()},
+        repeats=[Repeat(performance=Performance.from_dict({"tokens_per_s": 1911.0}),
+                        source="baseline-check").to_json()])
+    table = render([base], {0: {"median": 1583.0, "min": 1500.0, "max": 1600.0, "cv": 0.02}},
+                   {0: [1583.0, 1500.0, 1600.0]}, base)
+    # Rule: the "sweep" column is the trial's standing (its sweep runs pooled, 1,785), the
+    # leaderboard's figure, not its first run (1,668), as a new user found it.
+    row = table.splitlines()[1]
+    assert round(base.standing) == 1785 and "1,785" in row and "1,668" not in row
