@@ -108,6 +108,9 @@ CANDIDATES: dict[str, list[str]] = {
     "race-1": ["sweep.race.rounds=1"],
     "race-3": ["sweep.race.rounds=3"],
     "no-final-race": ["sweep.race.final_rounds=0"],
+    "finalists-3": ["sweep.race.finalists=3"],
+    "finalists-4": ["sweep.race.finalists=4"],
+    "finalists-10": ["sweep.race.finalists=10"],
 }
 SEARCHERS.update({name: flags for name, flags in CANDIDATES.items() if name not in SEARCHERS})
 
