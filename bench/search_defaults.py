@@ -8,11 +8,11 @@
 A default chosen on the landscape that scores it is in-sample. Here each candidate
 (``bench.search_efficiency.CANDIDATES``: today's default, and one change of it each:
 startup trials, one-knob neighbours first, the cost model's seeding and its trust gate,
-the slow rule's ratio, racing) replays ``--seeds`` sweeps of ``--n-trials`` launches on every
-committed landscape (``bench/data/landscape_*.json.gz``: the GPT's execution knobs, the
-data-bound CNN's input pipeline beside mode and precision, and the default ``gpt_small``
-with the memory-optimize level, recorded after the defaults were chosen on the first
-two), beside TPE without pruning.
+the slow rule's ratio, racing, the final race's finalists) replays ``--seeds`` sweeps of
+``--n-trials`` launches on every committed landscape (``bench/data/landscape_*.json.gz``:
+the GPT's execution knobs, the data-bound CNN's input pipeline beside mode and precision,
+and the default ``gpt_small`` with the memory-optimize level, recorded after the defaults
+were chosen on the first two), beside TPE without pruning.
 
 A candidate's score on a landscape: the share of seeds whose pick at the end of the budget
 is within 3 % of the optimum, then (ties) the median trial-seconds to get there as a share
