@@ -112,12 +112,25 @@ def _check_rdb(url: str, kwargs: dict) -> None:
         cause = getattr(exc, "orig", None) or exc
         first = str(cause).strip().splitlines()[0] if str(cause).strip() else type(exc).__name__
         raise ConfigError(f"cannot reach study storage {redact(url)} "
-                          f"({scrub(first, url)[:200]}): "
-                          "check sweep.storage, that the server is up and that this host "
-                          "speaks to its port (sweep.storage_connect_timeout_s)") from exc
+                          f"({scrub(first, url)[:200]}): {_reach_fix(url, first)}") from exc
     if tables and not {"studies", "trials"} <= tables:
         raise ConfigError(f"storage {redact(url)} holds tables of another application: "
                           "use an empty database for sweep.storage")
+
+
+def _reach_fix(url: str, first: str) -> str:
+    """What to do about a server that did not let us in: a database that is not there yet
+    (the first run against a new server) is created once, with the command that does it;
+    anything else is the URL, the server or the network."""
+    if "database" in first and "does not exist" in first:
+        import sqlalchemy
+
+        u = sqlalchemy.engine.make_url(url)
+        who = f" -U {u.username}" if u.username else ""
+        return (f"create it once on the server: createdb -h {u.host or 'localhost'} "
+                f"-p {u.port or 5432}{who} {u.database}")
+    return ("check sweep.storage, that the server is up and that this host speaks to its "
+            "port (sweep.storage_connect_timeout_s)")
 
 
 def open_storage(settings: SweepSettings, *, create: bool) -> SurvivingStorage:

@@ -524,3 +524,21 @@ def test_a_read_only_or_deleted_database_is_a_stop_not_a_retry(tmp_path):
     with pytest.raises(StorageGone, match="was deleted while this command ran"):
         storage.get_all_studies()
     assert not db.exists()
+
+
+def test_a_database_not_created_yet_is_one_line_naming_createdb(tmp_path, capsys):
+    """The first run against a new PostgreSQL server: the database in the URL does not exist
+    yet. The line names the command that creates it (the local server; skipped without)."""
+    from autotune.cli import main
+    from tests.cli.test_cli_errors import assert_one_line_error
+
+    try:
+        socket.create_connection(("127.0.0.1", 5432), timeout=2).close()
+    except OSError:
+        pytest.skip("no PostgreSQL server on 127.0.0.1:5432")
+    url = "postgresql+psycopg2://postgres@127.0.0.1:5432/autotune_never_created"
+    code = main(["sweep", f"sweep.storage={url}", f"sweep.runs_dir={tmp_path}",
+                 "sweep.n_trials=1"])
+    assert_one_line_error(code, capsys.readouterr().err,
+                          "createdb -h 127.0.0.1 -p 5432 -U postgres autotune_never_created")
+    assert not any(tmp_path.iterdir())  # nothing written
