@@ -126,7 +126,7 @@ class Prediction:
     #: The relative half-width of the peak's interval: the held-out error
     #: (:func:`memory_interval`), or 0 where the peak is the truth it is judged against
     #: (a simulated sweep's trials run out of memory exactly at this central peak).
-    interval: float = field(default_factory=lambda: memory_interval())
+    interval: float = field(default_factory=memory_interval)
 
     @property
     def peak_gib(self) -> float:

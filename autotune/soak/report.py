@@ -24,15 +24,15 @@ SOAK_KEY = SOAK
 
 # -- the result -----------------------------------------------------------------------------
 def host_line(attempts: list[Attempt], contention_cores: float) -> str | None:
-    """What other processes did to the host over the soak, measured as every trial's run
-    is (autotune/study/conditions.py): a drift measured while they used more than
+    """What other processes did to the host over the soak, each launch judged as every
+    trial's run is (``Conditions.judge``): a drift measured while they used more than
     ``contention_cores`` may be theirs, not the job's. None where nothing was measured."""
-    seen = [a.conditions.other_cores for a in attempts
-            if a.conditions is not None and a.conditions.other_cores is not None]
-    if not seen:
+    judged = [a.conditions.judge(contention_cores) for a in attempts
+              if a.conditions is not None and a.conditions.other_cores is not None]
+    if not judged:
         return None
-    worst = max(seen)
-    if worst > contention_cores:
+    worst = max(c.other_cores for c in judged)
+    if any(c.contended for c in judged):
         return (f"host: other processes used {worst:.2f} cores over a launch (above "
                 f"sweep.contention_cores={contention_cores:g}): a throughput drift may be "
                 "theirs, not the job's; soak again on a quiet host to tell")

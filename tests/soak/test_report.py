@@ -82,7 +82,8 @@ def test_the_verdicts_say_what_other_processes_did_to_the_host(tmp_path):
     from autotune.study.conditions import Conditions
 
     def verdicts(other_cores: float | None) -> list[str]:
-        conditions = None if other_cores is None else Conditions(other_cores=other_cores)
+        conditions = None if other_cores is None else Conditions(other_cores=other_cores,
+                                                                  window_s=30.0)
         attempt = Attempt(index=0, steps=steps(300, leak_mib_per_step=0.0), exit_code=0,
                           conditions=conditions)
         return summarise(plan(300), [attempt], None, SoakSettings(), 9.0, tmp_path,
