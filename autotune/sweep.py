@@ -33,6 +33,7 @@ from autotune.study import records as R
 from autotune.study import stage_results as stages
 from autotune.study import storage as S
 from autotune.study.choice import study_verdict
+from autotune.study.claims import task_lock
 from autotune.study.story import pick_sentence
 from autotune.study.sweep_end import SweepEnd, SweepOutcome
 from autotune.sweep_context import SweepContext
@@ -127,8 +128,12 @@ class Sweep:
                            f"(name {settings.study}); runs: {context.layout.root}",
                            highlight=False, soft_wrap=True)
         if not end.failed and context.real_trials:
-            profile_winner(study, records, verdict.pick, settings, context.config.profile,
-                           self.console, context.runner)
+            waiting = ("profiling the winner: another worker on this study is profiling it; "
+                       "waiting for its result")
+            with task_lock(study, "profile-winner",
+                           on_wait=lambda: self.console.print(waiting, markup=False)):
+                profile_winner(study, records, verdict.pick, settings, context.config.profile,
+                               self.console, context.runner)
 
     def _final_race(self, proposals: Proposals) -> None:
         """Once the budget is spent: the best and the finalists within noise of it, raced
@@ -138,12 +143,17 @@ class Sweep:
         if context.multi_objective:  # no single best to race for
             return
         race = context.settings.race
-        final_race(proposals.study, R.load_records(proposals.study), finalists=race.finalists,
-                   rounds=race.final_rounds, max_runs=context.settings.n_trials,
-                   budget_gib=context.budget_gib,
-                   prior_cv=context.prior_cv, layout=context.layout,
-                   measure=proposals.measure, note=proposals.progress.note,
-                   tag=str(context.settings.n_trials))
+        # Workers on one shared study race once: the others wait, then find it run.
+        waiting = ("final race: another worker on this study is running it; waiting for "
+                   "its result")
+        with task_lock(proposals.study, "final-race",
+                       on_wait=lambda: proposals.progress.note(waiting)):
+            final_race(proposals.study, R.load_records(proposals.study),
+                       finalists=race.finalists, rounds=race.final_rounds,
+                       max_runs=context.settings.n_trials, budget_gib=context.budget_gib,
+                       prior_cv=context.prior_cv, layout=context.layout,
+                       measure=proposals.measure, note=proposals.progress.note,
+                       tag=str(context.settings.n_trials))
 
     # -- the loop -------------------------------------------------------------------------
     def _end(self, proposals: Proposals, idle: int) -> SweepEnd | None:

@@ -19,6 +19,9 @@ The lock is taken in the storage itself, so it holds wherever the study is:
   lives on one machine, where ``flock`` gives the same exclusion (and the kernel
   drops it when the process dies).
 
+The same locks, by other keys, make the work a study needs once one worker's
+(:func:`task_lock`: the final race, the winner's profile; held for minutes, not a moment).
+
 The critical section is short: read the study, write one attribute. A database lost
 inside it (a restart drops the lock with the connection) is waited out by the caller,
 which runs the whole claim again (:meth:`autotune.study.surviving.Outage.call`).
@@ -39,9 +42,10 @@ from sqlalchemy.pool import NullPool
 
 from autotune.study.layout import sqlite_path
 
-#: Threads of one process take this first: each thread's storage connection is its own.
-_THREAD_LOCK = threading.Lock()
-_ATTRIBUTE_THREAD_LOCK = threading.RLock()
+#: Threads of one process take their kind's lock first: each thread's storage connection
+#: is its own.
+_THREAD_LOCKS = {"launch": threading.Lock(), "attribute": threading.RLock(),
+                 "task": threading.Lock()}
 _ENGINES: dict[str, sqlalchemy.Engine] = {}
 
 
@@ -72,6 +76,26 @@ def attribute_lock(study: optuna.Study, key: str) -> Iterator[None]:
     """Hold the lock of one study attribute ``key`` for a read-modify-write of it (two
     writers, e.g. confirm beside a sweep on one PostgreSQL study, then never lose each
     other's entries). A storage that names no URL (Optuna's in-memory one) has one writer."""
+    with _lock_of(study, f"attribute:{key}"):
+        yield
+
+
+@contextlib.contextmanager
+def task_lock(study: optuna.Study, task: str, *,
+              on_wait: Callable[[], None] = lambda: None) -> Iterator[None]:
+    """Hold the study's lock of ``task`` for the ``with`` block: work a study needs done
+    once, which every worker on a shared study reaches at its end (the final race, the
+    winner's profile). One does it; the others wait for it (``on_wait`` is called once,
+    before waiting), then find it done. Held for the task's minutes; a worker killed in it
+    frees it (its process's file lock, its connection's advisory lock), and the next
+    holder does only what it left."""
+    with _lock_of(study, f"task:{task}", on_wait):
+        yield
+
+
+@contextlib.contextmanager
+def _lock_of(study: optuna.Study, purpose: str,
+             on_wait: Callable[[], None] = lambda: None) -> Iterator[None]:
     storage = getattr(study, "_storage", None)
     storage = getattr(storage, "_backend", storage)  # Optuna's cache wraps the RDB storage
     url = getattr(storage, "url", None)
@@ -79,7 +103,7 @@ def attribute_lock(study: optuna.Study, key: str) -> Iterator[None]:
         yield
         return
     connect_args = (getattr(storage, "engine_kwargs", None) or {}).get("connect_args", {})
-    with _study_lock(url, study.study_name, f"attribute:{key}", connect_args):
+    with _study_lock(url, study.study_name, purpose, connect_args, on_wait):
         yield
 
 
@@ -95,29 +119,41 @@ def update_attribute(study: optuna.Study, key: str, change: Callable[[dict], Non
 
 
 @contextlib.contextmanager
-def _study_lock(url: str, study: str, purpose: str, connect_args: dict) -> Iterator[None]:
-    with _THREAD_LOCK if purpose == "launch" else _ATTRIBUTE_THREAD_LOCK:
+def _study_lock(url: str, study: str, purpose: str, connect_args: dict,
+                on_wait: Callable[[], None] = lambda: None) -> Iterator[None]:
+    kind = purpose.split(":")[0]
+    with _THREAD_LOCKS[kind]:
         if (db := sqlite_path(url)) is not None:
-            suffix = ".launch-lock" if purpose == "launch" else ".attribute-lock"
-            with _file_lock(db.with_suffix(suffix)):
+            # Every attribute shares one file; each task has its own.
+            name = purpose.replace(":", "-") if kind == "task" else kind
+            with _file_lock(db.with_suffix(f".{name}-lock"), on_wait):
                 yield
         elif url.startswith("postgresql"):
             with _engine(url, connect_args).connect() as con:
-                key = lock_key(study, purpose)
-                con.execute(sqlalchemy.text("SELECT pg_advisory_lock(:k)"), {"k": key})
+                key = {"k": lock_key(study, purpose)}
+                if not con.execute(sqlalchemy.text("SELECT pg_try_advisory_lock(:k)"),
+                                   key).scalar():
+                    on_wait()
+                    con.execute(sqlalchemy.text("SELECT pg_advisory_lock(:k)"), key)
                 try:
                     yield
                 finally:
-                    con.execute(sqlalchemy.text("SELECT pg_advisory_unlock(:k)"), {"k": key})
+                    # A connection lost meanwhile took the lock with it.
+                    with contextlib.suppress(sqlalchemy.exc.SQLAlchemyError):
+                        con.execute(sqlalchemy.text("SELECT pg_advisory_unlock(:k)"), key)
         else:  # no other storage is opened (autotune/study/urls.py): this process only
             yield
 
 
 @contextlib.contextmanager
-def _file_lock(path: Path) -> Iterator[None]:
+def _file_lock(path: Path, on_wait: Callable[[], None] = lambda: None) -> Iterator[None]:
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            on_wait()
+            fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield
         finally:

@@ -164,6 +164,31 @@ def test_four_postgresql_workers_spend_the_budget_exactly_with_no_duplicate(harn
         assert all(t.state.is_finished() for t in trials)
 
 
+def test_two_postgresql_workers_race_the_finalists_once(harness):
+    """Both workers on one study reach the end of its budget together: one races the
+    finalists, the other waits for that race and reports its outcome, and no final run is
+    made twice (each ran its own race before: the same runs twice, the pick the same)."""
+    import optuna
+
+    # prefetch changes nothing in the fake: the baseline and its prefetch neighbour tie.
+    space = harness.space("final", {"data.prefetch": [16, 32], "runtime.threads": [2, 1]})
+    env = project_env(AUTOTUNE_FAKE=json.dumps({"steps": 4, "step_sleep": 0.3}))
+    url = _postgres("autotune_final_race")
+    argv = [sys.executable, "-m", "autotune", "sweep",
+            *harness.overrides(space, f"sweep.storage={url}", "sweep.n_trials=3",
+                               "sweep.study=final", "sweep.neighbours=true")]
+    workers = [subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True) for _ in range(2)]
+    outputs = [w.communicate(timeout=300) for w in workers]
+    assert [w.returncode for w in workers] == [0, 0], outputs
+    repeats = optuna.load_study(study_name="final", storage=url).user_attrs["autotune.repeats"]
+    final_runs = [r["run"] for runs in repeats.values() for r in runs
+                  if str(r.get("run", "")).startswith("final/")]
+    # Rule: one final race for the study: each of its runs made once, by one worker.
+    assert final_runs and len(final_runs) == len(set(final_runs)), final_runs
+    assert sum("within noise of the best" in out for out, _ in outputs) == 1, outputs
+
+
 class _Script:
     """Dispatcher callbacks over a scripted line of proposals (no Optuna, no processes)."""
 

@@ -136,3 +136,42 @@ def test_every_keyed_blob_is_updated_under_its_lock_by_two_processes(tmp_path):
     assert [w.wait(timeout=120) for w in writers] == [0, 0]
     stored = optuna.load_study(study_name="s", storage=url).user_attrs["autotune.blob"]
     assert sorted(stored) == sorted(f"{n}{i}" for n in "ab" for i in range(15))
+
+
+TASK = """
+import sys, time, optuna
+from autotune.study.claims import task_lock
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+study = optuna.load_study(study_name="s", storage=sys.argv[1])
+with task_lock(study, "final-race"):
+    print("held", flush=True)
+    time.sleep(0.6)
+"""
+
+
+def test_a_task_held_by_another_worker_is_waited_for_and_other_locks_stay_free(tmp_path):
+    """Work a study needs once (the final race, the winner's profile): a worker that finds
+    another doing it says so and waits; meanwhile the launch lock, the attributes and the
+    other tasks stay free (the holder itself writes its runs through them)."""
+    import optuna
+
+    from autotune.study.claims import attribute_lock, task_lock
+
+    url = "sqlite:///" + str(tmp_path / "study.db")
+    study = optuna.create_study(study_name="s", storage=url)
+    holder = subprocess.Popen([sys.executable, "-c", TASK, url], stdout=subprocess.PIPE,
+                              text=True)
+    waits = []
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        start = time.monotonic()
+        with launch_lock(url, "s"), attribute_lock(study, "autotune.repeats"), \
+                task_lock(study, "profile-winner", on_wait=lambda: waits.append("profile")):
+            free = time.monotonic() - start
+        with task_lock(study, "final-race", on_wait=lambda: waits.append("race")):
+            waited = time.monotonic() - start
+    finally:
+        holder.wait(10)
+    # Rule: only the same task waits, and says so once before it does.
+    assert free < 0.3 and waited > 0.3
+    assert waits == ["race"]
