@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -30,6 +31,20 @@ from trials.contract.performance import Performance
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS_DIR = REPO / "runs" / "bench"
+
+
+def cli(main: Callable[[], int | None]) -> None:
+    """Run a bench's ``main`` as its command: what it returns is the exit code. A reader
+    that goes away (a bench piped into ``head``) ends it quietly with exit code 1, as
+    Python's documentation of SIGPIPE advises, not with a BrokenPipeError's traceback."""
+    try:
+        code = main()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # Point stdout at /dev/null: the interpreter's last flush at exit would raise again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = 1
+    sys.exit(code)
 
 
 def child_env() -> dict[str, str]:

@@ -35,7 +35,7 @@ from autotune.plan.layout import Cluster, Job, Recompute
 from autotune.plan.model_dims import ModelDims, layer_params
 from autotune.plan.predict import Constants, predict
 from autotune.settings import SweepConfig
-from bench._common import print_table, write_result
+from bench._common import cli, print_table, write_result
 from trials.contract.compose import compose
 from trials.contract.schema import Arch, DType, to_trial_config
 
@@ -203,4 +203,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    cli(main)

@@ -33,6 +33,7 @@ from autotune.settings import SweepConfig
 from bench._common import (
     add_quiet_argument,
     child_env,
+    cli,
     load_note,
     log,
     print_table,
@@ -188,4 +189,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    cli(main)

@@ -54,7 +54,7 @@ from autotune.plan.predict import HELD_OUT_MEMORY_ERROR
 from bench import cost_model_accel as accel
 from bench import cost_model_adapter as adapter
 from bench import old_model, published_runs
-from bench._common import REPO, write_result
+from bench._common import REPO, cli, write_result
 from bench.heldout_tables import print_new, print_side_by_side, print_unrepresented
 from trials.contract.schema import Arch, DType, HardwareConfig
 
@@ -546,4 +546,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    cli(main)

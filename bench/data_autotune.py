@@ -40,6 +40,7 @@ from autotune.study.layout import study_url
 from bench._common import (
     REPO,
     add_quiet_argument,
+    cli,
     load_note,
     log,
     median,
@@ -298,4 +299,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    cli(main)

@@ -75,6 +75,7 @@ from bench._common import (
     RESULTS_DIR,
     LoadMeter,
     add_quiet_argument,
+    cli,
     log,
     median,
     print_table,
@@ -604,4 +605,4 @@ def finish(metas: dict[str, dict], ref: dict[str, Any], args, revisions: dict) -
 
 
 if __name__ == "__main__":
-    main()
+    cli(main)

@@ -27,7 +27,7 @@ from pathlib import Path
 import yaml
 
 from autotune.study.layout import study_url
-from bench._common import REPO, child_env, log, print_table, write_result
+from bench._common import REPO, child_env, cli, log, print_table, write_result
 
 NAME = "false_gains"
 KNOBS = {"data.num_workers": [1, 2], "runtime.memory_optimize_level": ["O0", "O1"]}
@@ -106,4 +106,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    cli(main)

@@ -54,7 +54,7 @@ from pathlib import Path
 
 import yaml
 
-from bench._common import REPO, RESULTS_DIR, log, machine_info, run_trial
+from bench._common import REPO, RESULTS_DIR, cli, log, machine_info, run_trial
 from trials.contract.schema import CONF_DIR
 
 #: The space recorded by default (conf/search/landscape_cpu.yaml).
@@ -194,4 +194,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    cli(main)

@@ -25,7 +25,7 @@ import optuna
 
 from autotune.study.layout import study_url
 from autotune.study.records import load_records
-from bench._common import REPO, child_env, log, print_table, write_result
+from bench._common import REPO, child_env, cli, log, print_table, write_result
 from trials.contract.outcomes import Outcome
 
 SPACE = """name: oomspace
@@ -104,4 +104,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    cli(main)

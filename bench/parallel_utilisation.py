@@ -30,7 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench._common import REPO, log, median, print_table, write_result
+from bench._common import REPO, cli, log, median, print_table, write_result
 
 NAME = "parallel_utilisation"
 DEVICES = 8
@@ -159,4 +159,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    cli(main)

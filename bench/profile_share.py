@@ -21,7 +21,7 @@ from pathlib import Path
 
 from autotune.profiling.profile import stored_profiles
 from autotune.study.layout import study_url
-from bench._common import REPO, child_env, log, print_table, write_result
+from bench._common import REPO, child_env, cli, log, print_table, write_result
 
 NAME = "profile_share"
 
@@ -60,4 +60,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    cli(main)

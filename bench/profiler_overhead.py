@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import argparse
 
-from bench._common import log, median, print_table, run_trial, write_result
+from bench._common import cli, log, median, print_table, run_trial, write_result
 
 NAME = "profiler_overhead"
 FIXED = ["run.adaptive=false", "run.warmup_steps=4", "run.measure_steps=12",
@@ -71,4 +71,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    cli(main)

@@ -47,6 +47,7 @@ from bench._common import (
     LoadMeter,
     add_quiet_argument,
     child_env,
+    cli,
     load_note,
     log,
     median,
@@ -326,4 +327,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    cli(main)

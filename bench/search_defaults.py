@@ -28,7 +28,7 @@ import argparse
 import math
 from pathlib import Path
 
-from bench._common import REPO, log, print_table, write_result
+from bench._common import REPO, cli, log, print_table, write_result
 from bench.search_efficiency import CANDIDATES, replay_all, summarise
 
 NAME = "search_defaults"
@@ -94,4 +94,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    cli(main)

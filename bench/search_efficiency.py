@@ -67,7 +67,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench._common import REPO, log, print_table, write_result
+from bench._common import REPO, cli, log, print_table, write_result
 from trials.contract.vocabulary import LEGACY_RECOMPUTE
 
 NAME = "search_efficiency"
@@ -575,4 +575,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    cli(main)

@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench._common import REPO, LoadMeter, log, write_result
+from bench._common import REPO, LoadMeter, cli, log, write_result
 
 #: One line of pytest's --durations report: "12.34s call     tests/x.py::test_y[...]".
 DURATION = re.compile(r"^\s*([\d.]+)s (call|setup|teardown)\s+(.+?)\s*$")
@@ -128,4 +128,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    cli(main)

@@ -29,7 +29,7 @@ import optuna
 
 from autotune.study import records as R
 from autotune.study.layout import study_url
-from bench._common import REPO, RESULTS_DIR, child_env
+from bench._common import REPO, RESULTS_DIR, child_env, cli
 
 NO_STOPPING = ["sweep.stop.slow_ratio=0", "sweep.stop.slow_warmup_ratio=0",
                "guard.spike_factor=1e30",
@@ -158,4 +158,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    cli(main)

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from bench._common import (
     add_quiet_argument,
+    cli,
     load_note,
     log,
     median,
@@ -252,4 +253,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    cli(main)

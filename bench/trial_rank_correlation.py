@@ -21,7 +21,15 @@ from __future__ import annotations
 import argparse
 import time
 
-from bench._common import add_quiet_argument, load_note, log, print_table, run_trial, write_result
+from bench._common import (
+    add_quiet_argument,
+    cli,
+    load_note,
+    log,
+    print_table,
+    run_trial,
+    write_result,
+)
 
 NAME = "trial_rank_correlation"
 BASE = ["workload=gpt_small", "workload.n_layers=2", "workload.seq_len=64", "data=synthetic"]
@@ -133,4 +141,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    cli(main)

@@ -18,6 +18,7 @@ import time
 
 from bench._common import (
     add_quiet_argument,
+    cli,
     cv,
     load_note,
     log,
@@ -118,4 +119,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    cli(main)

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from autotune.study.layout import study_url
-from bench._common import REPO, child_env, log, median, print_table, write_result
+from bench._common import REPO, child_env, cli, log, median, print_table, write_result
 
 NAME = "trial_time_split"
 VARIANTS = {"configured": [], "fixed 4+8, no cache": ["run.adaptive=false",
@@ -102,4 +102,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    cli(main)
