@@ -29,7 +29,7 @@ from autotune.study.schema.profile import (
 from trials.contract.events import ProfileRecord
 from trials.contract.outcomes import Outcome
 from trials.contract.performance import Performance
-from trials.contract.schema import TrialConfig
+from trials.contract.schema import TrialConfig, knob_values
 from trials.contract.trial_dir import TrialDir
 
 #: How a profile run differs from the trial. No compile cache: a graph loaded from it has
@@ -66,7 +66,8 @@ def profile_config(runner: Runner, cfg: TrialConfig, out: Path, settings: SweepS
         return None
     profile = run.profile
     perf = run.summary.perf if run.summary else Performance()
-    evidence = rules.from_profile(profile, perf, trial=trial, dp=cfg.parallel.dp)
+    evidence = rules.from_profile(profile, perf, trial=trial, dp=cfg.parallel.dp,
+                                  settings=knob_values(cfg))
     findings = rules.diagnose(evidence)
     label = label or (f"trial {trial}" if trial is not None else "the composed configuration")
     # matplotlib on first use: every command imports this module, few draw.

@@ -14,6 +14,9 @@ all-reduce's share of the step and each rank's step time.
 | host_bound | idle (host time between ops) > 20 % of the step | graph mode, fusion, bigger ops |
 | cast_overhead | Cast operators > 10 % of the step | fp32, or fewer casts |
 
+Advice is a list of moves (:class:`Move`); one that is a setting the run already has
+(graph mode told to a graph-mode run) is left out wherever the run's settings are known.
+
 Thresholds: communication from the method's four-layer evaluation ("over 20-30 % of
 step time means the parallel strategy is wrong"); slow rank ((max-min)/mean > 5 %) from
 msprof-analyze's advisor on Ascend
@@ -60,6 +63,24 @@ CAST_SHARE_HIGH = 0.10
 CAST_OP = "Cast"
 
 
+@dataclass(frozen=True)
+class Move:
+    """One change a finding advises, in words, and where it is one setting, that setting
+    (``knob`` = ``value``, as the overrides write it): advice leaves out a move the run
+    already made."""
+
+    words: str
+    knob: str | None = None
+    value: object = None
+
+
+def advise(e: Evidence, *moves: Move) -> str:
+    """The moves the run has not made yet (:attr:`Evidence.settings`), as one phrase:
+    "a, b or c"; a move that is not one setting always stays."""
+    left = [m.words for m in moves if m.knob is None or e.settings.get(m.knob) != m.value]
+    return ", ".join(left[:-1]) + (" or " if len(left) > 1 else "") + (left[-1] if left else "")
+
+
 @dataclass
 class Evidence:
     """What the rules look at; None where it was not measured."""
@@ -76,6 +97,8 @@ class Evidence:
     dp: int = 1
     #: The run's scorecard performance (its data wait and pipeline probe), where known.
     performance: Performance | None = None
+    #: The run's settings (trials.contract.schema.knob_values), where known.
+    settings: dict = field(default_factory=dict)
 
     @property
     def who(self) -> tuple[int, ...]:
@@ -87,8 +110,9 @@ class Evidence:
 
 
 def from_profile(profile: ProfileRecord, performance: Performance | None = None, *,
-                 trial: int | None = None, dp: int = 1) -> Evidence:
-    """Evidence from a profile event and, optionally, the run's performance."""
+                 trial: int | None = None, dp: int = 1,
+                 settings: dict | None = None) -> Evidence:
+    """Evidence from a profile event and, optionally, the run's performance and settings."""
     perf = performance or Performance()
     shares = dict(profile.shares)
     comm = shares.get("communication")
@@ -98,7 +122,8 @@ def from_profile(profile: ProfileRecord, performance: Performance | None = None,
     return Evidence(trial=trial, step_s=profile.step_s, shares=shares,
                     seconds=dict(profile.seconds), comm_share=comm, comm_source=source,
                     top_ops=list(profile.top_ops), memory=profile.memory,
-                    rank_step_s=list(perf.rank_step_s), dp=dp, performance=perf)
+                    rank_step_s=list(perf.rank_step_s), dp=dp, performance=perf,
+                    settings=dict(settings or {}))
 
 
 def from_performance(performance: Performance, *, trial: int | None = None,
@@ -139,9 +164,12 @@ def data_wait(e: Evidence) -> Finding | None:
     wait_s = e.seconds.get("data_wait")
     ms = "" if wait_s is None else f" ({1e3 * wait_s:.1f} ms of input wait a step)"
     return Finding("data_wait", e.who, (
-        f"{e.subject} is input-bound: it {why}{ms}: add dataset workers (data.num_workers), "
-        f"turn on data.multiprocessing, convert the data to MindRecord (data=mindrecord), or "
-        f"{CHEAPER_PREPROCESSING}."), nums | {"data_wait_s": wait_s or 0.0})
+        f"{e.subject} is input-bound: it {why}{ms}: "
+        + advise(e, Move("add dataset workers (data.num_workers)"),
+                 Move("turn on data.multiprocessing", "data.multiprocessing", True),
+                 Move("convert the data to MindRecord (data=mindrecord)", "data.source",
+                      "mindrecord"),
+                 Move(CHEAPER_PREPROCESSING)) + "."), nums | {"data_wait_s": wait_s or 0.0})
 
 
 def dominant_op(e: Evidence) -> Finding | None:
@@ -167,8 +195,12 @@ def memory_peaks(e: Evidence) -> Finding | None:
         f"{e.subject}: the memory curve ({e.memory.source or 'memory'}) peaks at "
         f"{e.memory.peak_mib:,.1f} MiB, {factor:.1f}x its mean of "
         f"{e.memory.mean_mib:,.1f} MiB (above {MEMORY_PEAK_FACTOR:g}x): transient buffers, "
-        "not the model, set the peak. Try a higher runtime.memory_optimize_level or "
-        "train.recompute=full."), {"peak_over_mean": factor})
+        "not the model, set the peak. Try "
+        + advise(e, Move("a higher runtime.memory_optimize_level (O1)",
+                         "runtime.memory_optimize_level", "O1"),
+                 Move("train.recompute=full", "train.recompute", "full"),
+                 Move("a smaller micro-batch (more train.micro_batches)")) + "."),
+        {"peak_over_mean": factor})
 
 
 def slow_rank(e: Evidence) -> Finding | None:
@@ -196,10 +228,13 @@ def host_bound(e: Evidence) -> Finding | None:
     return Finding("host_bound", e.who, (
         f"{e.subject} is host-bound: {_pct(idle)} of its step is idle between operators{ms} "
         f"(above {_pct(IDLE_SHARE_HIGH)}), time the host spends launching ops rather than "
-        "the ops running. Run fewer, larger ops: graph mode (runtime.mode=graph) with "
-        "fusion (runtime.jit_level=O1) where it is not already, a larger micro-batch "
-        "(a larger global batch, or fewer train.micro_batches where there are several), "
-        "fewer runtime.threads if other work shares the cores."), {"idle_share": idle})
+        "the ops running. Run fewer, larger ops: "
+        + advise(e, Move("graph mode (runtime.mode=graph)", "runtime.mode", "graph"),
+                 Move("fusion (runtime.jit_level=O1)", "runtime.jit_level", "O1"),
+                 Move("a larger micro-batch (a larger global batch, or fewer "
+                      "train.micro_batches where there are several)"),
+                 Move("fewer runtime.threads if other work shares the cores")) + "."),
+        {"idle_share": idle})
 
 
 def cast_overhead(e: Evidence) -> Finding | None:
@@ -211,8 +246,10 @@ def cast_overhead(e: Evidence) -> Finding | None:
     return Finding("cast_overhead", e.who, (
         f"{e.subject} spends {_pct(share)} of its step in {CAST_OP} operators ({ms:.2f} ms a "
         f"step; above {_pct(CAST_SHARE_HIGH)}): converting between precisions costs more than "
-        "the lower precision saves. Try precision=fp32 (on the CPU fp16 is the slower one), "
-        "or keep more of the model in one dtype."), {"cast_share": share})
+        "the lower precision saves. Try "
+        + advise(e, Move("precision=fp32 (on the CPU fp16 is the slower one)", "precision",
+                         "fp32"),
+                 Move("keeping more of the model in one dtype")) + "."), {"cast_share": share})
 
 
 RULES: tuple[Callable[[Evidence], Finding | None], ...] = (

@@ -8,6 +8,7 @@ import pytest
 
 from autotune.profiling import rules
 from autotune.study.schema.profile import ProfileResult
+from tests.fakes import trial_config
 from trials.contract.breakdown import (
     CATEGORIES,
     MemoryCurve,
@@ -145,6 +146,26 @@ def test_each_rule_fires_on_its_condition_only_and_quotes_its_numbers(rule, firi
     found = rule(evidence(**firing))
     assert found is not None and quoted in found.sentence and found.trials == (7,)
     assert rule(evidence(**quiet)) is None
+
+
+def test_advice_leaves_out_what_the_run_already_has():
+    from trials.contract.schema import knob_values
+
+    idle = {"shares": {"idle": 0.387}}
+    fresh = rules.host_bound(evidence(**idle)).sentence
+    # Rule: with nothing known of the run, every move is advised.
+    assert "runtime.mode=graph" in fresh and "runtime.jit_level=O1" in fresh
+    # Rule: a run in graph mode with fusion on is not told to turn them on; the moves it
+    # has not made stay, joined as one phrase.
+    graph_o1 = dict(knob_values(trial_config()), **{"runtime.jit_level": "O1"})
+    advised = rules.host_bound(evidence(settings=graph_o1, **idle)).sentence
+    assert "runtime.mode=graph" not in advised and "jit_level" not in advised
+    assert "a larger micro-batch" in advised and " or fewer runtime.threads" in advised
+    # The same mechanism in every rule that advises a setting: fp32 is not told fp32.
+    casts = {"top_ops": [OpRow(type="Cast", category="forward", share=0.2, ms_per_step=20.0)]}
+    assert "precision=fp32" in rules.cast_overhead(evidence(**casts)).sentence
+    fp32 = rules.cast_overhead(evidence(settings=knob_values(trial_config()), **casts))
+    assert "precision=fp32" not in fp32.sentence and "one dtype" in fp32.sentence
 
 
 def test_the_slow_rank_rule_needs_more_than_one_rank():

@@ -9,6 +9,7 @@ next to the field) and :func:`validate` checks the rules that span fields.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -356,6 +357,23 @@ class TrialConfig:
 
 
 TRIAL_KEYS = tuple(TrialConfig.__dataclass_fields__)
+
+
+def knob_values(cfg: TrialConfig) -> dict[str, object]:
+    """Every setting of a trial as the overrides write it: ``runtime.mode`` -> ``"graph"``
+    (an enum by its value), and a config group chosen by name by that name
+    (``precision`` -> ``"fp16"``). What advice reads to leave out a change the run has."""
+    out: dict[str, object] = {}
+    for group in TRIAL_KEYS:
+        section = getattr(cfg, group)
+        for f in dataclasses.fields(section):
+            value = getattr(section, f.name)
+            if dataclasses.is_dataclass(value):
+                continue
+            out[f"{group}.{f.name}"] = value.value if isinstance(value, enum.Enum) else value
+        if "name" in {f.name for f in dataclasses.fields(section)}:
+            out[group] = section.name
+    return out
 
 
 def micro_batch_size(cfg: TrialConfig) -> int:
