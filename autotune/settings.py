@@ -9,7 +9,6 @@ from __future__ import annotations
 import enum
 import re
 from dataclasses import dataclass, field
-from typing import Any
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
@@ -301,9 +300,9 @@ class PlanSettings:
     #: Sequences per optimizer step; null = train.global_batch.
     global_batch: int | None = field(default=None, metadata=rule(ge=1))
     #: Splits to plan, as "DPxMPxPP" (each must use every device of the cluster); empty =
-    #: every dp x mp x pp split of the cluster. One split may be given bare
-    #: (plan.split=8x4x12 is plan.split=[8x4x12]).
-    split: Any = field(default_factory=list)
+    #: every dp x mp x pp split of the cluster. Every list here also takes bare values
+    #: (plan.split=8x4x12 is plan.split=[8x4x12]; trials/contract/compose.py).
+    split: list = field(default_factory=list)
     #: What to enumerate besides the splits. Micro-batch counts: empty = every power of
     #: two that divides the per-replica batch.
     micro_batches: list = field(default_factory=list)

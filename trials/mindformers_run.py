@@ -75,6 +75,11 @@ def train(path: Path, *, steps: int | None, synthetic_data: bool) -> list[float]
     # The same checks autotune's export runs: MindFormers' own errors are less direct.
     raw = mf.load_config(path, what="config")
     mf.check(raw, what=str(path))
+    data_dir = ((raw.get("train_dataset") or {}).get("data_loader") or {}).get("dataset_dir")
+    if not synthetic_data and data_dir and not Path(str(data_dir)).exists():
+        raise ConfigError(f"train_dataset.data_loader.dataset_dir={data_dir} does not exist: "
+                          "point it at your data (a MindRecord file), or pass "
+                          "--synthetic-data to train on random tokens")
     config = MindFormerConfig(str(path))
     if config.context.device_target == "CPU" and \
             config.runner_wrapper.type == "MFTrainOneStepCell":

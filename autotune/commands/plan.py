@@ -34,6 +34,7 @@ def run(composed: DictConfig, overrides: list[str], console: Console, *,
     if refused:
         raise ConfigError(refused)
     settings, sweep = config.plan, config.sweep
-    for line in make_plan(to_trial_config(composed), settings, Path(sweep.runs_dir)):
+    for line in make_plan(to_trial_config(composed), settings, Path(sweep.runs_dir),
+                          overrides):
         console.print(line, markup=False, soft_wrap=True)
     return 0

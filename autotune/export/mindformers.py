@@ -23,6 +23,7 @@ from pathlib import Path
 import yaml
 
 from autotune.export.mindformers_transfer import check_names, check_transfer
+from autotune.presentation.labels import counted
 from trials.contract import mindformers as mf
 from trials.contract.schema import (
     Backend,
@@ -281,7 +282,7 @@ def changes_section(export: MindFormersExport) -> str:
                      "`export.mindformers_base=YOUR.yaml` merges them into your config.")
     else:
         lines.append(f"`{export.base}` with the tuned values merged in "
-                     f"({len(export.changes)} keys changed):")
+                     f"({counted(len(export.changes), 'key')} changed):")
         lines += ["", "| key | your config | exported |", "|---|---|---|"]
         lines += [f"| `{key}` | {table_cell(old)} | {table_cell(new)} |"
                   for key, old, new in export.changes]

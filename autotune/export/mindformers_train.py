@@ -17,6 +17,7 @@ from pathlib import Path
 
 from autotune.export.mindformers import MindFormersExport, table_cell
 from autotune.export.mindformers_transfer import check_transfer, leaves
+from autotune.presentation.labels import counted
 from trials.contract import mindformers as mf
 from trials.contract.schema import (
     Backend,
@@ -191,7 +192,7 @@ def train_changes_section(export: TrainConfigExport, job: TrialConfig) -> str:
         lines.append("The tuned keys in `TrainConfig`'s schema (a fragment).")
     else:
         lines += [f"`{export.base}` with the tuned values merged in "
-                  f"({len(export.changes)} keys changed):", "",
+                  f"({counted(len(export.changes), 'key')} changed):", "",
                   "| key | your config | exported |", "|---|---|---|"]
         lines += [f"| `{k}` | {table_cell(old)} | {table_cell(new)} |"
                   for k, old, new in export.changes]

@@ -37,14 +37,14 @@ def tradeoff(df: pd.DataFrame, *, title: str, budget_gib: float) -> Figure | Non
     tight = fits & known["tight"].astype(bool)
     groups = [(fits & ~tight, "fits the budget", "tab:blue", "o"),
               (tight, "fits, within the model's error", "tab:orange", "o"),
-              (~fits, "ruled out", "tab:gray", "x")]
+              (~fits, "over the memory budget", "tab:gray", "x")]
     for mask, label, colour, marker in groups:
         if mask.any():
             ax.scatter(known.loc[mask, "peak_gib"], known.loc[mask, "tokens_per_s"], s=18,
                        c=colour, marker=marker, label=f"{label} ({int(mask.sum())})", alpha=0.8)
     ax.axvline(budget_gib, color="tab:red", ls="--", lw=1,
                label=f"memory budget {budget_gib:g} GiB")
-    best = known[fits].sort_values("rank").head(LABELLED)
+    best = known[fits].sort_values("rank").drop_duplicates("rank").head(LABELLED)
     for offset, (_, r) in zip(LABEL_OFFSETS, best.iterrows()):
         ax.annotate(f"#{int(r['rank'])} {r['split']} m={r['micro_batches']}",
                     (r["peak_gib"], r["tokens_per_s"]), textcoords="offset points",

@@ -8,6 +8,7 @@ import dataclasses
 import hashlib
 import json
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -15,7 +16,7 @@ import pandas as pd
 from autotune.plan.costmodel import CostModel
 from autotune.plan.coverage import dtype_coverage
 from autotune.plan.figure import breakdown_figure, plan_figure
-from autotune.plan.planner import PlanPoint, dtypes, listed, plan
+from autotune.plan.planner import PlanPoint, dtypes, plan
 from autotune.plan.predict import Constants, memory_interval
 from autotune.presentation.tables import markdown_table
 from autotune.settings import PlanSettings
@@ -46,18 +47,26 @@ def row(rank: int | None, point: PlanPoint) -> dict:
 
 
 def frame(points: list[PlanPoint]) -> pd.DataFrame:
-    rank = 0
-    rows = []
-    for point in points:
-        if point.fits:
-            rank += 1
-        rows.append(row(rank if point.fits else None, point))
-    df = pd.DataFrame(rows)
+    """plan.csv's rows, best first. A fitting row's rank is its prediction's: rows the
+    model predicts alike (:func:`fold_key`: fp16 and bf16 on an A100) share one, so the
+    ranks the table shows after folding them run 1, 2, 3."""
+    df = pd.DataFrame([row(None, point) for point in points])
     if not df.empty:
-        df["rank"] = df["rank"].astype("Int64")
         for col in ("tokens_per_s", "mfu", "step_s", "peak_gib"):  # None where unknown
             df[col] = pd.to_numeric(df[col], errors="coerce")
+        fits = df["fits"].astype(bool)
+        df["rank"] = pd.array([pd.NA] * len(df), dtype="Int64")
+        if fits.any():
+            df.loc[fits, "rank"] = pd.factorize(fold_key(df[fits]))[0] + 1
     return df
+
+
+def fold_key(rows: pd.DataFrame) -> pd.Series:
+    """Rows that differ only in knobs the model predicts make no difference: the same
+    tokens/s and peak memory, split and micro-batches."""
+    return (rows["tokens_per_s"].round(6).astype(str) + "|"
+            + rows["peak_gib"].round(4).astype(str) + "|" + rows["split"]
+            + "|" + rows["micro_batches"].astype(str))
 
 
 SHOWN = {"rank": "rank", "split": "dp x mp x pp", "micro_batches": "m",
@@ -78,11 +87,8 @@ def collapse(fitting: pd.DataFrame) -> pd.DataFrame:
     ``same for`` column lists the values folded ("precision fp16/bf16")."""
     if fitting.empty:
         return fitting.assign(same_for="")
-    key = (fitting["tokens_per_s"].round(6).astype(str) + "|"
-           + fitting["peak_gib"].round(4).astype(str) + "|" + fitting["split"]
-           + "|" + fitting["micro_batches"].astype(str))
     rows = []
-    for _, group in fitting.groupby(key, sort=False):
+    for _, group in fitting.groupby(fold_key(fitting), sort=False):
         first = group.iloc[0].copy()
         folded = [f"{k} {'/'.join(str(v) for v in dict.fromkeys(group[k]))}"
                   for k in FOLDABLE if group[k].nunique() > 1]
@@ -202,15 +208,31 @@ def closest(df: pd.DataFrame, budget_gib: float, limit: int = CLOSEST) -> pd.Dat
 NOT_PLANNED = ("out", "show", "nodes")
 
 
-def default_name(cfg: TrialConfig, settings: PlanSettings) -> str:
-    """``<workload>-<hardware>-<nodes>n``, and a digest of the plan settings that differ
-    from the defaults (two plans of one workload that pin other splits or precisions get
-    directories of their own)."""
+def shaping_overrides(overrides: Sequence[str]) -> list[str]:
+    """The overrides that change what is planned beyond what the plan's name says (the
+    workload and hardware chosen, the nodes) and its settings carry by value (``plan.*``):
+    ``hardware.inter_node.bandwidth_gbs=6.25``, ``workload.n_layers=70``... (``sweep.*``
+    says where runs go, not what is planned)."""
+    def elsewhere(override: str) -> bool:
+        key = override.partition("=")[0].lstrip("+~")
+        return key in ("workload", "hardware") or key.startswith(("plan.", "sweep.", "hydra."))
+
+    return sorted(o for o in overrides if not elsewhere(o))
+
+
+def default_name(cfg: TrialConfig, settings: PlanSettings, overrides: Sequence[str] = ()) -> str:
+    """``<workload>-<hardware>-<nodes>n``, and a digest of what else shapes the plan: the
+    plan settings that differ from the defaults and the other overrides
+    (:func:`shaping_overrides`). Two plans that differ in anything planned get directories
+    of their own (a cluster's own links, a model's other depth, other pinned splits)."""
     name = f"{cfg.workload.name}-{cfg.hardware.name}-{settings.nodes}n"
     default = PlanSettings()
     pinned = {f.name: getattr(settings, f.name) for f in dataclasses.fields(settings)
               if f.name not in NOT_PLANNED and getattr(settings, f.name) != getattr(default,
                                                                                      f.name)}
+    shaping = shaping_overrides(overrides)
+    if shaping:
+        pinned["overrides"] = shaping
     if not pinned:
         return name
     digest = hashlib.sha256(json.dumps(pinned, sort_keys=True, default=str).encode())
@@ -261,24 +283,28 @@ def batch_line(settings: PlanSettings, cfg: TrialConfig) -> str:
             "default: set plan.global_batch=N to plan your job's)")
 
 
-def plan_directory(cfg: TrialConfig, settings: PlanSettings, runs_dir: Path) -> Path:
+def plan_directory(cfg: TrialConfig, settings: PlanSettings, runs_dir: Path,
+                   overrides: Sequence[str] = ()) -> Path:
     """``plan.out``, else <runs_dir>/plan/<default_name>."""
     return Path(settings.out) if settings.out else (
-        runs_dir / "plan" / default_name(cfg, settings))
+        runs_dir / "plan" / default_name(cfg, settings, overrides))
 
 
-def make_plan(cfg: TrialConfig, settings: PlanSettings, runs_dir: Path) -> list[str]:
+def make_plan(cfg: TrialConfig, settings: PlanSettings, runs_dir: Path,
+              overrides: Sequence[str] = ()) -> list[str]:
     """Plan ``cfg``'s workload on ``settings.nodes`` nodes of its hardware profile, write
     plan.csv, plan.md, plan.png and breakdown.png, and return the lines to print. A plan
     where nothing fits is an answer (the closest configurations, what each lacks), not an
-    error."""
+    error. ``overrides``: the command's, which name the plan's directory and are stated."""
     if cfg.workload.entry:
-        raise ConfigError("plan needs the model's dimensions: a user workload "
-                          "(workload.entry) has none; use a preset (workload=llama2_7b ...) or "
-                          "set workload.n_layers/d_model/n_heads/seq_len/vocab_size")
-    settings = listed(settings)
+        raise ConfigError(f"plan needs the model's dimensions: workload {cfg.workload.name} "
+                          f"is built by a program of its own (workload.entry="
+                          f"{cfg.workload.entry}), whose dimensions plan cannot read; plan a "
+                          "preset of the same shape (workload=llama2_7b ...), or give them "
+                          "without the program: workload.entry='' workload.n_layers=... "
+                          "d_model, n_heads, seq_len, vocab_size")
     hw = cfg.hardware
-    out = plan_directory(cfg, settings, runs_dir)
+    out = plan_directory(cfg, settings, runs_dir, overrides)
     model = CostModel.for_profile(hw, nodes=settings.nodes)
     coverage = dtype_coverage(model.constants, Constants.priors(hw), hw, dtypes(cfg, settings))
     model = dataclasses.replace(model, constants=coverage.constants)
@@ -292,6 +318,8 @@ def make_plan(cfg: TrialConfig, settings: PlanSettings, runs_dir: Path) -> list[
              f"devices, {budget:g} GiB each), global batch "
              f"{settings.global_batch or cfg.train.global_batch}")
     notes = list(coverage.notes)
+    if shaping_overrides(overrides):
+        notes.append(f"overrides: {' '.join(shaping_overrides(overrides))}")
     if points and points[0].prediction is not None and points[0].prediction.time is None:
         notes.append(f"step time unknown: {model.peak_problem(points[0].job.dtype)}")
     charted = (collapse(df[df["fits"]]).head(min(settings.show, 10)) if fitting

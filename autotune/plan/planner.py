@@ -56,26 +56,13 @@ def splits(devices: int) -> list[tuple[int, int, int]]:
     return out
 
 
-#: The plan settings that list values; each also takes one bare value (``plan.split=8x4x12``
-#: as ``plan.split=[8x4x12]``).
-LISTED = ("split", "micro_batches", "recompute", "sequence_parallel", "optimizer_shard",
-          "precisions")
-
-
-def listed(settings: PlanSettings) -> PlanSettings:
-    """The settings with every listed knob a list (a bare value, one item)."""
-    bare = {k: [getattr(settings, k)] for k in LISTED
-            if not isinstance(getattr(settings, k), list | tuple)}
-    return replace(settings, **bare) if bare else settings
-
-
 def pinned_splits(settings: PlanSettings, devices: int) -> list[tuple[int, int, int]]:
     """``plan.split``'s splits, or every split of the cluster; ConfigError for a split
     that does not use the cluster's devices."""
     if not settings.split:
         return splits(devices)
     out = []
-    for text in listed(settings).split:
+    for text in settings.split:
         dp, mp, pp = parse_split(text, "plan.split")
         if dp * mp * pp != devices:
             raise ConfigError(f"plan.split value {text!r} uses {dp * mp * pp} devices; the "
@@ -86,7 +73,6 @@ def pinned_splits(settings: PlanSettings, devices: int) -> list[tuple[int, int, 
 
 
 def dtypes(cfg: TrialConfig, settings: PlanSettings) -> list[DType]:
-    settings = listed(settings)
     if settings.precisions:
         return [dtype_of(name, "plan.precisions") for name in settings.precisions]
     hw = cfg.hardware
@@ -141,7 +127,6 @@ def micro_batch_counts(batch: int, dp: int, settings: PlanSettings) -> list[int]
 
 
 def enumerate_jobs(cfg: TrialConfig, settings: PlanSettings, devices: int) -> list[Job]:
-    settings = listed(settings)
     batch = settings.global_batch or cfg.train.global_batch
     jobs = []
     for (dp, mp, pp), rc, sp, shard, dtype in itertools.product(

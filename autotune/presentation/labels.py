@@ -22,3 +22,8 @@ def params_label(params: dict) -> str:
 def share_text(fraction: float) -> str:
     """A share of a whole as a percentage: 0.123 -> '12.3 %'."""
     return f"{100 * fraction:.1f} %"
+
+
+def counted(n: int, noun: str) -> str:
+    """``1 key``, ``4 keys``."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"

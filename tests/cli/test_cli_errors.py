@@ -278,6 +278,37 @@ def test_free_form_options_take_a_whole_dict(harness):
         assert code == 0 and "width: 1024" in out, out
 
 
+#: A value for every list-valued setting of the commands' schema: each may be given bare.
+BARE_LIST_VALUES = {"plan.split": "8x1x1", "plan.micro_batches": "4", "plan.recompute": "full",
+                    "plan.precisions": "bf16", "plan.sequence_parallel": "true",
+                    "plan.optimizer_shard": "true", "commbench.sizes_kib": "64",
+                    "export.mindformers_transfer": "data", "sweep.slurm.setup": "module",
+                    "sweep.trial_command": "python", "tune.stages": "data"}
+
+
+def test_every_list_setting_takes_a_bare_value_or_a_bare_comma_list():
+    """OmegaConf refuses a scalar for a list ("int is not a ListConfig, list or tuple")
+    and Hydra reads a bare comma as a sweep ("Ambiguous value"): found on plan.split, then
+    on every other list of plan and export. One rule for every list of the schema."""
+    import yaml
+    from omegaconf import OmegaConf
+
+    from autotune.settings import SweepConfig
+    from trials.contract.compose import compose, shaped_paths
+
+    # Rule: the table covers every list-valued setting the schema has.
+    assert set(BARE_LIST_VALUES) == set(shaped_paths(SweepConfig, list))
+    for key, value in BARE_LIST_VALUES.items():
+        cfg = compose("sweep", [f"{key}={value}"], schema=SweepConfig)
+        assert OmegaConf.select(cfg, key) == [yaml.safe_load(value)], key
+    cfg = compose("sweep", ["plan.split=8x1x1,2x4x1", "plan.micro_batches=1,2", "plan.split="],
+                  schema=SweepConfig)
+    assert list(cfg.plan.micro_batches) == [1, 2] and list(cfg.plan.split) == []
+    cfg = compose("sweep", ["plan.split=8x1x1,2x4x1", "plan.precisions=[fp16, bf16]"],
+                  schema=SweepConfig)
+    assert list(cfg.plan.split) == ["8x1x1", "2x4x1"] and len(cfg.plan.precisions) == 2
+
+
 def test_a_storage_path_under_a_file_is_one_line(harness, tmp_path):
     space = harness.space("ok", {"train.micro_batches": [1, 2]})
     blocker = tmp_path / "not-a-dir"

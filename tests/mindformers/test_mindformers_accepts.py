@@ -179,3 +179,17 @@ def test_the_runner_refuses_what_mindformers_would_reject(tmp_path):
                           timeout=300)
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert "micro_batch_num=1 is below pipeline_stage=2" in proc.stderr
+
+
+def test_the_runner_names_the_fix_for_data_that_is_not_there(tmp_path):
+    """An export's config names a dataset at the base's path (/path/to/...): without
+    --synthetic-data the run stops at once with the two ways on, not MindFormers' error."""
+    export = export_mindformers(job(), base=str(LLAMA), transfer=EVERYTHING)
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(export.config))
+    proc = subprocess.run([sys.executable, "-m", "trials.mindformers_run", str(path)],
+                          cwd=tmp_path, env=project_env(), capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "does not exist" in proc.stderr and "--synthetic-data" in proc.stderr
+    assert "Traceback" not in proc.stderr

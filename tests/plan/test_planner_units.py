@@ -85,8 +85,8 @@ def test_splits_are_every_ordered_factorisation_of_the_devices(devices, count):
 
 
 def test_a_pinned_split_is_planned_alone_and_must_use_every_device():
-    # Rule: a bare value is a list of one (plan.split=2x4x1 is plan.split=[2x4x1]).
-    assert planner.pinned_splits(PlanSettings(split="2x4x1"), 8) == [(2, 4, 1)]
+    # (A bare value on the command line is a list of one: test_cli_errors.py.)
+    assert planner.pinned_splits(PlanSettings(split=["2x4x1"]), 8) == [(2, 4, 1)]
     assert planner.pinned_splits(PlanSettings(split=["8x1x1", "1x2x4"]), 8) == [
         (8, 1, 1), (1, 2, 4)]
     assert planner.pinned_splits(PlanSettings(), 8) == planner.splits(8)
@@ -109,7 +109,7 @@ def test_precisions_are_those_the_profile_runs_unless_pinned():
     # Rule: unpinned, bf16 only where the profile supports it; pinned, exactly the names.
     assert set(planner.dtypes(cfg, PlanSettings())) == set(DType)
     assert DType.bfloat16 not in planner.dtypes(no_bf16, PlanSettings())
-    assert planner.dtypes(no_bf16, PlanSettings(precisions="bf16")) == [DType.bfloat16]
+    assert planner.dtypes(no_bf16, PlanSettings(precisions=["bf16"])) == [DType.bfloat16]
 
 
 def test_enumeration_skips_knobs_that_change_nothing_for_a_split():
@@ -127,8 +127,8 @@ def test_enumeration_skips_knobs_that_change_nothing_for_a_split():
     keys = [(j.split, j.micro_batches, j.recompute, j.sequence_parallel, j.shard_level,
              j.dtype) for j in jobs]
     assert len(set(keys)) == len(keys)
-    pinned = planner.enumerate_jobs(cfg, PlanSettings(split="8x1x1", recompute="full",
-                                                      precisions="fp16",
+    pinned = planner.enumerate_jobs(cfg, PlanSettings(split=["8x1x1"], recompute=["full"],
+                                                      precisions=["fp16"],
                                                       global_batch=32), 8)
     assert {(j.split, j.recompute, j.dtype, j.global_batch) for j in pinned} == {
         ("8x1x1", Recompute.full, DType.float16, 32)}
@@ -166,8 +166,8 @@ def test_what_the_profile_cannot_run_is_ruled_out_by_the_profile():
 
 def test_uneven_stages_and_tensor_parallel_across_nodes_are_flagged_not_ruled_out():
     cfg = with_workload(trial_config(*LLAMA_A100), n_layers=30)
-    points = planner.plan(cfg, PlanSettings(split="2x1x4", micro_batches=[4],
-                                            recompute="full", precisions="fp16"),
+    points = planner.plan(cfg, PlanSettings(split=["2x1x4"], micro_batches=[4],
+                                            recompute=["full"], precisions=["fp16"]),
                           priors_model(cfg), 80.0)
     # Rule: 30 layers on 4 stages are planned (predicted, not ruled out by the layers) and
     # say how they split, the extra layers on the last stages.
@@ -256,10 +256,14 @@ def test_the_frame_has_a_row_per_point_ranked_only_where_it_fits():
             "step_s", "peak_gib", "fits", "tight", "reason", "flags"} <= set(df.columns)
     assert {"mem_activations_gib", "mem_optimizer_states_gib", "time_compute_s"} <= set(
         df.columns)
-    # Rule: ranks 1..n run over the fitting rows in order; ruled-out rows have none, and
-    # have their reason.
+    # Rule: ranks 1..n run over the fitting rows' predictions in order (rows predicted
+    # alike, fp16 and bf16 here, share one); ruled-out rows have none, and have their
+    # reason.
     fitting = df[df["fits"]]
-    assert list(fitting["rank"]) == list(range(1, len(fitting) + 1))
+    ranks = list(fitting["rank"])
+    assert ranks == sorted(ranks) and sorted(set(ranks)) == list(range(1, max(ranks) + 1))
+    assert fitting.groupby("rank")["tokens_per_s"].nunique().eq(1).all()
+    assert len(set(ranks)) < len(ranks)
     assert df.loc[~df["fits"], "rank"].isna().all()
     assert (df.loc[~df["fits"], "reason"] != "").all() and (fitting["reason"] == "").all()
     assert set(df["precision"]) == {"fp32", "fp16", "bf16"}
@@ -267,7 +271,7 @@ def test_the_frame_has_a_row_per_point_ranked_only_where_it_fits():
 
 def test_a_frame_with_nothing_predicted_still_has_the_predicted_columns():
     cfg = trial_config(*LLAMA_A100)
-    points = planner.plan(cfg, PlanSettings(split="8x1x1", global_batch=7),
+    points = planner.plan(cfg, PlanSettings(split=["8x1x1"], global_batch=7),
                           priors_model(cfg), 80.0)
     assert points and all(p.prediction is None for p in points)
     df = plan_output.frame(points)
@@ -293,8 +297,10 @@ def test_the_shown_table_folds_rows_the_model_cannot_tell_apart():
     assert (shown["same for"] == "precision fp16/bf16").all()
     assert len(set(zip(shown["tokens/s"], shown["peak GiB"]))) == len(shown)
     # Rule: "fit" says tight exactly where the point is tight.
-    tight = df.set_index("rank").loc[shown["rank"], "tight"]
+    tight = df[df["fits"]].drop_duplicates("rank").set_index("rank").loc[shown["rank"], "tight"]
     assert list(shown["fit"]) == ["tight" if t else "yes" for t in tight]
+    # Rule: the ranks shown run 1, 2, 3 (a folded row does not leave a gap).
+    assert list(shown["rank"]) == [1, 2, 3, 4, 5]
 
 
 def test_ruled_out_points_are_counted_by_the_class_of_their_reason():
@@ -314,8 +320,8 @@ def test_ruled_out_points_are_counted_by_the_class_of_their_reason():
 
 def test_when_nothing_fits_the_closest_come_least_memory_first_with_what_they_lack():
     cfg = trial_config(*LLAMA_A100)
-    settings = PlanSettings(split="8x1x1", micro_batches=[1, 2], recompute="none",
-                            precisions="fp16")
+    settings = PlanSettings(split=["8x1x1"], micro_batches=[1, 2], recompute=["none"],
+                            precisions=["fp16"])
     df = plan_output.frame(planner.plan(cfg, settings, priors_model(cfg), 30.0))
     assert not df["fits"].any()
     near = plan_output.closest(df, 30.0)
@@ -336,7 +342,7 @@ def test_when_nothing_fits_the_closest_come_least_memory_first_with_what_they_la
 def test_make_plan_writes_the_plan_files_and_returns_the_ranked_lines(tmp_path):
     cfg = trial_config(*LLAMA_A100)
     out = tmp_path / "plan"
-    settings = PlanSettings(out=str(out), split=["2x4x1", "8x1x1"], precisions="fp16",
+    settings = PlanSettings(out=str(out), split=["2x4x1", "8x1x1"], precisions=["fp16"],
                             show=4)
     lines = plan_output.make_plan(cfg, settings, tmp_path / "runs")
     # Rule: plan.csv, plan.md and both figures in plan.out, nothing under runs_dir.
@@ -348,7 +354,7 @@ def test_make_plan_writes_the_plan_files_and_returns_the_ranked_lines(tmp_path):
         rows = f.read().splitlines()
     assert header[:3] == ["rank", "split", "dp"] and "reason" in header
     # Rule: plan.csv holds every enumerated point, and the counts printed are its counts.
-    jobs = planner.enumerate_jobs(cfg, planner.listed(settings), 8)
+    jobs = planner.enumerate_jobs(cfg, settings, 8)
     fitting = sum(1 for p in planner.plan(cfg, settings, priors_model(cfg), 80.0) if p.fits)
     assert len(rows) == len(jobs)
     assert f"{fitting} of {len(jobs)} configurations fit" in "\n".join(lines)
@@ -363,8 +369,8 @@ def test_make_plan_writes_the_plan_files_and_returns_the_ranked_lines(tmp_path):
 def test_make_plan_where_nothing_fits_answers_with_the_closest(tmp_path):
     cfg = with_budget(trial_config(*LLAMA_A100), 20.0)
     out = tmp_path / "plan"
-    lines = plan_output.make_plan(cfg, PlanSettings(out=str(out), split="8x1x1",
-                                                    precisions="fp16"), tmp_path)
+    lines = plan_output.make_plan(cfg, PlanSettings(out=str(out), split=["8x1x1"],
+                                                    precisions=["fp16"]), tmp_path)
     # Rule: nothing fitting is an answer (the closest and what each lacks), not an error.
     assert "No configuration fits. The closest, and what each lacks:" in lines
     assert "## No configuration fits" in (out / "plan.md").read_text()
@@ -386,6 +392,15 @@ def test_the_plan_directory_is_plan_out_else_under_the_runs_dir(tmp_path):
                                       tmp_path) == tmp_path / "x"
     assert plan_output.plan_directory(cfg, PlanSettings(nodes=2), tmp_path) == (
         tmp_path / "plan" / "llama2_7b-gpu_a100-2n")
+    # Rule: any other override that shapes the plan (a cluster's links, a model's depth)
+    # gets a directory of its own; where runs go, and what the name says, do not.
+    def name(*overrides: str) -> str:
+        return plan_output.plan_directory(cfg, PlanSettings(nodes=2), tmp_path, overrides).name
+
+    links, depth = name("hardware.inter_node.bandwidth_gbs=6.25"), name("workload.n_layers=70")
+    assert len({name(), links, depth}) == 3 and links.startswith("llama2_7b-gpu_a100-2n-")
+    assert name("workload=llama2_7b", "hardware=gpu_a100", "sweep.runs_dir=elsewhere") == name()
+    assert name("workload.n_layers=70", "plan.nodes=2") == depth
 
 
 # -- simulate: the records of a simulated trial ----------------------------------------

@@ -92,7 +92,7 @@ def compose(config_name: str, overrides: list[str], conf_dir: Path = CONF_DIR, *
     more, because Hydra's ``+key=value`` adds keys the schema does not know.
     """
     GlobalHydra.instance().clear()
-    overrides = [_dict_override(o, free_form_paths(schema))
+    overrides = [_shaped_override(o, schema)
                  for override in overrides for o in expand_override(override)]
     parsed = _parsed(overrides)
     check_searchpath(parsed)
@@ -194,27 +194,37 @@ def _shape_problem(path: Path, group: str, section: type) -> str | None:
 
 
 @functools.lru_cache(maxsize=None)
-def free_form_paths(schema: type, prefix: str = "") -> frozenset[str]:
-    """Override paths of the schema's free-form dict fields (``workload.options`` ...)."""
+def shaped_paths(schema: type, shape: type, prefix: str = "") -> frozenset[str]:
+    """Override paths of the schema's fields of ``shape``: ``dict`` (free-form:
+    ``workload.options`` ...) or ``list`` (``plan.split``, ``plan.micro_batches`` ...)."""
     paths = set()
     for name, hint in typing.get_type_hints(schema).items():
         origin = typing.get_origin(hint) or hint
         if dataclasses.is_dataclass(hint):
-            paths |= free_form_paths(hint, f"{prefix}{name}.")
-        elif origin is dict:
+            paths |= shaped_paths(hint, shape, f"{prefix}{name}.")
+        elif origin is shape:
             paths.add(f"{prefix}{name}")
     return frozenset(paths)
 
 
-def _dict_override(override: str, free_form: frozenset[str]) -> str:
-    """``workload.options={width: 1024}`` as Hydra needs it for a free-form dict.
+def _shaped_override(override: str, schema: type) -> str:
+    """An override of a dict or list field as Hydra needs it, as the user means it.
 
-    Hydra merges a dict value into the existing node, which is read-only for new keys,
-    so the plain form is refused; ``++`` (set or add) merges it as the user means.
+    - A free-form dict (``workload.options={width: 1024}``): Hydra merges a dict value into
+      the existing node, which is read-only for new keys, so the plain form is refused;
+      ``++`` (set or add) merges it.
+    - A list given bare: ``plan.micro_batches=4`` is ``[4]``, ``plan.split=8x1x1,2x4x1``
+      is ``[8x1x1,2x4x1]`` and an empty value the empty list (OmegaConf refuses a scalar
+      for a list: "int is not a ListConfig"; Hydra reads a bare comma as a sweep).
     """
     key, sep, value = override.partition("=")
-    if sep and key in free_form and value.lstrip().startswith("{"):
+    if not sep or key.startswith(("~", "+")):
+        return override
+    text = value.strip()
+    if key in shaped_paths(schema, dict) and text.startswith("{"):
         return f"++{override}"
+    if key in shaped_paths(schema, list) and not text.startswith("[") and text != "null":
+        return f"{key}=[{text}]"
     return override
 
 
