@@ -74,7 +74,7 @@ class SweepContext:
         real_trials = runner is None and not (settings.simulate or settings.trial_command)
         if real_trials:
             preflight.check_reach(base, {k.path: k.choices for k in space.knobs},
-                                  preflight.check_runnable(base))
+                                  preflight.check_runnable(base), composed.search.name)
         model = None if base.workload.entry else CostModel.for_profile(base.hardware)
         if model is not None and settings.simulate:
             model.memory_interval = 0.0  # its trials run out of memory at its central peak

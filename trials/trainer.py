@@ -136,8 +136,11 @@ class Trainer:
         apply_jit_level(cells, cfg)
         self.state_cells = cells
         # Every workload's pipeline gets the prefetch knob (a global of mindspore.dataset,
-        # read when the pipeline is built); ``applied`` reads it back.
+        # read when the pipeline is built); ``applied`` reads it back. And the run's seed,
+        # so that its shuffle is the same when a run resumes (a workload's own pipeline
+        # otherwise shuffled anew, and its resumed steps were not the killed run's).
         ds.config.set_prefetch_size(cfg.data.prefetch)
+        ds.config.set_seed(cfg.train.seed)
         self.dataset = self.workload.build_dataset(
             cfg.data, batch_size=micro_batch_size(cfg), num_shards=cfg.parallel.dp,
             shard_id=self.rank, seed=cfg.train.seed, cache_dir=cache_dir(cfg))

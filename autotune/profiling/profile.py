@@ -27,9 +27,10 @@ from autotune.study.schema.profile import (
     stored_profiles,  # noqa: F401  (the report, dashboard and winner read it here)
 )
 from trials.contract.events import ProfileRecord
+from trials.contract.knob_reach import Reach
 from trials.contract.outcomes import Outcome
 from trials.contract.performance import Performance
-from trials.contract.schema import TrialConfig, knob_values
+from trials.contract.schema import ConfigError, TrialConfig, knob_values
 from trials.contract.trial_dir import TrialDir
 
 #: How a profile run differs from the trial. No compile cache: a graph loaded from it has
@@ -67,7 +68,7 @@ def profile_config(runner: Runner, cfg: TrialConfig, out: Path, settings: SweepS
     profile = run.profile
     perf = run.summary.perf if run.summary else Performance()
     evidence = rules.from_profile(profile, perf, trial=trial, dp=cfg.parallel.dp,
-                                  settings=knob_values(cfg))
+                                  settings=knob_values(cfg), reach=workload_reach(cfg))
     findings = rules.diagnose(evidence)
     label = label or (f"trial {trial}" if trial is not None else "the composed configuration")
     # matplotlib on first use: every command imports this module, few draw.
@@ -80,6 +81,17 @@ def profile_config(runner: Runner, cfg: TrialConfig, out: Path, settings: SweepS
                          interconnect=interconnect(perf, cfg, Path(settings.runs_dir)),
                          findings=[asdict(f) for f in findings],
                          figure=str(out / "profile.png"), label=label)
+
+
+def workload_reach(cfg: TrialConfig) -> Reach | None:
+    """What the profiled workload applies (its advice names no knob it refuses); None
+    where that cannot be told (the check's import failed: the profile ran all the same)."""
+    from autotune.running.preflight import check_workload_entry
+
+    try:
+        return check_workload_entry(cfg.workload.entry, workload=cfg.workload)
+    except ConfigError:
+        return None
 
 
 def write_result(result: ProfileResult) -> None:

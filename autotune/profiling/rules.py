@@ -39,6 +39,7 @@ a tenth of the step are a precision that does not pay here.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -47,6 +48,7 @@ from autotune.presentation.labels import share_text as _pct
 from autotune.study.data_bound import CHEAPER_PREPROCESSING, input_bound
 from trials.contract.breakdown import MemoryCurve, OpRow
 from trials.contract.events import ProfileRecord
+from trials.contract.knob_reach import Reach, knob_problem
 from trials.contract.performance import Performance
 
 COMM_SHARE_HIGH = 0.20
@@ -75,9 +77,19 @@ class Move:
 
 
 def advise(e: Evidence, *moves: Move) -> str:
-    """The moves the run has not made yet (:attr:`Evidence.settings`), as one phrase:
-    "a, b or c"; a move that is not one setting always stays."""
-    left = [m.words for m in moves if m.knob is None or e.settings.get(m.knob) != m.value]
+    """The moves the run has not made yet (:attr:`Evidence.settings`) and its workload can
+    make (:attr:`Evidence.reach`: a knob it refuses is no advice), as one phrase: "a, b or
+    c"; a move that is not one setting always stays."""
+    cores = os.cpu_count() or 1
+
+    def open_to(m: Move) -> bool:
+        if m.knob is None:
+            return True
+        if e.settings.get(m.knob) == m.value:
+            return False
+        return e.reach is None or knob_problem(m.knob, m.value, e.reach, cores=cores) is None
+
+    left = [m.words for m in moves if open_to(m)]
     return ", ".join(left[:-1]) + (" or " if len(left) > 1 else "") + (left[-1] if left else "")
 
 
@@ -99,6 +111,8 @@ class Evidence:
     performance: Performance | None = None
     #: The run's settings (trials.contract.schema.knob_values), where known.
     settings: dict = field(default_factory=dict)
+    #: What its workload applies (trials/contract/knob_reach.py), where known.
+    reach: Reach | None = None
 
     @property
     def who(self) -> tuple[int, ...]:
@@ -110,9 +124,10 @@ class Evidence:
 
 
 def from_profile(profile: ProfileRecord, performance: Performance | None = None, *,
-                 trial: int | None = None, dp: int = 1,
-                 settings: dict | None = None) -> Evidence:
-    """Evidence from a profile event and, optionally, the run's performance and settings."""
+                 trial: int | None = None, dp: int = 1, settings: dict | None = None,
+                 reach: Reach | None = None) -> Evidence:
+    """Evidence from a profile event and, optionally, the run's performance, its settings
+    and what its workload applies."""
     perf = performance or Performance()
     shares = dict(profile.shares)
     comm = shares.get("communication")
@@ -123,7 +138,7 @@ def from_profile(profile: ProfileRecord, performance: Performance | None = None,
                     seconds=dict(profile.seconds), comm_share=comm, comm_source=source,
                     top_ops=list(profile.top_ops), memory=profile.memory,
                     rank_step_s=list(perf.rank_step_s), dp=dp, performance=perf,
-                    settings=dict(settings or {}))
+                    settings=dict(settings or {}), reach=reach)
 
 
 def from_performance(performance: Performance, *, trial: int | None = None,
@@ -165,7 +180,8 @@ def data_wait(e: Evidence) -> Finding | None:
     ms = "" if wait_s is None else f" ({1e3 * wait_s:.1f} ms of input wait a step)"
     return Finding("data_wait", e.who, (
         f"{e.subject} is input-bound: it {why}{ms}: "
-        + advise(e, Move("add dataset workers (data.num_workers)"),
+        + advise(e, Move("add dataset workers (data.num_workers)", "data.num_workers",
+                         int(e.settings.get("data.num_workers") or 1) + 1),
                  Move("turn on data.multiprocessing", "data.multiprocessing", True),
                  Move("convert the data to MindRecord (data=mindrecord)", "data.source",
                       "mindrecord"),

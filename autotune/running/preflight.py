@@ -7,13 +7,21 @@ import os
 import subprocess
 import sys
 import tempfile
+from pathlib import Path
 
+import yaml
 from omegaconf import OmegaConf
 
 from trials.contract.knob_reach import BUILT_IN, Reach, config_problem, knob_problem
 from trials.contract.launch import trial_env
 from trials.contract.mindformers import ADAPTER_ENTRY
-from trials.contract.schema import ConfigError, TrialConfig, WorkloadConfig, runnable_problem
+from trials.contract.schema import (
+    CONF_DIR,
+    ConfigError,
+    TrialConfig,
+    WorkloadConfig,
+    runnable_problem,
+)
 
 #: Imports the module and looks the factory up, in the environment a trial gets; then
 #: builds the workload as the trial does (trials/workload.py ``load_workload``: no model)
@@ -99,10 +107,12 @@ def check_runnable(cfg: TrialConfig) -> Reach | None:
     return check_workload_entry(cfg.workload.entry, workload=cfg.workload)
 
 
-def check_reach(cfg: TrialConfig, knobs: dict[str, tuple], reach: Reach | None) -> None:
+def check_reach(cfg: TrialConfig, knobs: dict[str, tuple], reach: Reach | None,
+                space: str = "") -> None:
     """ConfigError naming the first knob of the baseline, or value of the search space
-    (``knobs``: override path -> values), that cannot take effect for the workload on
-    this machine's cores (trials/contract/knob_reach.py)."""
+    ``space`` (``knobs``: override path -> values), that cannot take effect for the
+    workload on this machine's cores (trials/contract/knob_reach.py), and the shipped
+    spaces it can run."""
     if reach is None:
         return
     cores = os.cpu_count() or 1
@@ -113,4 +123,19 @@ def check_reach(cfg: TrialConfig, knobs: dict[str, tuple], reach: Reach | None) 
         for value in values:
             problem = knob_problem(path, value, reach, cores=cores)
             if problem:
-                raise ConfigError(f"search space: {problem}")
+                fits = ", ".join(f"search={name}" for name in spaces_that_fit(reach, cores))
+                raise ConfigError(f"search space {space}: {problem}"
+                                  + (f"; or choose a space it runs: {fits}" if fits else ""))
+
+
+def spaces_that_fit(reach: Reach, cores: int, conf_dir: Path = CONF_DIR) -> list[str]:
+    """The shipped search spaces (conf/search/) every value of which takes effect for the
+    workload on ``cores`` cores."""
+    fits = []
+    for path in sorted((conf_dir / "search").glob("*.yaml")):
+        knobs = (yaml.safe_load(path.read_text()) or {}).get("knobs") or {}
+        values = [(k, v) for k, vs in knobs.items() for v in (vs if isinstance(vs, list)
+                                                             else [vs])]
+        if all(knob_problem(k, v, reach, cores=cores) is None for k, v in values):
+            fits.append(path.stem)
+    return fits

@@ -56,6 +56,8 @@ def named_trial(study: optuna.Study, records: list[TrialRecord], number: int, *,
     how = f"{record.reason_text} ({record.state.lower()}"
     how += f": {record.reason.label})" if record.reason is not None else ")"
     detail = record.detail.strip().splitlines()[0][:200] if record.detail.strip() else ""
+    if detail.lower() in how.lower():  # "pruned" again after "(pruned: ...)"
+        detail = ""
     raise ConfigError(f"{setting}={number}: trial {number} ended {how}"
                       + (f"; {detail}" if detail else "") + ", it did not complete and has "
                       f"no measured configuration; {can}")

@@ -175,8 +175,12 @@ def run_to_run_noise(records: list[TrialRecord], prior_cv: float, *,
         return Noise(math.sqrt(sum_sq / dof), f"measured from {dof + configs} runs "
                                               "of repeated configurations, runs under load "
                                               "left out", dof)
-    return Noise(prior_cv, "the hardware profile's cost.run_to_run_cv (too few repeats to "
-                           "measure it)")
+    # Repeated configurations' runs measured under load, which the estimate leaves out.
+    loaded = sum(len(record.sweep_runs()) - len(record.quiet_run_sets()[0])
+                 for record in records if len(record.sweep_runs()) > 1)
+    why = (f"too few quiet repeats to measure it: {loaded} run(s) under load left out"
+           if loaded else "too few repeats to measure it")
+    return Noise(prior_cv, f"the hardware profile's cost.run_to_run_cv ({why})")
 
 
 def step_spread(records: list[TrialRecord]) -> float:

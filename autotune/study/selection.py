@@ -114,13 +114,14 @@ def baseline(records: list[TrialRecord]) -> TrialRecord | None:
 
 
 def pareto_front(records: list[TrialRecord]) -> list[TrialRecord]:
-    """Completed trials no other beats on both tokens/s (up) and peak memory (down)."""
+    """Completed trials no other beats on both tokens/s (up: its standing, the figure the
+    leaderboard shows) and peak memory (down)."""
     points = [r for r in distinct(records)
-              if r.ok and r.tokens_per_s is not None and r.peak_memory_gib is not None]
+              if r.ok and r.standing and r.peak_memory_gib is not None]
 
     def dominated(p: TrialRecord) -> bool:
-        return any(q.tokens_per_s >= p.tokens_per_s and q.peak_memory_gib <= p.peak_memory_gib
-                   and (q.tokens_per_s > p.tokens_per_s or q.peak_memory_gib < p.peak_memory_gib)
+        return any(q.standing >= p.standing and q.peak_memory_gib <= p.peak_memory_gib
+                   and (q.standing > p.standing or q.peak_memory_gib < p.peak_memory_gib)
                    for q in points)
 
     return sorted((p for p in points if not dominated(p)), key=lambda r: r.peak_memory_gib)
@@ -246,10 +247,19 @@ def versus_baseline(top: TrialRecord, base: TrialRecord,
     if paired_with(top, base):
         test = top.confirmed.vs_baseline
         return test.real and test.ratio > 0, test.text
-    gain = noise.compare(noise.runs_of(top), nearest_baseline_runs(base, top), level)
+    gain = sweep_gain(top, base, level)
     if gain is None:
         return True, ""
     return gain.better, gain.text()
+
+
+def sweep_gain(record: TrialRecord, base: TrialRecord, level: noise.Noise) -> noise.Gain | None:
+    """``record``'s gain over the baseline in the sweep: its runs against the baseline's
+    beside them in time (:func:`nearest_baseline_runs`), at the study's run-to-run noise,
+    widened where the trial ran under load (:func:`noise.under_load`). The one figure the
+    progress line, the leaderboard, the pick and the diagnosis quote."""
+    own = noise.under_load(level, base) if record.contended else level
+    return noise.compare(noise.runs_of(record), nearest_baseline_runs(base, record), own)
 
 
 def simplest_within_noise(top: TrialRecord, candidates: list[TrialRecord],
@@ -294,9 +304,7 @@ def annotate(records: list[TrialRecord], prior_cv: float) -> noise.Noise:
     for record in records:
         source = by_number.get(record.reused_from, record)
         if source.ok and source.tokens_per_s is not None and source is not base:
-            own = noise.under_load(level, base) if source.contended else level
-            record.vs_baseline = noise.compare(noise.runs_of(source),
-                                               nearest_baseline_runs(base, source), own)
+            record.vs_baseline = sweep_gain(source, base, level)
     return level
 
 

@@ -166,6 +166,21 @@ def test_advice_leaves_out_what_the_run_already_has():
     assert "precision=fp32" in rules.cast_overhead(evidence(**casts)).sentence
     fp32 = rules.cast_overhead(evidence(settings=knob_values(trial_config()), **casts))
     assert "precision=fp32" not in fp32.sentence and "one dtype" in fp32.sentence
+    # Rule: nor is a knob the workload refuses advised (an image workload's own dataset
+    # reads no MindRecord, it has no blocks to recompute): a new user followed the advice
+    # "data=mindrecord" into a refusal.
+    from trials.contract.knob_reach import BUILT_IN, Reach
+
+    image = Reach("image_cnn", recompute=False,
+                  data_knobs=frozenset({"num_workers", "multiprocessing"}))
+    waits = {"shares": {"data_wait": 0.15}, "seconds": {"data_wait": 0.004}}
+    assert "data=mindrecord" in rules.data_wait(evidence(reach=BUILT_IN, **waits)).sentence
+    advised = rules.data_wait(evidence(reach=image, **waits)).sentence
+    assert "data=mindrecord" not in advised and "data.multiprocessing" in advised
+    peaks = {"memory": MemoryCurve(peak_mib=900.0, mean_mib=200.0, peak_over_mean=4.5,
+                                   source="x")}
+    assert "recompute" in rules.memory_peaks(evidence(**peaks)).sentence
+    assert "recompute" not in rules.memory_peaks(evidence(reach=image, **peaks)).sentence
 
 
 def test_the_slow_rank_rule_needs_more_than_one_rank():

@@ -51,8 +51,13 @@ def test_a_no_op_knob_in_the_space_is_refused_before_launch(harness):
     space = harness.space("norecompute", {"train.recompute": ["none", "full"]})
     code = main(["sweep", *_image_overrides(harness, space, "workload=image_cnn")])
     # Rule: one line, exit 2, nothing written: the knob would be searched for nothing.
-    assert_one_line_error(code, harness.capsys.readouterr().err, "train.recompute=full",
+    err = harness.capsys.readouterr().err
+    assert_one_line_error(code, err, "train.recompute=full",
                           "does nothing for workload image_cnn")
+    # Rule: it names the space, and the shipped spaces this workload runs (the default
+    # space has recompute: a new user's plain `tune` on an image workload met this).
+    assert "search space norecompute:" in err and "search=data" in err
+    assert "search=default" not in err
     assert not harness.runs.exists()
 
 

@@ -251,6 +251,13 @@ def test_a_run_measured_under_load_claims_less_than_a_quiet_one():
     assert loaded.contended and not quiet.contended
     assert width[2] > 1.5 * width[1]
     assert "measured under load" in loaded.vs_baseline.method
+    # Rule: the pick's "vs the baseline in the sweep" is the same figure, not one judged
+    # at the quiet noise (it read +41.5 %, CI +24.9..+61.9, beside the leaderboard's
+    # ~+42 %, -1..+106, for one trial of a loaded study).
+    from autotune.study.selection import versus_baseline
+
+    level = noise.run_to_run_noise(records, 0.05)
+    assert versus_baseline(loaded, base, level)[1] == loaded.vs_baseline.text()
 
 
 def test_confirm_runs_measured_under_other_conditions_are_never_pooled_with_the_sweeps():
@@ -288,6 +295,12 @@ def test_a_run_measured_under_load_does_not_widen_the_studys_quiet_noise():
     # it is left out of the noise every quiet comparison rests on.
     assert noisy.cv > 0.1
     assert quiet.cv < 0.02 and "under load left out" in quiet.source
+    # Rule: where the runs left out are why there is no estimate, the prior says so (a
+    # loaded study's baseline ran 7 times and read "too few repeats").
+    for rep in base.repeats:
+        rep["conditions"] = base.repeats[2]["conditions"]
+    prior = noise.run_to_run_noise([base], 0.05)
+    assert prior.cv == 0.05 and "3 run(s) under load left out" in prior.source
 
 
 def test_a_quiet_trial_is_paired_with_the_quiet_baseline_runs_beside_it():
@@ -350,3 +363,19 @@ def test_a_run_to_run_noise_estimated_from_a_few_runs_widens_by_its_own_uncertai
     assert noise.Noise(0.1, "prior").interval_cv == 0.1
     assert noise.Noise(0.1, "test", dof=4).interval_cv == pytest.approx(0.1 * 2.776 / 1.960,
                                                                          rel=1e-3)
+
+
+def test_the_pareto_front_ranks_trials_by_the_figure_the_leaderboard_shows():
+    from autotune.study.selection import pareto_front
+
+    base = record(0, {"k": 0}, 0.30, role="baseline")
+    # Trial 1's own run read 0.40 s a step, the figure the sampler was told; raced twice
+    # more at 0.20 s, its standing (every run, pooled) is faster than the baseline's, at
+    # less memory.
+    raced = record(1, {"k": 1}, 0.40, repeats=[0.20, 0.20])
+    raced.tokens_per_s = raced.scorecard["performance"]["tokens_per_s"]
+    raced.peak_memory_gib = 0.9
+    assert raced.standing > base.standing > raced.tokens_per_s
+    # Rule: it dominates the baseline on the leaderboard's figure: the front is it alone
+    # (on its first run the baseline stayed on the front beside it).
+    assert [r.number for r in pareto_front([base, raced])] == [1]
