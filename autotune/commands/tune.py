@@ -18,16 +18,20 @@ sweep resumes where it stopped. ``tune.stages`` picks a subset.
 
 from __future__ import annotations
 
+import optuna
 from omegaconf import DictConfig
 from rich.console import Console
 
+from autotune.presentation.labels import params_label
 from autotune.settings import SweepConfig, TuneSettings
 from autotune.stages.correctness import run_correctness
 from autotune.stages.data import run_data
 from autotune.stages.memory import run_memory
 from autotune.stages.throughput import run_throughput
 from autotune.stages.verdicts import soak_issues, verdict
+from autotune.study import records as R
 from autotune.study import stage_results as store
+from autotune.study.choice import study_verdict
 from autotune.study.schema.soak import SoakVerdict, last_soak
 from autotune.study.schema.stages import StageResult, stage_results
 from autotune.sweep import Sweep
@@ -70,7 +74,7 @@ def _stages(context: SweepContext, sweep: Sweep, study, composed: DictConfig,
         elif stage == "data":
             result = run_data(context, lambda n: sweep.run(limit=n))
         elif stage == "throughput":
-            result = run_throughput(sweep.run)
+            result = run_throughput(sweep.run, lambda study: _pick(study, composed))
         else:
             result = _stability(composed, config, study, console)
         store.save(study, stage, result)
@@ -119,3 +123,11 @@ def _stability(composed: DictConfig, config: SweepConfig, study, console: Consol
 def run(composed: DictConfig, overrides: list[str], console: Console, *,
         config: SweepConfig) -> int:
     return run_tune(composed, overrides, console, config=config)
+
+
+def _pick(study: optuna.Study, composed: DictConfig) -> str:
+    """The sweep's pick in one line: the trial export takes, its changes, its figure."""
+    pick = study_verdict(R.load_records(study), composed).pick
+    if pick is None:
+        return "no trial to pick"
+    return f"pick trial #{pick.number} ({params_label(pick.params)}): {pick.sweep_figure}"

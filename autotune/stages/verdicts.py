@@ -50,4 +50,6 @@ def verdict(stage: str, result: StageResult) -> str:
         return (f"stability ({who}): {'; '.join(issues)}" if issues
                 else f"stability ({who}): stable (no drift, leak, spike or rising loss; "
                 "resume replays)")
+    if stage == "throughput":  # how the sweep ended, and its pick
+        return f"throughput: {'; '.join(result.lines) or 'done'}"
     return f"{stage}: {(result.lines or ['done'])[0]}"

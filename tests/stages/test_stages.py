@@ -56,6 +56,8 @@ def test_tune_rules_out_a_precision_forced_to_disagree_then_sweeps_without_it(ha
     verdicts = printed.split("all stages done; the verdicts:", 1)[1]
     assert "correctness: passed; ruled out: fp16" in verdicts
     assert "memory: 4 of" in verdicts and "throughput: " in verdicts
+    # Rule: the throughput verdict names the pick (it read "done: 2 trial(s) launched").
+    assert "; pick trial #" in verdicts and "in the sweep" in verdicts
     study = harness.study()
     stages = stage_results(study)
     assert set(stages) == {"correctness", "memory", "throughput"}
