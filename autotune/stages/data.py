@@ -18,9 +18,10 @@ from dataclasses import dataclass
 from autotune.search.space import format_value
 from autotune.study.budget import count_launches
 from autotune.study.data_bound import CHEAPER_PREPROCESSING, DATA_KNOBS, data_bound_evidence
+from autotune.study.noise import Gain
 from autotune.study.records import TrialRecord, load_records
 from autotune.study.schema.stages import DataResult
-from autotune.study.selection import baseline
+from autotune.study.selection import annotate, baseline
 from autotune.study.sweep_end import SweepOutcome
 from autotune.sweep_context import SweepContext
 
@@ -32,7 +33,7 @@ class Tried:
     trial: int
     change: str  # "data.num_workers=2"
     outcome: str
-    gain: float | None  # tokens/s over the baseline's, less 1; None: it did not finish
+    gain: Gain | None  # over the baseline in the sweep (the leaderboard's); None: none
 
 
 def run_data(context: SweepContext, sweep_until: Callable[[int], SweepOutcome]
@@ -68,7 +69,9 @@ def run_data(context: SweepContext, sweep_until: Callable[[int], SweepOutcome]
     if outcome is not None and outcome.exit_code != 0:
         return DataResult(done=False, failed=True,
                           lines=[head, outcome.message.splitlines()[0]])
-    tried = _tried(load_records(study), changes, base)
+    records = load_records(study)
+    annotate(records, context.prior_cv)  # each trial's one gain over the baseline
+    tried = _tried(records, changes, base)
     return DataResult(done=True, data_bound=True, baseline=base.number,
                       trials=[t.trial for t in tried], lines=[head, *_summary(tried, base)])
 
@@ -101,23 +104,22 @@ def _tried(records: list[TrialRecord], changes: list[dict], base: TrialRecord) -
         if record is None:
             continue
         knob = next(k for k in point if point[k] != base.params.get(k))
-        gain = (record.tokens_per_s / base.tokens_per_s - 1.0
-                if record.ok and record.tokens_per_s and base.tokens_per_s else None)
         out.append(Tried(trial=record.number, change=f"{knob}={format_value(point[knob])}",
-                         outcome=record.reason_text, gain=gain))
+                         outcome=record.reason_text,
+                         gain=record.vs_baseline if record.ok else None))
     return out
 
 
 def _summary(tried: list[Tried], base: TrialRecord) -> list[str]:
     lines = [f"trial #{t.trial}: {t.change}: "
-             + (f"{100 * t.gain:+.1f} % over the baseline" if t.gain is not None
+             + (f"{t.gain.text()} over the baseline" if t.gain is not None
                 else t.outcome) for t in tried]
-    best = max((t for t in tried if t.gain is not None), key=lambda t: t.gain,
-               default=None)
-    if best is not None and best.gain > 0:
+    best = max((t for t in tried if t.gain is not None and t.gain.better),
+               key=lambda t: t.gain.ratio, default=None)
+    if best is not None:
         lines.append(f"best data change: {best.change} (trial #{best.trial}, "
-                     f"{100 * best.gain:+.1f} %)")
+                     f"{best.gain.text()})")
     else:
-        lines.append(f"no data change was faster than the baseline: the pipeline needs "
-                     f"{CHEAPER_PREPROCESSING}, not more workers")
+        lines.append(f"no data change was separably faster than the baseline: the pipeline "
+                     f"needs {CHEAPER_PREPROCESSING}, not more workers")
     return lines

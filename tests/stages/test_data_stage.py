@@ -56,6 +56,9 @@ def test_tune_data_stage_tries_each_data_knob_then_the_sweep_goes_on(harness):
     assert len(_changes(harness.study())) == 3
     assert "the baseline (trial #0) is data-bound: it spent 50.0 %" in out
     assert "best data change: data.num_workers=2" in out
+    # Rule: each change's figure is the sweep's one gain over the baseline, with its
+    # interval (the leaderboard's), not a ratio of first runs without one.
+    assert "over the baseline" in out and "95 % CI" in out.split("best data change")[0]
 
 
 def test_tune_data_stage_on_a_baseline_not_data_bound_launches_only_it(harness):
