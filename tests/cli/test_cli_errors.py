@@ -41,11 +41,15 @@ def assert_one_line_error(code: int, err: str, *needles: str) -> None:
     ("precision.dtype=float16", ("precision.dtype=float16 contradicts precision=fp32",
                                  "write precision=fp16")),
     ("parallel.split=2x1", ("parallel.split value '2x1' must look like 'DPxMPxPP'",)),
+    ("hardware=gpu_h100x", ("Could not find 'hardware/gpu_h100x'. Available options in "
+                            "'hardware': ascend_910b, cpu, gpu_a100, gpu_h100",)),
 ])
 def test_bad_overrides(harness, override, needles):
     space = harness.space("ok", {"train.micro_batches": [1, 2]})
     code, _, err = harness.run(space, override)
     assert_one_line_error(code, err, *needles)
+    # Rule: never "In 'sweep': ...", a config every command composes and none is named.
+    assert "In 'sweep'" not in err
     assert not harness.runs.exists()
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import importlib.util
+import re
 import typing
 from pathlib import Path
 
@@ -62,6 +63,8 @@ def one_line(exc: BaseException) -> str:
         return problem
     lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
     text = lines[0] if lines else type(exc).__name__
+    # Hydra names the primary config ("In 'sweep': ..."), which every command composes.
+    text = re.sub(r"^In '[\w.-]+': ", "", text)
     cause = exc.__cause__
     if cause is not None and str(cause).strip() and text.startswith("Error merging override"):
         text = f"{text}: {str(cause).strip().splitlines()[0]}"
@@ -78,7 +81,7 @@ def one_line(exc: BaseException) -> str:
                     if option.startswith("Config search path") or ":" in option:
                         break
                     names.append(option)
-                text += f" {line} {', '.join(names)}."
+                text = f"{text.rstrip('.')}. {line} {', '.join(names)}."
                 break
     return text
 
