@@ -33,15 +33,13 @@ def _missing(value: Any) -> bool:
 
 def number(column: str, value: float) -> str:
     """A number as its column formats it (unknown columns: whole numbers bare, else four
-    significant digits, thousands grouped: 32.85, 0.8613, 12,346)."""
+    significant digits: 32.85, 0.8613, 12,346)."""
     fmt = FORMATS.get(column)
     if callable(fmt):
         return fmt(value)
     if fmt is not None:
         return fmt.format(value)
-    if value.is_integer():
-        return str(int(value))
-    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
+    return str(int(value)) if value.is_integer() else significant(value, 4)
 
 
 def cell(column: str, value: Any) -> str:

@@ -38,6 +38,12 @@ def test_fast_steps_keep_their_significant_digits():
     assert "0.00420" in lines[1], lines
     assert significant(0.0042) == "0.00420" and significant(12.345) == "12.3"
     assert significant(1234.5) == "1,234"
+    # Rule: a column no format names shows four significant digits (plan.md printed
+    # 32.8522 and 0.861328), whole numbers bare, never an exponent.
+    from autotune.presentation.tables import number
+
+    assert [number("states GiB", v) for v in (32.8522, 0.861328, 12345.6, 1.5e-05, 2.0)] == [
+        "32.85", "0.8613", "12,346", "0.00001500", "2"]
 
 
 def test_a_long_reason_keeps_every_column_aligned():
