@@ -34,6 +34,7 @@ from autotune.study import stage_results as store
 from autotune.study.choice import study_verdict
 from autotune.study.schema.soak import SoakVerdict, last_soak
 from autotune.study.schema.stages import StageResult, stage_results
+from autotune.study.storage import same_study
 from autotune.sweep import Sweep
 from autotune.sweep_context import SweepContext
 
@@ -87,7 +88,7 @@ def _stages(context: SweepContext, sweep: Sweep, study, composed: DictConfig,
             return 1
     console.print("all stages done; the verdicts:", markup=False)
     _lines(console, verdicts)
-    console.print(f"details: python -m autotune report sweep.study={context.settings.study}",
+    console.print(f"details: python -m autotune report {same_study(context.settings)}".rstrip(),
                   markup=False)
     return 0
 

@@ -241,7 +241,7 @@ def default_name(cfg: TrialConfig, settings: PlanSettings, overrides: Sequence[s
 
 def constants_line(model: CostModel, fitting: int, total: int) -> str:
     c = model.constants
-    return (f"{fitting} of {total} configurations fit; constants: {c.source}; memory "
+    return (f"{fitting:,} of {total:,} configurations fit; constants: {c.source}; memory "
             f"+-{100 * memory_interval():.0f} % (the interval the memory rule applies: ruled "
             "out when even its low end is over the budget, tight when the budget is inside "
             f"it), step time +-{100 * c.time_uncertainty:.0f} %")

@@ -17,6 +17,7 @@ from autotune.settings import ProfileSettings, SweepSettings
 from autotune.study.layout import StudyLayout
 from autotune.study.records import TrialRecord
 from autotune.study.schema.profile import ProfileResult
+from autotune.study.storage import same_study
 from trials.contract.schema import TrialConfig
 
 #: Seconds the profiler adds on top of the profiled steps: start-up and parsing (measured
@@ -55,7 +56,8 @@ def profile_winner(study: optuna.Study, records: list[TrialRecord], winner: Tria
         return None  # profiled by an earlier run of this sweep
     cfg = run_dir.read_config()
     cost, spent = estimated_cost_s(winner, cfg, options.steps), sweep_time_s(records)
-    how = f"python -m autotune profile profile.trial={winner.number}"
+    how = " ".join(p for p in ("python -m autotune profile", f"profile.trial={winner.number}",
+                               same_study(settings)) if p)
     if spent <= 0 or cost > options.max_sweep_share * spent:
         console.print(f"not profiling the winner, trial {winner.number}: about {cost:.0f} s, "
                       f"over {100 * options.max_sweep_share:.0f} % of the {spent:.0f} s its "

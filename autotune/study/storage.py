@@ -35,6 +35,18 @@ log = logging.getLogger(__name__)
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
 
+def same_study(settings: SweepSettings) -> str:
+    """The overrides another command needs to find this study ("" for the default one):
+    what a printed follow-up command (``python -m autotune profile ...``) must carry, or it
+    reads another study. A password in the storage URL is printed as ``***``."""
+    default = SweepSettings()
+    parts = [f"sweep.study={settings.study}" if settings.study != default.study else "",
+             f"sweep.storage={redact(settings.storage)}" if settings.storage else "",
+             f"sweep.runs_dir={settings.runs_dir}"
+             if settings.runs_dir != default.runs_dir else ""]
+    return " ".join(p for p in parts if p)
+
+
 def check_study_name(name: str) -> None:
     if not _SAFE_NAME.match(name) or ".." in name:
         raise ConfigError(f"sweep.study={name!r} is not a safe directory name: use letters, "

@@ -87,7 +87,7 @@ def _passed_over(verdict: Verdict, base: TrialRecord | None
     out: list[tuple[TrialRecord, str]] = []
     if top is not None and top.number != pick.number:
         if base is not None and pick.number == base.number:
-            why = f"is within noise of the baseline: {verdict.top_vs_pick}"
+            why = f"is not separably faster than the baseline: {verdict.top_vs_pick}"
         else:
             why = (f"changes {changes_from(top, base)} knob(s) where #{pick.number} changes "
                    f"{changes_from(pick, base)} and is not separable from it: "

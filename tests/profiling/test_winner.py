@@ -62,7 +62,16 @@ def test_a_profile_over_its_share_of_the_sweep_is_only_suggested(tmp_path):
     result = profile_winner(study, [w], w, settings, ProfileSettings(), console, NoRunner())
     assert result is None
     assert "not profiling the winner, trial 0" in out.getvalue()
-    assert "python -m autotune profile profile.trial=0" in out.getvalue()
+    assert (f"python -m autotune profile profile.trial=0 sweep.runs_dir={tmp_path}"
+            in out.getvalue())
+    # Rule: the command printed finds this study, not the default one (a PostgreSQL
+    # study's hint profiled trial 0 of the default SQLite study), its password hidden.
+    from autotune.study.storage import same_study
+
+    shared = SweepSettings(study="mine", storage="postgresql+psycopg2://u:secret@db:5432/x")
+    assert same_study(shared) == ("sweep.study=mine "
+                                  "sweep.storage=postgresql+psycopg2://u:***@db:5432/x")
+    assert same_study(SweepSettings()) == ""
     # Rule: a winner already profiled (an earlier run of this sweep) is not profiled again,
     # however cheap (NoRunner would raise), nor is anything said; nor when after_sweep is
     # off, nor without a winner.

@@ -92,3 +92,20 @@ def test_a_faster_looking_trial_that_is_not_the_pick_is_named_with_why_everywher
     assert "3,880" not in readme + changes
     _never_best(faster, confirmed=confirmed, reported=reported, index=index,
                 diagnosis=diagnosis, exported=exported, readme=readme, changes=changes)
+
+
+def test_a_faster_looking_trial_separably_slower_than_the_baseline_is_not_called_within_noise():
+    """Its figure pools runs the baseline's nearest runs do not: ranked above the baseline,
+    its gain over the baseline beside it is -10.1 % (CI -18.5..-0.2 %): separable, not
+    "within noise" (a new user's sweep of 24 launches said so)."""
+    from autotune.study.selection import Verdict
+    from autotune.study.story import pick_sentence
+    from tests.fakes import rec
+
+    base = rec(0, tokens_per_s=2554.0, params={"k": 0}, role="baseline")
+    top = rec(20, tokens_per_s=2696.0, params={"k": 1})
+    verdict = Verdict(best_measured=top, confirmed_best=None, pick=base, why="", top=top,
+                      top_vs_pick="-10.1 % (95 % CI -18.5..-0.2 %)")
+    said = pick_sentence(verdict, [base, top])
+    assert "not trial #20" in said and "within noise" not in said
+    assert "is not separably faster than the baseline: -10.1 %" in said
