@@ -161,7 +161,9 @@ def test_four_postgresql_workers_spend_the_budget_exactly_with_no_duplicate(harn
         assert len(launched) == 4, f"repetition {rep}: {len(launched)} launches"
         keys = [json.dumps(t.params, sort_keys=True) for t in launched]
         assert len(set(keys)) == len(keys), f"repetition {rep}: a duplicate launch"
-        assert all(t.state.is_finished() for t in trials)
+        assert all(t.state.is_finished() for t in trials), [
+            (t.number, t.state.name, t.user_attrs.get("reason"), t.user_attrs.get("role"))
+            for t in trials if not t.state.is_finished()]
 
 
 def test_two_postgresql_workers_race_the_finalists_once(harness):
