@@ -61,6 +61,17 @@ def data_parallel_reducer(optimizer: nn.Optimizer) -> nn.Cell:
                                      group=GlobalComm.WORLD_COMM_GROUP)
 
 
+def scaler_state(scaler: amp.LossScaler | None) -> ms.ParameterTuple:
+    """The loss scaler's Parameters (its scale, and its counter of finite steps when
+    dynamic), to be held by every Cell whose graph reads them. A LossScaler is not a
+    Cell: read only as a free variable of the graph, its Parameters are not bound
+    when the graph comes from MindSpore's compile cache, and the scale read back was
+    uninitialised memory (1e19-1e21: every fp16 step in graph mode then overflowed and
+    skipped its update, and two launches of one configuration trained differently)."""
+    found = vars(scaler).values() if scaler is not None else ()
+    return ms.ParameterTuple(p for p in found if isinstance(p, Parameter))
+
+
 class ScaledLoss(nn.Cell):
     """loss x scale, so that fp16 gradients do not underflow."""
 
@@ -68,6 +79,7 @@ class ScaledLoss(nn.Cell):
         super().__init__()
         self.loss_net = loss_net
         self.scaler = scaler
+        self.scaler_state = scaler_state(scaler)
 
     def construct(self, *batch):
         loss = self.loss_net(*batch)
@@ -85,6 +97,7 @@ class _Update(nn.Cell):
         self.optimizer = optimizer
         self.clip_norm = clip_norm
         self.scaler = scaler
+        self.scaler_state = scaler_state(scaler)
         self.grad_reducer = data_parallel_reducer(optimizer)
 
     def apply(self, loss, grads, loss_limit):

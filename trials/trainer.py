@@ -394,9 +394,7 @@ class Trainer:
         for cell in self.state_cells:
             for p in cell.get_parameters():
                 if not p.name.startswith("accum."):
-                    params[p.name] = p
-        if self.scaler is not None and isinstance(self.scaler.scale_value, ms.Parameter):
-            params["loss_scale.scale_value"] = self.scaler.scale_value
+                    params[p.name] = p  # the loss scaler's too: the step cells hold them
         return params
 
     def _save(self, ckpt_dir: Path, step: int) -> None:
