@@ -71,7 +71,7 @@ def _stages(context: SweepContext, sweep: Sweep, study, composed: DictConfig,
         if stage == "correctness":
             result = run_correctness(context, options, console)
         elif stage == "memory":
-            result = run_memory(context, options)
+            result = run_memory(context, options, say=lambda line: _lines(console, [line]))
         elif stage == "data":
             result = run_data(context, lambda n: sweep.run(limit=n))
         elif stage == "throughput":

@@ -11,6 +11,8 @@ every measured trial, so this stage is the first look, not the last word.
 from __future__ import annotations
 
 import random
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +22,8 @@ from autotune.study.schema.stages import MemoryResult
 from autotune.sweep_context import SweepContext
 
 MAX_POINTS = 4096
+#: Seconds between the stage's progress lines (a large space takes minutes).
+PROGRESS_EVERY_S = 15.0
 
 
 @dataclass(frozen=True)
@@ -28,7 +32,9 @@ class _Point:
     peak_gib: float  # predicted
 
 
-def run_memory(context: SweepContext, options: TuneSettings) -> MemoryResult:
+def run_memory(context: SweepContext, options: TuneSettings,
+               say: Callable[[str], None] = lambda line: None,
+               clock: Callable[[], float] = time.monotonic) -> MemoryResult:
     model = context.model
     if model is None:
         return MemoryResult(done=True, lines=[
@@ -40,7 +46,12 @@ def run_memory(context: SweepContext, options: TuneSettings) -> MemoryResult:
     budget = context.budget_gib
     limit = budget * (1 - options.headroom)
     fits, tight, over, impossible = [], [], [], 0
-    for params in points:
+    say(f"predicting the peak memory of {len(points):,} points of the space")
+    next_line = clock() + PROGRESS_EVERY_S
+    for done, params in enumerate(points):
+        if (now := clock()) >= next_line:
+            say(f"{done:,} of {len(points):,} points predicted")
+            next_line = now + PROGRESS_EVERY_S
         cfg, problem = feasibility.structural_problem(context.space, params)
         if problem:
             impossible += 1
@@ -49,10 +60,10 @@ def run_memory(context: SweepContext, options: TuneSettings) -> MemoryResult:
         row = _Point(params, peak)
         (fits if peak <= limit else tight if peak <= budget else over).append(row)
     possible = len(fits) + len(tight) + len(over)
-    lines = [f"{len(fits)} of {possible} configurations fit the {budget:.2f} GiB budget with "
-             f"{100 * options.headroom:g} % headroom (predicted peak <= {limit:.2f} GiB), "
-             f"{len(tight)} fit without it, {len(over)} are predicted over the budget"
-             + (f"; {impossible} are impossible on this hardware" if impossible else "")]
+    lines = [f"{len(fits):,} of {possible:,} configurations fit the {budget:.2f} GiB budget "
+             f"with {100 * options.headroom:g} % headroom (predicted peak <= {limit:.2f} GiB), "
+             f"{len(tight):,} fit without it, {len(over):,} are predicted over the budget"
+             + (f"; {impossible:,} are impossible on this hardware" if impossible else "")]
     if over:
         worst = max(over, key=lambda r: r.peak_gib)
         lines.append(f"largest predicted peak {worst.peak_gib:.2f} GiB: "

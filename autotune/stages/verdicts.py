@@ -39,9 +39,9 @@ def verdict(stage: str, result: StageResult) -> str:
     if stage == "memory":
         if result.fit is None:
             return f"memory: {(result.lines or ['no estimate'])[0]}"
-        return (f"memory: {result.fit} of {result.points if result.points is not None else '?'}"
-                f" points fit with headroom, {result.tight} only without, {result.over} "
-                "not at all")
+        return (f"memory: {result.fit:,} of "
+                f"{f'{result.points:,}' if result.points is not None else '?'} points fit "
+                f"with headroom, {result.tight:,} only without, {result.over:,} not at all")
     if stage == "stability":
         if result.issues is None:
             return "stability: see the soak's lines above"

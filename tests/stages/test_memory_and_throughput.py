@@ -43,6 +43,18 @@ def test_memory_sorts_every_point_into_fits_tight_and_over_with_the_worst_named(
     assert "largest predicted peak" in result.lines[1]
 
 
+def test_memory_says_how_far_it_is_while_it_predicts_a_large_space(harness):
+    context = harness.context({"train.micro_batches": [1, 2, 4], "runtime.threads": [1, 2]})
+    context = dataclasses.replace(context, model=PeakByMicroBatches(context.budget_gib))
+    ticks = iter(range(0, 1000, 10))  # each reading of the clock: 10 s later
+    said = []
+    run_memory(context, TuneSettings(), say=said.append, clock=lambda: next(ticks))
+    # Rule: one line up front with the count, then one every PROGRESS_EVERY_S (15 s).
+    assert said[0] == "predicting the peak memory of 6 points of the space"
+    assert said[1:] == ["1 of 6 points predicted", "3 of 6 points predicted",
+                        "5 of 6 points predicted"]
+
+
 def test_memory_without_a_cost_model_leaves_memory_to_the_trials(harness):
     context = dataclasses.replace(harness.context({"runtime.threads": [1, 2]}), model=None)
     result = run_memory(context, TuneSettings())
