@@ -41,14 +41,20 @@ def pipeline_cost(perf: Performance) -> float | None:
 def data_bound_evidence(record: TrialRecord) -> tuple[str, dict[str, float]] | None:
     """Why a trial is input-bound, in words and numbers, or None (:func:`input_bound` of
     its scorecard)."""
-    return input_bound(record.perf, record.data_wait_share)
+    return input_bound(record.perf, record.data_wait_share, loaded=record.contended)
 
 
-def input_bound(perf: Performance, wait: float | None) -> tuple[str, dict[str, float]] | None:
+def input_bound(perf: Performance, wait: float | None, *,
+                loaded: bool = False) -> tuple[str, dict[str, float]] | None:
     """Why a run is input-bound, in words and numbers, or None: its data wait (``wait``, a
     share of the step), or its pipeline probe (the pipeline alone slower than the step
     alone, or the step in training far slower than alone while the pipeline shares the
-    cores). The one rule the report, the search and ``profile`` judge a run by."""
+    cores). The one rule the report, the search and ``profile`` judge a run by.
+
+    ``loaded``: the run was measured while other processes used the cores. Training far
+    slower than the step alone then is no evidence against the pipeline: the load took
+    cores too, and the probe and the training ran at different moments of it: the rule
+    cannot tell the load from the pipeline's workers."""
     pipe, compute, train = (perf.pipeline_samples_per_s, perf.compute_samples_per_s,
                             perf.samples_per_s)
     nums: dict[str, float] = {}
@@ -67,7 +73,7 @@ def input_bound(perf: Performance, wait: float | None) -> tuple[str, dict[str, f
                          f"the step alone consumes {compute:,.0f}; it trained at {train:,.0f} "
                          f"samples/s, {train / compute:.2f} x its step alone: the pipeline "
                          f"costs {_pct(cost)} of the step")
-        elif train < COMPUTE_SHARE_LOW * compute:
+        elif train < COMPUTE_SHARE_LOW * compute and not loaded:
             nums |= probe | {"pipeline_cost_share": cost}
             facts.append(f"trained at {train:,.0f} samples/s, {train / compute:.2f} x the "
                          f"{compute:,.0f} samples/s of its step alone: the input pipeline "
