@@ -28,7 +28,7 @@ from autotune.running.job import Runner
 from autotune.running.pruning import StepPruner
 from autotune.running.runner import runner_for
 from autotune.search import feasibility
-from autotune.search.space import SearchSpace, check_devices, fingerprint_parts
+from autotune.search.space import SearchSpace, check_devices, fingerprint_parts, space_file
 from autotune.settings import Objective, SweepConfig, SweepSettings
 from autotune.study import storage as S
 from autotune.study.disk import DiskFull, Reserve, full_is_diskfull
@@ -158,6 +158,5 @@ def _check_baseline(space: SearchSpace, search_name: str) -> None:
     if alone:
         raise ConfigError(
             f"search space {search_name!r} has nothing to search besides the baseline: "
-            f"{alone}; list values that can run under search.knobs in "
-            f"conf/search/{search_name}.yaml (or measure the baseline alone: "
-            "python -m autotune profile)")
+            f"{alone}; list values that can run under knobs: in {space_file(search_name)} "
+            "(or measure the baseline alone: python -m autotune profile)")

@@ -37,13 +37,6 @@ Measure = Callable[[TrialDir, TrialDir, str], dict | None]
 RunEntrant = Callable[[int, int], dict | None]
 
 
-def separably_slower(runs: dict[int, list[noise.Run]], level: noise.Noise) -> set[int]:
-    """The entrants some other entrant is separably faster than, on every run of each."""
-    return {e for e in runs for other in runs
-            if other != e and (g := noise.compare(runs[other], runs[e], level)) is not None
-            and g.better}
-
-
 def interleaved_rounds(entrants: dict[int, list[noise.Run]], *, rounds: int,
                        records: list[R.TrialRecord], prior_cv: float, run: RunEntrant,
                        note: Callable[[str], None]) -> dict[int, list[dict]]:
@@ -62,7 +55,7 @@ def interleaved_rounds(entrants: dict[int, list[noise.Run]], *, rounds: int,
                 perfs[entrant].append(perf)
         raced = {e: entrants[e] + noise.runs_from(perfs[e]) for e in entrants}
         so_far = {e: raced[e] for e in alive}
-        left = separably_slower(so_far, noise.run_to_run_noise(records, prior_cv,
+        left = noise.separably_slower(so_far, noise.run_to_run_noise(records, prior_cv,
                                                                racing=raced))
         alive = [e for e in alive if e not in left]
         outcome = (f"trial {alive[0]} is separably fastest" if len(alive) == 1 else
@@ -119,6 +112,16 @@ def final_race(study: optuna.Study, records: list[R.TrialRecord], *, finalists: 
     rivals = [r for r in top[1:]
               if (g := noise.compare(runs[r.number], runs[best.number], level)) is not None
               and not g.real]
+    # The baseline is what the pick falls back to when the best is not separably faster
+    # than it (selection.versus_baseline, on the baseline's runs beside the best's in
+    # time): then it is a contender, raced like one. A race once was skipped on the two
+    # trials' runs compared whole, and the pick then took the baseline on the paired ones.
+    base = selection.baseline(records)
+    if base is not None and base is not best and base not in rivals and base.ok \
+            and base.trial_dir and base in selection.feasible_records(records, budget_gib) \
+            and not selection.versus_baseline(best, base, level)[0]:
+        rivals.append(base)
+        runs[base.number] = noise.runs_of(base)
     if not rivals:
         return False
     entrants = [best, *rivals]

@@ -27,6 +27,7 @@ from trials.contract.schema import (
     TRIAL_KEYS,
     ConfigError,
     TrialConfig,
+    as_field,
     to_trial_config,
     validate,
 )
@@ -54,6 +55,12 @@ class Knob:
         return [f"{self.path}={format_value(value)}"]
 
 
+def space_file(name: str) -> str:
+    """Where search space ``name`` is defined, as a message names it: shipped under conf/,
+    or a user's own under a ``hydra.searchpath`` directory."""
+    return f"search/{name}.yaml (in conf/, or in a hydra.searchpath directory of yours)"
+
+
 class SearchSpace:
     """Knobs plus the baseline point (the workload's default configuration)."""
 
@@ -79,21 +86,25 @@ class SearchSpace:
             else dict(search.knobs)
         if not raw:
             raise ConfigError(f"search space {search.name!r} has no knobs: list some under "
-                              "search.knobs in conf/search/<name>.yaml")
+                              f"knobs: in {space_file(search.name)}")
         choices = base.hydra.runtime.choices if "hydra" in base else {}
         knobs, baseline = [], {}
         for path, values in raw.items():
             if not isinstance(values, list) or not values:
                 raise ConfigError(f"search knob {path!r} needs a non-empty list of values")
-            _check_knob(path, values)
+            is_group = (CONF_DIR / path).is_dir()
+            _check_knob(path, values, is_group)
             _check_spelling(path, [*values, *([search.baseline[path]]
                                                 if path in search.baseline else [])])
-            is_group = (CONF_DIR / path).is_dir()
             current = _current_value(path, base, choices, is_group)
             if path in search.baseline:
                 current = search.baseline[path]
             values = list(values)
-            if current not in values:  # the baseline must be a point of the space
+            same = [v for v in values if _setting(path, v, is_group) ==
+                    _setting(path, current, is_group)]
+            if same:  # the baseline as the space writes it ("2" where the config reads 2)
+                current = same[0]
+            else:  # the baseline must be a point of the space
                 values.insert(0, current)
             knobs.append(Knob(path, tuple(values), is_group))
             baseline[path] = current
@@ -200,7 +211,7 @@ class SearchSpace:
         return {k.path: list(k.choices) for k in self.knobs}
 
 
-def _check_knob(path: str, values: list) -> None:
+def _check_knob(path: str, values: list, is_group: bool) -> None:
     """A knob is a setting of the trial (a path into TrialConfig, read from its dataclasses:
     the sweep's own settings, such as its budget, are not tuned) with distinct values."""
     problem = trial_path_problem(path)
@@ -208,11 +219,18 @@ def _check_knob(path: str, values: list) -> None:
         raise ConfigError(f"search knob {path!r} {problem}")
     seen: list = []
     for value in values:
-        # Equal values are one point of the space (Optuna's categorical holds it once).
-        if value in seen:
+        # Values the field reads alike ("2" and 2) are one point of the space: measured
+        # twice, and told to Optuna as two.
+        setting = _setting(path, value, is_group)
+        if setting in seen:
             raise ConfigError(f"search knob {path!r} lists {format_value(value)} twice; "
                               "list each value once")
-        seen.append(value)
+        seen.append(setting)
+
+
+def _setting(path: str, value: Any, is_group: bool) -> Any:
+    """What ``value`` sets: a group's option as written, a field's value as it reads it."""
+    return value if is_group else as_field(path, value)
 
 
 def trial_path_problem(path: str) -> str | None:

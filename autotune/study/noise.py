@@ -16,13 +16,14 @@ the interval that makes it so.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
 
-from autotune.study.records import TrialRecord, measured_under_load
+from autotune.study.records import TrialRecord, baseline, measured_under_load
 from trials.contract.outcomes import Outcome
 from trials.contract.performance import Performance, pooled_tokens_per_s, positive_times
 from trials.contract.performance import tokens_per_s as tokens_per_s_of
@@ -55,6 +56,10 @@ class Noise:
     #: Degrees of freedom of the runs ``cv`` was estimated from; None where it is taken as
     #: known (the hardware profile's prior).
     dof: int | None = None
+    #: The noise a comparison of runs measured under load is built with (:func:`under_load`),
+    #: where the study shows a larger one; :func:`compare` takes it whenever it compares
+    #: loaded runs, so that a race, a gain and a pick judge one pair of trials alike.
+    loaded: Noise | None = None
 
     @property
     def interval_cv(self) -> float:
@@ -172,15 +177,23 @@ def run_to_run_noise(records: list[TrialRecord], prior_cv: float, *,
             dof += len(runs) - 1
     if dof >= MIN_REPEAT_DOF:
         configs = sum(1 for runs in sets if len(runs) >= 2)
-        return Noise(math.sqrt(sum_sq / dof), f"measured from {dof + configs} runs "
-                                              "of repeated configurations, runs under load "
-                                              "left out", dof)
+        return _with_load(Noise(math.sqrt(sum_sq / dof), f"measured from {dof + configs} runs "
+                                "of repeated configurations, runs under load left out", dof),
+                          records)
     # Repeated configurations' runs measured under load, which the estimate leaves out.
     loaded = sum(len(record.sweep_runs()) - len(record.quiet_run_sets()[0])
                  for record in records if len(record.sweep_runs()) > 1)
     why = (f"too few quiet repeats to measure it: {loaded} run(s) under load left out"
            if loaded else "too few repeats to measure it")
-    return Noise(prior_cv, f"the hardware profile's cost.run_to_run_cv ({why})")
+    return _with_load(Noise(prior_cv, f"the hardware profile's cost.run_to_run_cv ({why})"),
+                      records)
+
+
+def _with_load(level: Noise, records: list[TrialRecord]) -> Noise:
+    """``level`` with the noise of loaded runs (:func:`under_load`) the study shows."""
+    base = baseline(records)
+    loaded = under_load(level, base) if base is not None else level
+    return level if loaded is level else dataclasses.replace(level, loaded=loaded)
 
 
 def step_spread(records: list[TrialRecord]) -> float:
@@ -256,6 +269,8 @@ def compare(candidate: list[Run], reference: list[Run], noise: Noise) -> Gain | 
     if not candidate or not reference:
         return None
     candidate, reference = alike(candidate, reference)
+    if noise.loaded is not None and any(r.loaded for r in (*candidate, *reference)):
+        noise = noise.loaded
     c_point, c_draws = _side(candidate)
     r_point, r_draws = _side(reference)
     rng = np.random.default_rng(SEED)
@@ -268,6 +283,15 @@ def compare(candidate: list[Run], reference: list[Run], noise: Noise) -> Gain | 
               + (f"; widened to {100 * noise.interval_cv:.1f} % for an estimate from "
                  f"{noise.dof} degrees of freedom" if noise.dof else "") + ")")
     return Gain(math.exp(c_point - r_point) - 1, math.expm1(low), math.expm1(high), method)
+
+
+def separably_slower(runs: dict[int, list[Run]], noise: Noise) -> set[int]:
+    """The trials (keys of ``runs``) some other one is separably faster than, each side on
+    all its runs (:func:`compare`): what a race drops after a round, and what the pick
+    never takes."""
+    return {e for e in runs for other in runs
+            if other != e and (g := compare(runs[other], runs[e], noise)) is not None
+            and g.better}
 
 
 def gain(candidate: TrialRecord, reference: TrialRecord, noise: Noise) -> Gain | None:

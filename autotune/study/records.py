@@ -23,6 +23,7 @@ from autotune.study.schema.confirm import ConfirmVerdict
 # The attribute keys live in the schema (one owner); imported here under the names that
 # many modules read them by (records.REASON, ...).
 from autotune.study.schema.keys import (  # noqa: F401
+    BASELINE_ROLE,
     CONDITIONS,
     CONFIRM,
     CONTENDED_RETRY,
@@ -307,6 +308,21 @@ class TrialRecord:
             micro_batch_size=a.get(MICRO_BATCH_SIZE), started=trial.datetime_start,
             wall_s=a.get(WALL_S), trial_dir=a.get(TRIAL_DIR), reused_from=a.get(REUSED_FROM),
             scorecard=stored, attrs=dict(a), finished=trial.datetime_complete)
+
+
+def distinct(records: list[TrialRecord]) -> list[TrialRecord]:
+    """Trials that measured something of their own: no reused copies, no lost attempts."""
+    return [r for r in records if r.reused_from is None
+            and (r.reason is None or r.reason.evaluated)]
+
+
+def baseline(records: list[TrialRecord]) -> TrialRecord | None:
+    """The baseline configuration's trial; a completed retry of it when the first was lost."""
+    first = next((r for r in records if r.role == BASELINE_ROLE), None)
+    if first is None:
+        return None
+    same = [r for r in distinct(records) if r.params == first.params]
+    return min(same, key=lambda r: (not r.ok, r.number), default=first)
 
 
 def told_tokens_per_s(trial: FrozenTrial, perf: Performance) -> float | None:

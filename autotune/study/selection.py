@@ -27,7 +27,7 @@ from functools import partial
 
 from autotune.settings import ExportSettings
 from autotune.study import noise
-from autotune.study.records import TrialRecord
+from autotune.study.records import TrialRecord, baseline, distinct  # noqa: F401
 from autotune.study.schema.confirm import ConfirmVerdict
 from autotune.study.schema.keys import BASELINE_ROLE  # noqa: F401
 from trials.contract.units import rate
@@ -44,12 +44,6 @@ def throughput_label(unit: str | None) -> str:
 TOKENS_PER_S_LABEL = throughput_label(None)
 #: What a confirmed figure is.
 CONFIRMED_LABEL = "median of confirm's interleaved re-runs"
-
-
-def distinct(records: list[TrialRecord]) -> list[TrialRecord]:
-    """Trials that measured something of their own: no reused copies, no lost attempts."""
-    return [r for r in records if r.reused_from is None
-            and (r.reason is None or r.reason.evaluated)]
 
 
 def budget_of(record: TrialRecord, default: float | None) -> float | None:
@@ -102,15 +96,6 @@ def finalists(records: list[TrialRecord], top_k: int,
     """The ``top_k`` fastest feasible trials that have a run directory to re-run."""
     done = [r for r in feasible_records(records, budget_gib) if r.trial_dir]
     return sorted(done, key=faster_first)[:top_k]
-
-
-def baseline(records: list[TrialRecord]) -> TrialRecord | None:
-    """The baseline configuration's trial; a completed retry of it when the first was lost."""
-    first = next((r for r in records if r.role == BASELINE_ROLE), None)
-    if first is None:
-        return None
-    same = [r for r in distinct(records) if r.params == first.params]
-    return min(same, key=lambda r: (not r.ok, r.number), default=first)
 
 
 def pareto_front(records: list[TrialRecord]) -> list[TrialRecord]:
@@ -187,7 +172,7 @@ def verdict(records: list[TrialRecord], *, prior_cv: float, budget_gib: float | 
         return found(None, "no complete trial within the memory budget "
                      f"(headroom {min_headroom_gib:g} GiB)")
     level = noise.run_to_run_noise(records, prior_cv)
-    top, why = _fastest(candidates, min_headroom_gib, use_confirmed)
+    top, why = _fastest(candidates, min_headroom_gib, use_confirmed, level)
     simpler, because, evidence = (top, "", "")
     if prefer_simpler:
         simpler, because, evidence = simplest_within_noise(top, candidates, records, level)
@@ -216,15 +201,40 @@ def _confirmed_best(candidates: list[TrialRecord]) -> TrialRecord | None:
 
 
 def _fastest(candidates: list[TrialRecord], min_headroom_gib: float,
-             use_confirmed: bool) -> tuple[TrialRecord, str]:
+             use_confirmed: bool, level: noise.Noise) -> tuple[TrialRecord, str]:
     confirmed = _confirmed_best(candidates)
     if use_confirmed and confirmed is not None:
         return confirmed, f"best confirmed, {confirmed_text(confirmed)}"
-    top = min(candidates, key=faster_first)
+    top, beaten = unbeaten(candidates, level)
+    figure = f"{top.standing:,.0f} {rate(top.perf.unit, short=True)}"
+    if beaten:
+        figure += (f"; trial(s) {', '.join(str(r.number) for r in beaten)} rank higher by "
+                   f"their runs pooled, and it is separably faster than each on runs "
+                   "measured alike")
     if min_headroom_gib > 0:
-        return top, (f"fastest trial with >= {min_headroom_gib:g} GiB memory headroom "
-                     f"({top.standing:,.0f} {rate(top.perf.unit, short=True)})")
-    return top, f"best feasible trial ({top.standing:,.0f} {rate(top.perf.unit, short=True)})"
+        return top, f"fastest trial with >= {min_headroom_gib:g} GiB memory headroom ({figure})"
+    return top, f"best feasible trial ({figure})"
+
+
+def unbeaten(candidates: list[TrialRecord],
+             level: noise.Noise) -> tuple[TrialRecord, list[TrialRecord]]:
+    """The fastest candidate (:func:`faster_first`) that no other is separably faster than
+    on runs measured alike (:func:`noise.compare`, the final race's rule), and the faster-
+    ranked ones passed over for it. A race's survivor is then the pick's start: the pick
+    once took a trial the final race had just dropped, by its runs pooled across loads."""
+    ordered = sorted(candidates, key=faster_first)
+    runs = {r.number: noise.runs_of(r) for r in ordered}
+
+    def beaten(r: TrialRecord) -> bool:
+        return any(o is not r and (g := noise.compare(runs[o.number], runs[r.number], level))
+                   is not None and g.better for o in ordered)
+
+    passed = []
+    for r in ordered:
+        if not beaten(r):
+            return r, passed
+        passed.append(r)
+    return ordered[0], []
 
 
 def changes_from(record: TrialRecord, base: TrialRecord | None) -> int:
@@ -255,11 +265,10 @@ def versus_baseline(top: TrialRecord, base: TrialRecord,
 
 def sweep_gain(record: TrialRecord, base: TrialRecord, level: noise.Noise) -> noise.Gain | None:
     """``record``'s gain over the baseline in the sweep: its runs against the baseline's
-    beside them in time (:func:`nearest_baseline_runs`), at the study's run-to-run noise,
-    widened where the trial ran under load (:func:`noise.under_load`). The one figure the
-    progress line, the leaderboard, the pick and the diagnosis quote."""
-    own = noise.under_load(level, base) if record.contended else level
-    return noise.compare(noise.runs_of(record), nearest_baseline_runs(base, record), own)
+    beside them in time (:func:`nearest_baseline_runs`), at the study's run-to-run noise
+    (widened where the runs compared were measured under load: :func:`noise.compare`).
+    The one figure the progress line, the leaderboard, the pick and the diagnosis quote."""
+    return noise.compare(noise.runs_of(record), nearest_baseline_runs(base, record), level)
 
 
 def simplest_within_noise(top: TrialRecord, candidates: list[TrialRecord],
@@ -309,28 +318,39 @@ def annotate(records: list[TrialRecord], prior_cv: float) -> noise.Noise:
 
 
 def nearest_baseline_runs(base: TrialRecord, trial: TrialRecord) -> list[noise.Run]:
-    """The baseline's runs that bracket ``trial``'s own in time: the last one that ended
-    before it and the first one after (its first run and its re-measurements,
-    ``sweep.baseline_every``), among those measured under the trial's conditions (a quiet
-    trial against quiet baseline runs, a loaded one against loaded runs where there are
-    any). A machine whose speed drifts moves a trial and the baseline runs beside it
-    alike; a load that came and went between them does not, so it is not paired. Every
-    run where a time is missing (a study written before runs carried one)."""
+    """The baseline's runs that bracket each of ``trial``'s runs in time (its own, and its
+    race's re-runs): the last one that ended before it and the first one after (the
+    baseline's first run, its re-measurements, ``sweep.baseline_every``, and its own race
+    runs), among those measured under that run's conditions (a quiet run against quiet
+    baseline runs, a loaded one against loaded runs where there are any). A machine whose
+    speed drifts moves a trial and the baseline runs beside it alike; a load that came and
+    went between them does not, so it is not paired. A trial raced against the baseline is
+    paired round by round, as the race judged them. Every run where a time is missing (a
+    study written before runs carried one)."""
     timed = base.timed_runs()
-    at = trial.finished.timestamp() if trial.finished is not None else None
-    if at is None or any(t is None for t, _ in timed):
+    own = [(t, loaded) for (t, _), loaded in zip(trial.timed_runs(), trial.sweep_run_loads())]
+    if any(t is None for t, _ in (*timed, *own)):
         return noise.runs_of(base)
     runs = [(t, perf, loaded) for (t, perf), loaded in zip(timed, base.sweep_run_loads())]
-    alike = [run for run in runs if run[2] == trial.contended]
-    beside = _beside(alike or runs, trial)
-    return noise.runs_from([perf for _, perf, _ in beside],
-                           loads=[loaded for _, _, loaded in beside])
+    beside: dict[float, tuple] = {}
+    for at, loaded in own:
+        alike = [run for run in runs if run[2] == loaded]
+        beside |= {run[0]: run for run in _bracket(alike or runs, at)}
+    paired = [beside[t] for t in sorted(beside)]
+    return noise.runs_from([perf for _, perf, _ in paired],
+                           loads=[loaded for _, _, loaded in paired])
 
 
 def _beside(timed: list[tuple], trial: TrialRecord) -> list[tuple]:
     """The timed runs (tuples that start with when each ended) that bracket ``trial``'s
     end: the last before it, the first after."""
-    at = trial.finished.timestamp() if trial.finished is not None else math.inf
+    return _bracket(timed, trial.finished.timestamp() if trial.finished is not None
+                    else math.inf)
+
+
+def _bracket(timed: list[tuple], at: float) -> list[tuple]:
+    """The timed runs that bracket the time ``at``: the last that ended by it, the first
+    after."""
     before = [tr for tr in timed if tr[0] <= at]
     after = [tr for tr in timed if tr[0] > at]
     return ([max(before, key=lambda tr: tr[0])] if before else []) + \

@@ -27,7 +27,7 @@ from autotune.study.faults import Fault, fault_of
 from autotune.study.layout import StudyLayout, sqlite_path
 from autotune.study.schema.keys import FINGERPRINT, FINGERPRINT_PARTS, STOP_RULES  # noqa: F401
 from autotune.study.surviving import Outage, SurvivingStorage
-from autotune.study.urls import ambiguity, redact, scrub, unsupported
+from autotune.study.urls import ambiguity, redact, scrub, unsupported, with_driver
 from trials.contract.schema import ConfigError
 
 log = logging.getLogger(__name__)
@@ -59,8 +59,10 @@ def study_dir(settings: SweepSettings) -> Path:
 
 
 def storage_url(settings: SweepSettings) -> str:
+    """The study's storage URL: ``sweep.storage`` with the installed driver named
+    (:func:`with_driver`), else the SQLite file under ``sweep.runs_dir``."""
     if settings.storage:
-        return settings.storage
+        return with_driver(settings.storage)
     return StudyLayout.of(settings).storage_url
 
 

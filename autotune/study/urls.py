@@ -75,7 +75,8 @@ def redact(url: str) -> str:
 
 #: The storages autotune runs on, each installed with the project and tested
 #: (tests/study/test_storage_faults.py, tests/running/test_concurrent_trials.py): URL
-#: scheme -> how to write one. SQLAlchemy takes ``postgresql://`` as psycopg2's.
+#: scheme -> how to write one. A plain ``postgresql://`` is read as psycopg2's
+#: (:func:`with_driver`): SQLAlchemy 2.1 takes it as psycopg 3's, which is not installed.
 SUPPORTED_STORAGES = {
     "sqlite": "sqlite:////abs/path/study.db (a file; the default, under sweep.runs_dir)",
     "postgresql+psycopg2": "postgresql+psycopg2://user@host:5432/db",
@@ -83,6 +84,18 @@ SUPPORTED_STORAGES = {
 }
 #: What names SQLite's in-memory database: the study would end with the command.
 _IN_MEMORY = re.compile(r"^sqlite://(/:memory:|/?$|.*[?&]mode=memory)")
+
+
+#: The PostgreSQL driver installed with the project (pyproject.toml: psycopg2-binary).
+POSTGRESQL_DRIVER = "postgresql+psycopg2"
+
+
+def with_driver(url: str) -> str:
+    """``url`` naming the installed driver where it names none: ``postgresql://...`` is
+    ``postgresql+psycopg2://...`` (Optuna's docs and most users write the former; SQLAlchemy
+    2.1 reads it as psycopg 3's and failed with "No module named 'psycopg'")."""
+    scheme, sep, rest = url.partition("://")
+    return f"{POSTGRESQL_DRIVER}://{rest}" if sep and scheme == "postgresql" else url
 
 
 def unsupported(url: str) -> str | None:

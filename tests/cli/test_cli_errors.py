@@ -81,7 +81,8 @@ def test_a_space_with_nothing_besides_the_baseline_is_refused(harness):
     # Rule: a sweep that can only run its baseline is refused before anything is written.
     assert_one_line_error(code, err, "nothing to search besides the baseline",
                           "parallel.split=4x1x1: split 4x1x1 needs 4 devices",
-                          "search.knobs in conf/search/lonely.yaml")
+                          "under knobs: in search/lonely.yaml (in conf/, or in a "
+                          "hydra.searchpath directory")
     code, _, err = harness.run(harness.space("single", {"train.micro_batches": [1]}))
     assert_one_line_error(code, err, "its only point is the baseline")
     assert not harness.runs.exists()
@@ -474,6 +475,9 @@ SECTIONS = "workload, precision, hardware, runtime, parallel, train, data, run, 
     ({"train.micro_batches": [1, 2, 1]}, ("'train.micro_batches' lists 1 twice",)),
     ({"precision": ["fp16", "fp32", "fp16"]}, ("'precision' lists fp16 twice",)),
     ({"parallel.split": ["1x1x1", "1x1x1"]}, ("'parallel.split' lists 1x1x1 twice",)),
+    # ... as the field reads it: "2" is 2 for an integer field, "graph" the mode.
+    ({"runtime.threads": ["2", 2]}, ("'runtime.threads' lists 2 twice",)),
+    ({"data.multiprocessing": [True, "true"]}, ("'data.multiprocessing' lists",)),
 ])
 def test_a_knob_is_a_setting_of_the_trial_listed_once(harness, knobs, needles):
     harness.space("bad", knobs)

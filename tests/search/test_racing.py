@@ -233,3 +233,36 @@ def test_the_final_race_never_runs_more_than_the_sweep_launched(tmp_path):
     assert not final(study, tied, layout, measure, notes, finalists=4, rounds=6, max_runs=3,
                      tag="3")
     assert len(calls) == 8
+
+
+def test_the_baseline_races_when_the_best_is_not_separably_faster_than_the_runs_beside_it(
+        tmp_path):
+    import datetime as dt
+
+    study, layout, _ = setting(tmp_path)
+    t0 = dt.datetime(2026, 12, 5, 12, 0, 0)
+    # The baseline ran slow at first (0.14 s a step, twice), then at 0.11 and 0.105 s around
+    # the best's one run (0.10 s, at 12:03:20): all its runs together, the best is separably
+    # faster (~+23 %); beside it in time, the gain the pick reads, within noise (~+7 %).
+    base = finalist(tmp_path, 0, 0.14, 1)
+    base.role, base.finished = "baseline", t0
+    base.repeats = [perf(m, 5 + i) | {"at": (t0 + dt.timedelta(seconds=at)).timestamp()}
+                    for i, (m, at) in enumerate([(0.14, 60), (0.11, 120), (0.105, 300)])]
+    best = finalist(tmp_path, 1, 0.10, 2)
+    best.finished = t0 + dt.timedelta(seconds=200)
+    records = [base, best]
+    level = selection.noise.run_to_run_noise(records, 0.05)
+    assert selection.noise.gain(best, base, level).better
+    assert not selection.versus_baseline(best, base, level)[0]
+    calls, notes = [], []
+
+    def measure(source, run_dir, name):
+        calls.append(int(name.rsplit("/", 1)[-1]))
+        return perf(0.105 if calls[-1] == 0 else 0.10, len(calls) + 10)
+
+    # Rule: the pick would fall back to the baseline, so the baseline is a contender: the
+    # race runs it beside the best (it was skipped, and the pick then took the baseline on
+    # the runs the race never compared).
+    assert final(study, records, layout, measure, notes)
+    assert "trial(s) 0 within noise of the best, trial 1" in notes[0]
+    assert calls[:2] == [1, 0]

@@ -379,3 +379,66 @@ def test_the_pareto_front_ranks_trials_by_the_figure_the_leaderboard_shows():
     # Rule: it dominates the baseline on the leaderboard's figure: the front is it alone
     # (on its first run the baseline stayed on the front beside it).
     assert [r.number for r in pareto_front([base, raced])] == [1]
+
+
+HOG = {"other_cores": 1.3, "window_s": 5.0, "contended": True, "contention_cores": 0.5}
+
+
+def test_the_race_the_gain_and_the_pick_judge_loaded_runs_at_one_noise():
+    from dataclasses import replace
+
+    # The baseline's runs spread widely (0.30, 0.45, 0.25 s a step): under load, a run
+    # claims that much less. Quiet runs of the study spread 2 %.
+    base = record(0, {"k": 0}, 0.30, role="baseline", repeats=[0.45, 0.25])
+    level = noise.run_to_run_noise([base], prior_cv=0.05)
+    # Rule: the study's noise carries the noise of loaded runs, and every comparison of
+    # loaded runs takes it, whoever compares (the race dropped a rival on two loaded runs
+    # judged at the quiet 5 %, where the gain beside it read within noise).
+    assert level.loaded is not None and level.loaded.cv > 2 * level.cv
+    fast, slow = [run(0.25, 1), run(0.25, 3)], [run(0.30, 2), run(0.30, 4)]
+    assert noise.compare(fast, slow, level).better  # quiet: 20 % is separable
+    loaded = noise.compare([replace(r, loaded=True) for r in fast],
+                           [replace(r, loaded=True) for r in slow], level)
+    assert not loaded.real and "measured under load" in loaded.method
+    assert noise.separably_slower({1: fast, 2: slow}, level) == {2}
+
+
+def test_the_pick_starts_from_a_trial_no_other_is_separably_faster_than():
+    from autotune.study.selection import verdict
+
+    base = record(0, {"k": 0}, 0.60, role="baseline", repeats=[0.60, 0.61])
+    # Trial 1 ranks first by its runs pooled (a loaded run at 0.10 s); on the runs measured
+    # alike (quiet), trial 2 is separably faster: 0.30 against 0.40 s a step.
+    lucky = record(1, {"k": 1}, 0.40, repeats=[0.10])
+    lucky.repeats[0]["conditions"] = HOG
+    steady = record(2, {"k": 2}, 0.30, repeats=[0.45])
+    steady.repeats[0]["conditions"] = HOG
+    records = [base, lucky, steady]
+    assert lucky.standing > steady.standing
+    found = verdict(records, prior_cv=0.05, prefer_simpler=False)
+    # Rule: the pick never starts from a trial that another is separably faster than (the
+    # final race's rule); it says which it passed over.
+    assert found.top is steady and found.pick is steady
+    assert "trial(s) 1 rank higher by their runs pooled" in found.why
+
+
+def test_a_trial_raced_against_the_baseline_is_paired_with_the_baselines_race_runs():
+    import datetime as dt
+
+    from autotune.study.selection import nearest_baseline_runs
+
+    t0 = dt.datetime(2026, 12, 1, 12, 0, 0)
+    # The baseline ran at 12:00 and re-measured at 12:10; the trial ran at 12:01, then
+    # raced it in two interleaved rounds at 12:20-12:23, each side's run beside the other's.
+    base = record(0, {"k": 0}, 0.30, role="baseline", repeats=[0.30, 0.50, 0.50])
+    trial = record(1, {"k": 1}, 0.30, repeats=[0.40, 0.40])
+    base.finished, trial.finished = t0, t0 + dt.timedelta(minutes=1)
+    for rep, minute in zip(base.repeats, (10, 20, 22)):
+        rep["at"] = (t0 + dt.timedelta(minutes=minute)).timestamp()
+    for rep, minute in zip(trial.repeats, (21, 23)):
+        rep["at"] = (t0 + dt.timedelta(minutes=minute)).timestamp()
+    paired = nearest_baseline_runs(base, trial)
+    # Rule: each of the trial's runs meets the baseline's runs beside it: the race's
+    # rounds are paired as the race judged them, not with the runs around its first run.
+    assert len(paired) == 4
+    assert sorted(round(TOKENS / r.tokens_per_s, 1) for r in paired) == [0.3, 0.3, 0.5, 0.5]

@@ -9,11 +9,13 @@ next to the field) and :func:`validate` checks the rules that span fields.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import enum
 import functools
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from omegaconf import MISSING, DictConfig, OmegaConf
 
@@ -504,6 +506,19 @@ def _schema() -> DictConfig:
     cost (26 of ~45 ms), and a plan or a space's memory check converts thousands of points.
     ``OmegaConf.merge`` copies its first argument, so the cached node is never changed."""
     return OmegaConf.structured(TrialConfig)
+
+
+def as_field(path: str, value: Any) -> Any:
+    """``value`` as TrialConfig's field at ``path`` reads it (``"2"`` is 2 for an int field,
+    ``"graph"`` the mode): two values equal so are one setting. ``value`` itself where no
+    typed field is there (a free-form dict's entry) or it does not convert (the field's
+    own check names it)."""
+    node = copy.deepcopy(_schema())
+    try:
+        OmegaConf.update(node, path, value, merge=False)
+        return OmegaConf.select(node, path)
+    except Exception:  # OmegaConf's validation errors: not this function's to report
+        return value
 
 
 def to_trial_config(node: DictConfig) -> TrialConfig:
