@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
-from trials.contract.paths import OUTPUT_DIR
+from trials.contract.paths import OUTPUT_DIR, program_problem
 from trials.contract.rules import ConfigError, check_fields, rule
 from trials.contract.schema import DataSource, TrialConfig, to_trial_config, validate
 from trials.contract.text_source import text_dir_problem
@@ -471,6 +471,8 @@ def validate_settings(composed: DictConfig) -> SweepConfig:
     if s.trial_command and not all(isinstance(w, str) and w for w in s.trial_command):
         raise ConfigError("sweep.trial_command must be a list of non-empty strings "
                           "(argv), e.g. sweep.trial_command=[python,my_trial.py]")
+    if s.trial_command and (problem := program_problem(s.trial_command[0])):
+        raise ConfigError(f"sweep.trial_command: {s.trial_command[0]} {problem}")
     _check_plan(cfg.plan)
     _check_lists(cfg)
     return cfg

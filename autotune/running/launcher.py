@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,13 +69,22 @@ def start(argv: list[str], run_dir: Path, marker: str, *,
     """Launch in a new session (its own process group), output to the run directory's
     log files; ``placement`` restricts it to its devices and cores (concurrent trials)."""
     logs = TrialDir(run_dir)
+    env = {**trial_env(os.environ, marker=marker), **placement.env, OWNER_ENV: owner_id()}
     with open(logs.stdout, "ab") as out, open(logs.stderr, "ab") as err:
-        popen = subprocess.Popen([*placement.argv_prefix(), *argv], cwd=run_dir, stdout=out,
-                                 stderr=err, stdin=subprocess.DEVNULL,
-                                 env={**trial_env(os.environ, marker=marker), **placement.env,
-                                      OWNER_ENV: owner_id()},
-                                 start_new_session=True)
-    return Process(popen=popen, pgid=popen.pid, marker=marker, started=time.monotonic())
+        def popen(command: list[str]) -> subprocess.Popen:
+            return subprocess.Popen(command, cwd=run_dir, stdout=out, stderr=err,
+                                    stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+
+        try:
+            process = popen([*placement.argv_prefix(), *argv])
+        except OSError as exc:
+            # A program that cannot be started (not an executable, a bad interpreter line)
+            # is a trial that failed, with why in its log, not an exception that ends the
+            # sweep and leaves the trial RUNNING: a stand-in exits as a crash would.
+            err.write(f"cannot start {argv[0]}: {exc}\n".encode())
+            err.flush()
+            process = popen([sys.executable, "-c", "raise SystemExit(127)"])
+    return Process(popen=process, pgid=process.pid, marker=marker, started=time.monotonic())
 
 
 def kill_group(pgid: int, grace_s: float = 2.0, *, leader: subprocess.Popen | None = None

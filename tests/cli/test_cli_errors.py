@@ -23,7 +23,10 @@ def assert_one_line_error(code: int, err: str, *needles: str) -> None:
 @pytest.mark.parametrize("override, needles", [
     ("sweep.n_trails=3", ("Could not override 'sweep.n_trails'", "check its spelling")),
     ("precision=int8", ("precision/int8", "Available options in 'precision': bf16, fp16, fp32")),
-    ("sweep.n_trials=many", ("sweep.n_trials=many", "could not be converted to Integer")),
+    ("sweep.n_trials=many", ("sweep.n_trials=many", "could not be converted to Integer",
+                             "give sweep.n_trials a whole number")),
+    ("data.multiprocessing=maybe", ("give data.multiprocessing true or false",)),
+    ("sweep.n_trials", ("override 'sweep.n_trials' has no value: write KEY=VALUE",)),
     ("runtime.mode=eager", ("expected one of [graph, pynative]",)),
     ("sweep.pruner=xyz", ("sweep.pruner=xyz", "expected one of [slow, median, none]")),
     ("sweep.study=../escape", ("not a safe directory name",)),
@@ -455,6 +458,20 @@ def test_a_simulated_sweep_needs_a_peak_in_its_profile_before_anything_is_writte
 
 # -- search-space knobs: settings of the trial, each value once ---------------------------------
 SECTIONS = "workload, precision, hardware, runtime, parallel, train, data, run, guard"
+
+
+@pytest.mark.parametrize("program, needle", [
+    ("/nonexistent/prog", "/nonexistent/prog does not exist"),
+    ("nosuchprog_xyz", "nosuchprog_xyz is not on PATH"),
+])
+def test_a_trial_command_that_cannot_start_is_refused_before_anything_runs(harness, program,
+                                                                           needle):
+    harness.space("one", {"train.micro_batches": [1, 2]})
+    code, _, err = harness.run("one", f"sweep.trial_command=[{program}]", fake=False)
+    # Rule: the program is checked before the study is created (it was a traceback, a
+    # trial left RUNNING in the study and its directory behind).
+    assert_one_line_error(code, err, "sweep.trial_command", needle)
+    assert not harness.runs.exists()
 
 
 @pytest.mark.parametrize("knobs, needles", [

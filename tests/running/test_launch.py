@@ -55,3 +55,20 @@ def test_a_slow_verdict_stops_the_trial(setting):
     # Rule: the slow rule's reason ends the trial as slow; an unplaced trial records none.
     assert result.reason is Outcome.SLOW and "too slow" in result.detail
     assert "placement" not in study.trials[trial.number].user_attrs
+
+
+def test_a_program_that_cannot_be_started_is_a_trial_that_crashed_with_why(tmp_path):
+    from autotune.running.launcher import start
+    from trials.contract.trial_dir import TrialDir
+
+    program = tmp_path / "not_a_program"
+    program.write_text("neither an ELF file nor a #! line\n")
+    program.chmod(0o755)
+    run_dir = tmp_path / "trial-0000"
+    run_dir.mkdir()
+    process = start([str(program)], run_dir, "marker")
+    # Rule: the exec failure is not an exception out of the sweep: a process that exits as
+    # a crash does (127), with the reason in the trial's stderr log.
+    assert process.popen.wait(timeout=30) == 127
+    assert "cannot start" in TrialDir(run_dir).stderr.read_text()
+    assert "Exec format error" in TrialDir(run_dir).stderr.read_text()

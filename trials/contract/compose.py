@@ -56,6 +56,11 @@ RETIRED_KEYS = {
 }
 
 
+#: OmegaConf's names of a field's type, as the fix says them.
+_TYPE_WORDS = {"Integer": "a whole number", "Float": "a number", "Boolean": "true or false",
+               "bool": "true or false", "String": "a string"}
+
+
 def one_line(exc: BaseException) -> str:
     """The useful first line of a Hydra/OmegaConf error (detail may sit in __cause__)."""
     problem = yaml_problem(exc)
@@ -66,8 +71,16 @@ def one_line(exc: BaseException) -> str:
     # Hydra names the primary config ("In 'sweep': ..."), which every command composes.
     text = re.sub(r"^In '[\w.-]+': ", "", text)
     cause = exc.__cause__
-    if cause is not None and str(cause).strip() and text.startswith("Error merging override"):
+    bare = re.fullmatch(r"Error parsing override '([^'=]+)'", text)
+    if bare:  # a key with no value: Hydra names no fix
+        text = (f"override '{bare.group(1)}' has no value: write KEY=VALUE, e.g. "
+                f"{bare.group(1)}=... (--print-config shows its current value)")
+    elif cause is not None and str(cause).strip() and text.startswith("Error merging override"):
         text = f"{text}: {str(cause).strip().splitlines()[0]}"
+        wanted = re.search(r"(?:could not be converted to|is not a valid) (\w+)", text)
+        if wanted and wanted.group(1) in _TYPE_WORDS:
+            key = text.removeprefix("Error merging override ").partition("=")[0]
+            text += f"; give {key} {_TYPE_WORDS[wanted.group(1)]}"
     elif text.startswith("Could not override"):
         key = text.partition("'")[2].partition("'")[0]
         text += (f" It was retired: {RETIRED_KEYS[key]}; drop it." if key in RETIRED_KEYS

@@ -12,6 +12,7 @@ Each problem is one phrase that names what the path is and what to choose instea
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 OUTPUT_DIR = "output_dir"
@@ -85,4 +86,20 @@ def location_problem(value: str, kind: str) -> str | None:
         return "is not a file: name the file itself"
     if not os.access(path, os.R_OK):
         return "cannot be read: check its permissions"
+    return None
+
+
+def program_problem(program: str) -> str | None:
+    """Why ``program`` (a command's first word) cannot be started, or None: a path that is
+    not an executable file, or a bare name not on PATH."""
+    if os.sep not in program:
+        return None if shutil.which(program) else \
+            "is not on PATH: give its full path, or install it"
+    path = Path(os.path.expanduser(program))
+    if not path.is_file():
+        return "does not exist: check the path" if not path.exists() else \
+            "is not a file: name the program itself"
+    if not os.access(path, os.X_OK):
+        return (f"is not executable: chmod +x {path}, or start the command with its "
+                "interpreter, e.g. [python, my_trial.py]")
     return None
