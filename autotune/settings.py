@@ -295,7 +295,8 @@ class PlanSettings:
 
     #: Nodes of the hardware profile (each with ``hardware.devices`` devices).
     nodes: int = field(default=1, metadata=rule(ge=1))
-    #: Output directory; empty = <runs_dir>/plan/<workload>-<hardware>-<nodes>n.
+    #: Output directory; empty = <runs_dir>/plan/<workload>-<hardware>-<nodes>n, and
+    #: -<digest> of the plan settings and overrides that shape it where any differ.
     out: str = field(default="", metadata=rule(path=OUTPUT_DIR))
     #: Sequences per optimizer step; null = train.global_batch.
     global_batch: int | None = field(default=None, metadata=rule(ge=1))
@@ -335,7 +336,8 @@ class ProfileSettings:
     trial: int | None = field(default=None, metadata=rule(ge=0))
     #: Profiled steps, after warm-up and measurement (the profiler costs time: 10-20).
     steps: int = field(default=10, metadata=rule(ge=1, le=100))
-    #: Output directory; empty = <runs_dir>/<study>/profile/<trial-N or overrides>.
+    #: Output directory; empty = <runs_dir>/<study>/profile/trial-N, or composed (and
+    #: -<digest> of its trial overrides where it has any).
     out: str = field(default="", metadata=rule(path=OUTPUT_DIR))
     #: The sweep profiles its winner at the end...
     after_sweep: bool = True

@@ -30,13 +30,14 @@ from omegaconf import DictConfig
 from rich.console import Console
 
 from autotune.profiling.profile import profile_config, show, store, write_result
+from autotune.running.preflight import check_configs
 from autotune.running.runner import runner_for
 from autotune.settings import ProfileSettings, SweepConfig, SweepSettings
 from autotune.study import storage as S
 from autotune.study.choice import study_verdict
 from autotune.study.layout import StudyLayout, sqlite_path
 from autotune.study.records import TrialRecord, load_records
-from trials.contract.schema import ConfigError, TrialConfig, runnable_problem, to_trial_config
+from trials.contract.schema import ConfigError, TrialConfig, to_trial_config
 from trials.contract.trial_dir import TrialDir
 
 #: The top-level sections of a trial's configuration: an override of one of them asks for a
@@ -59,7 +60,8 @@ def run_profile(composed: DictConfig, console: Console, config: SweepConfig,
     if options.trial is not None:
         study = S.load_existing(settings)
         record = _trial(load_records(study), options.trial)
-    elif (study := _existing_study(settings)) is not None:
+    elif (study := (S.load_existing(settings) if _names_a_study(overrides)
+                    else _existing_study(settings))) is not None:
         record = study_verdict(load_records(study), composed).pick
         if record is not None and not _pick_has(record, composed, trial_overrides(overrides)):
             record = None  # an override the pick lacks asks for the composed configuration
@@ -77,11 +79,10 @@ def run_profile(composed: DictConfig, console: Console, config: SweepConfig,
         study, record = None, None
         cfg = to_trial_config(composed)
         label = "composed: " + (" ".join(trial_overrides(overrides)) or "the defaults")
-    problem = runnable_problem(cfg)
-    if problem:
-        raise ConfigError(problem)
+    check_configs([cfg])
     out = (Path(options.out) if options.out else
-           StudyLayout.of(settings).profile(record.number if record else None))
+           StudyLayout.of(settings).profile(record.number if record else None,
+                                            trial_overrides(overrides)))
     _check_out(out)
     result = profile_config(runner_for(settings), cfg, out, settings, options.steps,
                             console=console, trial=record.number if record else None,
@@ -113,6 +114,13 @@ def _pick_has(record: TrialRecord, composed: DictConfig, overrides: list[str]) -
         if here != there:
             return False
     return True
+
+
+def _names_a_study(overrides: list[str]) -> bool:
+    """Whether the command names its study (``sweep.study=``, ``sweep.storage=``): then the
+    study must exist. A misspelt name profiled the composed configuration without a word."""
+    return any(o.split("=", 1)[0].lstrip("+~") in ("sweep.study", "sweep.storage")
+               for o in overrides)
 
 
 def _existing_study(settings: SweepSettings) -> optuna.Study | None:

@@ -40,6 +40,7 @@ import time
 from omegaconf import DictConfig
 from rich.console import Console
 
+from autotune.running.preflight import check_configs
 from autotune.running.repeat import copy_config
 from autotune.running.runner import runner_for
 from autotune.settings import SoakSettings, SweepConfig, SweepSettings
@@ -72,6 +73,7 @@ def run_soak(composed: DictConfig, console: Console, config: SweepConfig) -> int
     plan = plan_soak(record, why, source.read_config(), options, files=files,
                      leak_mib=float(composed.run.inject_leak_mib))
     runner = runner_for(settings)
+    check_configs([source.read_config()])
     # Everything is validated: from here on the soak writes.
     shutil.rmtree(run_dir, ignore_errors=True)
     copy_config(source, TrialDir(run_dir))

@@ -8,6 +8,9 @@ time the study's launched trials took; otherwise the sweep says how to run it.
 
 from __future__ import annotations
 
+import os
+import shlex
+
 import optuna
 from rich.console import Console
 
@@ -56,7 +59,11 @@ def profile_winner(study: optuna.Study, records: list[TrialRecord], winner: Tria
         return None  # profiled by an earlier run of this sweep
     cfg = run_dir.read_config()
     cost, spent = estimated_cost_s(winner, cfg, options.steps), sweep_time_s(records)
-    how = " ".join(p for p in ("python -m autotune profile", f"profile.trial={winner.number}",
+    # A workload of the user's own imports only where the sweep's PYTHONPATH reaches it:
+    # the printed command carries it (run as printed, it failed to import).
+    path = os.environ.get("PYTHONPATH", "") if cfg.workload.entry else ""
+    how = " ".join(p for p in (f"PYTHONPATH={shlex.quote(path)}" if path else "",
+                               "python -m autotune profile", f"profile.trial={winner.number}",
                                same_study(settings)) if p)
     if spent <= 0 or cost > options.max_sweep_share * spent:
         console.print(f"not profiling the winner, trial {winner.number}: about {cost:.0f} s, "

@@ -6,6 +6,7 @@ from __future__ import annotations
 from omegaconf import DictConfig
 from rich.console import Console
 
+from autotune.running.preflight import check_configs
 from autotune.running.repeat import rerun
 from autotune.running.runner import runner_for
 from autotune.settings import SweepConfig, SweepSettings
@@ -31,6 +32,8 @@ def run_confirm(composed: DictConfig, console: Console, config: SweepConfig) -> 
     if not chosen:
         raise ConfigError(f"study {settings.study!r} has no complete trial to confirm: "
                           "run the sweep first")
+    check_configs([r.run_dir.read_config() for r in chosen
+                   if r.run_dir is not None and r.run_dir.has_config()])
     orders = C.round_orders(chosen, options.repeats, seed=settings.seed)
     stored_runs, progress = measure_rounds(study, chosen, orders, base, settings, console)
     runs: dict[int, list[float | None]] = {

@@ -107,6 +107,21 @@ def check_runnable(cfg: TrialConfig) -> Reach | None:
     return check_workload_entry(cfg.workload.entry, workload=cfg.workload)
 
 
+def check_configs(configs: list[TrialConfig]) -> None:
+    """:func:`check_runnable` for each configuration a command is about to launch (each
+    workload entry imported once): a trial re-run by ``profile``, ``soak`` or ``confirm`` in
+    a shell without the sweep's PYTHONPATH is one line, before anything is written."""
+    seen: set[str] = set()
+    for cfg in configs:
+        if cfg.workload.entry in seen:
+            problem = runnable_problem(cfg)
+            if problem:
+                raise ConfigError(problem)
+            continue
+        seen.add(cfg.workload.entry)
+        check_runnable(cfg)
+
+
 def check_reach(cfg: TrialConfig, knobs: dict[str, tuple], reach: Reach | None,
                 space: str = "") -> None:
     """ConfigError naming the first knob of the baseline, or value of the search space

@@ -16,6 +16,9 @@ the one parser of such URLs).
 
 from __future__ import annotations
 
+import hashlib
+import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -92,9 +95,16 @@ class StudyLayout:
     def confirm(self, trial: int, round_index: int) -> TrialDir:
         return TrialDir(self.root / "confirm" / f"{trial_name(trial)}-run-{round_index}")
 
-    def profile(self, trial: int | None) -> Path:
-        """Where ``profile`` writes: a trial's, or the composed configuration's (None)."""
-        return self.root / "profile" / ("composed" if trial is None else trial_name(trial))
+    def profile(self, trial: int | None, overrides: Sequence[str] = ()) -> Path:
+        """Where ``profile`` writes: a trial's, or the composed configuration's (None), one
+        directory for each set of trial ``overrides`` (two composed profiles overwrote
+        each other)."""
+        if trial is not None:
+            return self.root / "profile" / trial_name(trial)
+        if not overrides:
+            return self.root / "profile" / "composed"
+        digest = hashlib.sha256(json.dumps(sorted(overrides)).encode()).hexdigest()[:8]
+        return self.root / "profile" / f"composed-{digest}"
 
     def stage(self, stage: str, name: str) -> TrialDir:
         return TrialDir(self.root / "stages" / stage / name)

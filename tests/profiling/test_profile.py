@@ -273,10 +273,22 @@ def test_profile_without_a_study_profiles_the_composed_config(tmp_path, monkeypa
 
     asked = []
     monkeypatch.setattr(command, "profile_config",
-                        lambda *a, trial, label, **k: asked.append((trial, label)))
+                        lambda _runner, _cfg, out, *a, trial, label, **k:
+                        asked.append((trial, label, out.name)))
+    runs = f"sweep.runs_dir={tmp_path / 'runs'}"
     # Rule: a fresh checkout (no study yet) profiles the composed defaults, not an error.
-    assert main(["profile", f"sweep.runs_dir={tmp_path / 'runs'}"]) == 1  # nothing ran
-    assert asked == [(None, "composed: the defaults")]
+    assert main(["profile", runs]) == 1  # nothing ran
+    assert asked == [(None, "composed: the defaults", "composed")]
+    # Rule: each set of trial overrides has a directory of its own (two composed profiles
+    # overwrote each other in profile/composed).
+    main(["profile", runs, "precision=fp16"])
+    main(["profile", runs, "train.micro_batches=2"])
+    named = [name for *_, name in asked[1:]]
+    assert len(set(named)) == 2 and all(n.startswith("composed-") for n in named)
+    # Rule: a study named on the command line must exist: a misspelt name is one line,
+    # exit 2, nothing written (it profiled the composed configuration without a word).
+    assert main(["profile", runs, "sweep.study=nosuch"]) == 2
+    assert len(asked) == 3 and not (tmp_path / "runs" / "nosuch").exists()
 
 
 def test_trial_config_overrides_are_told_from_the_orchestrators():
@@ -316,3 +328,17 @@ def test_report_and_profile_agree_on_whether_a_run_is_input_bound(wait, probe):
     # Rule: one rule judges both: the report's diagnosis and profile's rules say input-bound
     # for the same run, or neither does.
     assert bool(reported) == (profiled is not None)
+
+
+def test_a_workload_that_does_not_import_here_is_refused_before_the_profile_writes(tmp_path,
+                                                                                   capsys):
+    from autotune.cli import main
+    from tests.cli.test_cli_errors import assert_one_line_error
+
+    # A study of your own model, profiled from a shell without the sweep's PYTHONPATH.
+    code = main(["profile", f"sweep.runs_dir={tmp_path / 'runs'}",
+                 "workload.entry=no_such_module_here:make_workload", "workload.name=mine"])
+    # Rule: one line naming PYTHONPATH, exit 2, nothing written (it ran the trial, which
+    # failed with config_error, exit 1, after writing its profile directory).
+    assert_one_line_error(code, capsys.readouterr().err, "cannot be imported", "PYTHONPATH")
+    assert not (tmp_path / "runs").exists()

@@ -86,3 +86,20 @@ def test_a_profile_over_its_share_of_the_sweep_is_only_suggested(tmp_path):
     assert profile_winner(study, long_sweep, None, settings, ProfileSettings(), console,
                           NoRunner()) is None
     assert quiet.getvalue() == ""
+
+
+def test_the_hint_for_a_workload_of_your_own_carries_the_sweeps_pythonpath(tmp_path,
+                                                                           monkeypatch):
+    import dataclasses
+
+    study = optuna.create_study(storage="sqlite:///" + str(tmp_path / "s.db"))
+    w, cfg = winner(tmp_path)
+    cfg.workload = dataclasses.replace(cfg.workload, entry="user_workload:make_workload")
+    w.run_dir.write_config(cfg)
+    monkeypatch.setenv("PYTHONPATH", "tests")
+    out = io.StringIO()
+    profile_winner(study, [w], w, SweepSettings(runs_dir=str(tmp_path)), ProfileSettings(),
+                   Console(file=out, width=300), NoRunner())
+    # Rule: run as printed, the command imports the user's workload as the sweep did (it
+    # failed "cannot be imported" in a shell without the PYTHONPATH).
+    assert "run PYTHONPATH=tests python -m autotune profile profile.trial=0" in out.getvalue()
