@@ -101,10 +101,11 @@ def main(argv: list[str] | None = None) -> int:
                                schema=SweepConfig)
             config = validate_settings(composed)
             if args.print_config:
-                if args.command in SEARCHING:  # its space is validated too: every knob
-                    from autotune.search.space import SearchSpace
+                if args.command in SEARCHING:  # all a sweep checks before it writes: its
+                    # space, the baseline, the workload and its reach on these cores
+                    from autotune.sweep_context import SweepContext
 
-                    SearchSpace.from_config(config.search, composed, args.overrides)
+                    SweepContext.build(composed, config, args.overrides)
                 from autotune.study.urls import redact
 
                 shown = OmegaConf.masked_copy(composed, [k for k in composed if k != "hydra"])

@@ -226,6 +226,13 @@ def test_print_config_validates_the_space_as_the_sweep_does(harness):
     # too: a knob that is a setting of the sweep is refused as the sweep refuses it.
     assert_one_line_error(code, harness.capsys.readouterr().err,
                           "search knob 'sweep.n_trials' is a setting of the sweep")
+    # ... and the baseline, which the sweep checks before it writes (--print-config said
+    # exit 0 for a baseline the sweep then refused).
+    space = harness.space("odd", {"train.micro_batches": [1, 2]},
+                          baseline={"train.micro_batches": 3})
+    code = main(["sweep", "--print-config", *harness.overrides(space)])
+    assert_one_line_error(code, harness.capsys.readouterr().err,
+                          "the baseline configuration is impossible")
     assert not harness.runs.exists()
 
 

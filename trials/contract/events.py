@@ -183,7 +183,9 @@ class SummaryRecord:
 
 @dataclass(frozen=True)
 class EndRecord:
-    """How the trial ended; always the last line of the file."""
+    """How the trial ended; always the last line of the file. A configuration the program
+    refuses before it runs (exit 2, "config error: ..." on stderr) writes no file: its
+    metrics path is part of what was refused."""
 
     kind: ClassVar[Event] = Event.END
     outcome: Outcome
