@@ -248,12 +248,14 @@ def constants_line(model: CostModel, fitting: int, total: int) -> str:
 
 
 def ruled_out_lines(summary: pd.DataFrame) -> list[str]:
-    """The count of ruled-out points per reason, one line each."""
+    """The count of ruled-out points per reason, one line each, with one of them as an
+    example (its numbers: a class alone reads "the nearest that is: N")."""
     if summary.empty:
         return []
     total = int(summary["points"].sum())
     return [f"ruled out ({total:,}), by reason:"] + [
-        f"  {int(r['points']):>6,}  {r['ruled out because']}" for _, r in summary.iterrows()]
+        f"  {int(r['points']):>6,}  {r['ruled out because']}; e.g. {r['example']}"
+        for _, r in summary.iterrows()]
 
 
 def markdown(title: str, model: CostModel, shown: pd.DataFrame, df: pd.DataFrame,

@@ -314,8 +314,10 @@ def test_ruled_out_points_are_counted_by_the_class_of_their_reason():
     assert classes == {"micro-batches N < pipeline stages N", plan_output.reason_class(
         "activations 1.0 GiB + states 2.0 GiB (x1.1 allocator) > 80 GiB")}
     assert summary["example"].str.match(r"\d+x\d+x\d+ m=\d+: ").all()
-    assert plan_output.ruled_out_lines(summary)[0] == (
-        f"ruled out ({int(summary['points'].sum()):,}), by reason:")
+    lines = plan_output.ruled_out_lines(summary)
+    assert lines[0] == f"ruled out ({int(summary['points'].sum()):,}), by reason:"
+    # Rule: each line carries its example's own numbers (a class alone reads "N").
+    assert all(re.search(r"; e\.g\. \d+x\d+x\d+ m=\d+: .*\d", line) for line in lines[1:])
 
 
 def test_when_nothing_fits_the_closest_come_least_memory_first_with_what_they_lack():
