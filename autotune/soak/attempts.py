@@ -200,7 +200,8 @@ class Progress:
         speed = f"{np.median(self.recent):>9,.0f}" if self.recent else f"{'-':>9}"
         tps = f"{speed} {self.unit}"
         self.recent = []
-        self.say(f"  step {done:>{len(str(self.steps))}}/{self.steps} "
+        # Counted as steps done; the other lines name a step by its index (from 0).
+        self.say(f"  {done:>{len(str(self.steps))}}/{self.steps} steps done "
                  f"{100 * done / self.steps:>3.0f} %  loss {s.loss:.4f}  {tps}  "
                  f"RSS {s.rss_gib:.2f} GiB")
 
@@ -231,9 +232,10 @@ def run_attempts(plan: SoakPlan, run_dir: TrialDir, runner: Runner, clocks: Cloc
         checkpoints.extend(attempt.checkpoints)
         resuming = attempt.index > 0
         if attempt.killed:
-            say(f"  kill -9 after step {attempt.kill_done - 1} (latest checkpoint: step "
-                f"{attempt.kill_checkpoint}), {attempt.wall_s:.1f} s into the run; "
-                "resuming from the latest checkpoint")
+            say(f"  kill -9 after step {attempt.kill_done - 1} (latest checkpoint: after step "
+                f"{attempt.kill_checkpoint - 1}, so {attempt.kill_done - attempt.kill_checkpoint}"
+                f" step(s) to replay), {attempt.wall_s:.1f} s into the run; resuming from the "
+                "latest checkpoint")
             continue
         if attempt.outcome is Outcome.OK:
             return attempts, None
