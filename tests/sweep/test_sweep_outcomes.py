@@ -273,3 +273,16 @@ def test_a_baseline_killed_from_outside_is_not_called_the_workloads_fault():
                       exit_code=-11)
     assert "would fail the same way" in fatal_baseline(0, own).message
     assert fatal_baseline(0, TrialResult(Outcome.SLOW)) is None
+
+
+def test_a_cost_model_without_a_peak_says_it_proposes_no_trial(harness, monkeypatch,
+                                                               tmp_path):
+    space = harness.space("m", {"train.micro_batches": [1, 2]})
+    harness.script()
+    monkeypatch.setenv("AUTOTUNE_CACHE", str(tmp_path / "empty-cache"))  # no CPU peak here
+    code, out, _ = harness.run(space, "sweep.n_trials=2")
+    # Rule: the model that cannot predict a step time says so once, with the fix, where the
+    # sweep names it (its first launches were all the sampler's, without a word).
+    assert code == 0
+    line = next(x for x in out.splitlines() if x.startswith("cost model:"))
+    assert "predicts memory only, and proposes no trial" in line and "calibrate-host" in line
