@@ -39,6 +39,7 @@ from omegaconf import OmegaConf
 from autotune.export.carry import SRC
 from autotune.export.environment import launch_environment
 from autotune.plan.costmodel import CostModel
+from autotune.plan.predict import memory_interval
 from autotune.settings import ExportSettings, SweepSettings
 from autotune.study import selection
 from autotune.study import storage as S
@@ -68,7 +69,9 @@ def predicted_headroom(job: TrialConfig, model: CostModel) -> dict | None:
     budget = memory_budget_gib(job)
     return {"peak_gib": prediction.peak_gib, "budget_gib": budget,
             "headroom_gib": budget - prediction.peak_gib,
-            "uncertainty": prediction.constants.memory_uncertainty,
+            # The interval the guard applies (held out), not the fit's in-sample residual:
+            # a fit of 8 trials read "+-0 %".
+            "uncertainty": memory_interval(),
             "constants": prediction.constants.source, "breakdown_gib": prediction.memory.gib()}
 
 

@@ -88,6 +88,11 @@ def test_two_studies_on_one_machine_refit_independently(tmp_path, cache):
     headroom = predicted_headroom(sweep_a.context.base, model_a)
     assert headroom["constants"].endswith("of study A")
     assert headroom["peak_gib"] == model_a.predict_config(sweep_a.context.base).peak_gib
+    # Rule: the interval it states is the one the guard applies (a fit's in-sample residual
+    # read "+-0 %").
+    from autotune.plan.predict import memory_interval
+
+    assert headroom["uncertainty"] == memory_interval() > 0.05
     # Rule: A's resumed sweep starts from A's fit, not B's (B refitted last on this machine).
     resumed, _, out = replayed_sweep("A", 0, runs, n_trials=6)
     assert resumed.context.model.constants.source.endswith("of study A")
