@@ -113,15 +113,18 @@ def too_few_rounds(summary: Verdicts) -> str | None:
     """A note when a paired test rests on 2 rounds or fewer and its interval came out wide:
     the 95 % interval is the rounds' spread times Student's t at 1 degree of freedom
     (12.7), too wide to separate gains of a few percent; None otherwise."""
-    tests = [v.vs_baseline for v in _typed(summary).values() if v.vs_baseline is not None]
-    rounds = [t.rounds for t in tests if t.rounds <= 2 and t.width > WIDE_INTERVAL]
-    if not rounds:
+    short = {n: v.vs_baseline.rounds for n, v in _typed(summary).items()
+             if v.vs_baseline is not None and v.vs_baseline.rounds <= 2
+             and v.vs_baseline.width > WIDE_INTERVAL}
+    if not short:
         return None
     from scipy.stats import t  # only here: keeps the command's start-up short
 
-    fewest = min(rounds)
+    fewest = min(short.values())
+    which = ", ".join(f"#{n}" for n in sorted(short, key=int))
     factor = t.ppf(0.975, fewest - 1) if fewest > 1 else math.inf
-    return (f"note: a paired test here rests on {fewest} round(s): its 95 % interval is "
+    return (f"note: the paired test of trial {which} rests on {fewest} round(s) (a round "
+            f"counts where both its runs met the same load): its 95 % interval is "
             f"{factor:.1f} x the rounds' spread, too wide to separate gains of a few %; "
             f"5 clean rounds make it {t.ppf(0.975, 4):.1f} x (confirm.repeats=5, on a quiet "
             "host: a round whose two runs met different load is left out)")

@@ -238,7 +238,9 @@ def test_a_paired_test_on_two_rounds_says_its_interval_is_too_wide_to_read():
     # Rule: a wide interval on 2 rounds (t = 12.7 at 1 degree of freedom) gets a note
     # naming the fix; 3 rounds, or 2 whose interval came out narrow, do not.
     note = too_few_rounds(summary(2))
-    assert note.startswith("note: a paired test here rests on 2 round(s)")
+    # It names the trial: beside other trials' 3 paired rounds, "a paired test here rests
+    # on 2 round(s)" read as a contradiction.
+    assert note.startswith("note: the paired test of trial #7 rests on 2 round(s)")
     assert "12.7 x the rounds' spread" in note and "confirm.repeats=5" in note
     assert too_few_rounds(summary(3)) is None and too_few_rounds({0: {"median": 1.0}}) is None
     assert too_few_rounds(summary(2, low=0.98, high=1.02)) is None
