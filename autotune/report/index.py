@@ -76,7 +76,8 @@ class Summary:
         counts = ", ".join(f"{reason} {n}" for reason, n in self.counts.items()) or "none"
         out = [f"study {self.study} in {self.storage}; objective: {self.objective}",
                f"trials: {self.n_trials} ({self.n_launched} launched"
-               + (f", {self.n_counted} of them against sweep.n_trials, the others retried"
+               + (f", {self.n_counted} of them against sweep.n_trials; the others were "
+                  "stopped under load, interrupted or orphaned, and re-queued"
                   if self.n_counted != self.n_launched else "") + f"): {counts}"]
         out += [self.story] if self.story else []
         pick = self.verdict.pick

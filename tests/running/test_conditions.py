@@ -328,7 +328,8 @@ def test_a_trial_stopped_as_slow_under_load_is_re_queued_once_for_a_quiet_host(h
 
     assert main(["report", *harness.overrides(space)]) == 0
     index = (harness.runs / "s" / "report" / "index.md").read_text()
-    assert "3 launched, 2 of them against sweep.n_trials, the others retried" in index
+    assert ("3 launched, 2 of them against sweep.n_trials; the others were stopped under "
+            "load, interrupted or orphaned, and re-queued") in index
 
 
 class ScriptedLoad:
