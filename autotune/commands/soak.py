@@ -73,7 +73,7 @@ def run_soak(composed: DictConfig, console: Console, config: SweepConfig) -> int
     plan = plan_soak(record, why, source.read_config(), options, files=files,
                      leak_mib=float(composed.run.inject_leak_mib))
     runner = runner_for(settings)
-    check_configs([source.read_config()])
+    check_configs([source.read_config()], settings)
     # Everything is validated: from here on the soak writes.
     shutil.rmtree(run_dir, ignore_errors=True)
     copy_config(source, TrialDir(run_dir))

@@ -169,9 +169,13 @@ FLAGS_NOTE = ("flags: load N = measured while other processes used N cores (abov
 
 def noise_line(level) -> str:
     """What the gain column rests on (a :class:`~autotune.study.noise.Noise`)."""
+    loaded = level.loaded
     return (f"gains: 95 % intervals, bootstrap over measured steps + run-to-run noise "
-            f"{100 * level.cv:.1f} % ({level.source}); ~ = within noise "
-            "(python -m autotune confirm re-measures the finalists against the baseline)")
+            f"{100 * level.cv:.1f} % ({level.source})"
+            + (f"; a gain resting on runs measured under load, {100 * loaded.cv:.1f} % "
+               f"({loaded.source})" if loaded is not None else "")
+            + "; ~ = within noise (python -m autotune confirm re-measures the finalists "
+            "against the baseline)")
 
 
 def _numbered_repeats(record: TrialRecord):

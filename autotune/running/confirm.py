@@ -33,7 +33,7 @@ def run_confirm(composed: DictConfig, console: Console, config: SweepConfig) -> 
         raise ConfigError(f"study {settings.study!r} has no complete trial to confirm: "
                           "run the sweep first")
     check_configs([r.run_dir.read_config() for r in chosen
-                   if r.run_dir is not None and r.run_dir.has_config()])
+                   if r.run_dir is not None and r.run_dir.has_config()], settings)
     orders = C.round_orders(chosen, options.repeats, seed=settings.seed)
     stored_runs, progress = measure_rounds(study, chosen, orders, base, settings, console)
     runs: dict[int, list[float | None]] = {

@@ -12,6 +12,7 @@ from pathlib import Path
 import yaml
 from omegaconf import OmegaConf
 
+from autotune.settings import SweepSettings
 from trials.contract.knob_reach import BUILT_IN, Reach, config_problem, knob_problem
 from trials.contract.launch import trial_env
 from trials.contract.mindformers import ADAPTER_ENTRY
@@ -107,10 +108,14 @@ def check_runnable(cfg: TrialConfig) -> Reach | None:
     return check_workload_entry(cfg.workload.entry, workload=cfg.workload)
 
 
-def check_configs(configs: list[TrialConfig]) -> None:
-    """:func:`check_runnable` for each configuration a command is about to launch (each
-    workload entry imported once): a trial re-run by ``profile``, ``soak`` or ``confirm`` in
-    a shell without the sweep's PYTHONPATH is one line, before anything is written."""
+def check_configs(configs: list[TrialConfig], settings: SweepSettings) -> None:
+    """:func:`check_runnable` for each configuration a command is about to launch with the
+    real trial program (each workload entry imported once): a trial re-run by ``profile``,
+    ``soak`` or ``confirm`` in a shell without the sweep's PYTHONPATH is one line, before
+    anything is written. Nothing for a simulated sweep's or a program of the user's own
+    (``sweep.trial_command``): they run what the trial program may not."""
+    if settings.simulate or settings.trial_command:
+        return
     seen: set[str] = set()
     for cfg in configs:
         if cfg.workload.entry in seen:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import subprocess
 import sys
 
@@ -187,6 +188,15 @@ def test_simulated_sweep_of_an_accelerator_space(harness, tmp_path):
     assert any(t.user_attrs.get("role") == "predicted" for t in after)
     done = [t for t in study.trials if t.user_attrs.get("reason") == "ok"]
     assert all(t.user_attrs["scorecard"]["performance"]["simulated"] for t in done)
+    # Rule: a simulated trial's time is computed: no run of it is judged as measured under
+    # other processes' load (they were flagged "load 1.5", their gains widened).
+    from autotune.settings import SweepConfig, validate_settings
+    from trials.contract.compose import compose
+
+    composed = compose("sweep", overrides, schema=SweepConfig)
+    assert validate_settings(composed).sweep.contention_cores == math.inf
+    assert not any((t.user_attrs.get("conditions") or {}).get("contended")
+                   for t in study.trials)
     assert "(simulated)" in out
     assert main(["report", *overrides, f"report.out={tmp_path / 'report'}"]) == 0
     assert "SIMULATED" in harness.capsys.readouterr().out

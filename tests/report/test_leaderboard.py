@@ -94,3 +94,16 @@ def test_every_sentence_quotes_a_trial_by_the_leaderboards_figure():
     assert round(base.standing) == round(pooled) == 2023
     assert "2,023" in board([base])[1]
     assert story.figure(base) == "2,023 tokens/s in the sweep (geometric mean of 2 runs)"
+
+
+def test_the_noise_line_states_the_noise_of_gains_on_loaded_runs_too():
+    from autotune.report.leaderboard import noise_line
+    from autotune.study.noise import Noise
+
+    quiet = Noise(0.05, "the hardware profile's cost.run_to_run_cv")
+    assert "under load" not in noise_line(quiet)
+    loaded = Noise(0.05, "prior", loaded=Noise(0.4, "measured under load: the baseline's "
+                                                    "own spread over 4 runs", 3))
+    # Rule: the footer names both noises the gain column rests on (it said 5.0 % beside
+    # intervals of -99..+7917 %, built at the loaded run's 40 %).
+    assert "5.0 %" in noise_line(loaded) and "under load, 40.0 %" in noise_line(loaded)
