@@ -186,15 +186,17 @@ def queue_best_predicted(study: optuna.Study, space: SearchSpace, model, budget_
 
 
 def _probed_terms(study: optuna.Study, space: SearchSpace, model) -> set[str]:
-    """The time terms of the study's probes that answered or may still: queued, running,
-    completed or stopped as slow (slow in its warm-up is an answer before any timed step).
-    A probe that ran out of memory, or never ran, said nothing of time."""
+    """The time terms some trial answered or may still: a probe queued, running or
+    completed, and any trial stopped as slow, whoever proposed it (slow in its warm-up is an
+    answer before any timed step: PyNative was probed again after three of the sampler's
+    PyNative trials had been stopped as slow). A trial that ran out of memory, or never
+    ran, said nothing of time."""
     from autotune.search.feasibility import structural_problem
 
     probes = [t.params or t.system_attrs.get(FIXED_PARAMS)
               for t in study.get_trials(deepcopy=False)
-              if t.user_attrs.get(ROLE) == PROBE_ROLE
-              and outcome_of(t) in (None, Outcome.OK, Outcome.SLOW)]
+              if outcome_of(t) is Outcome.SLOW
+              or (t.user_attrs.get(ROLE) == PROBE_ROLE and outcome_of(t) in (None, Outcome.OK))]
     configs = [structural_problem(space, p)[0] for p in probes if p]  # None: no longer builds
     return set().union(*(model.time_terms(cfg) for cfg in configs if cfg is not None))
 

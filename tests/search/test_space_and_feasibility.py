@@ -307,6 +307,15 @@ def test_the_model_seeds_timed_points_and_probes_an_untimed_term_it_ranks_first(
     first, *_ = queue_best_predicted(oomed, space, model, 8.0, 3, max_time_error=1.0,
                                      measured_terms=lambda: graph_only)
     assert first["runtime.mode"] == "pynative" and first != pynative
+    # Rule: a trial of the sampler's stopped as slow answered as a probe would: PyNative is
+    # not probed after the sampler's PyNative trials were stopped as slow.
+    slowed = optuna.create_study(direction="maximize")
+    slowed.add_trial(create_trial(params=pynative, distributions=space.distributions(),
+                                  state=TrialState.PRUNED,
+                                  user_attrs={"role": "sampled", "reason": "slow"}))
+    picks = queue_best_predicted(slowed, space, model, 8.0, 3, max_time_error=1.0,
+                                 measured_terms=lambda: graph_only)
+    assert picks and all(p["runtime.mode"] == "graph" for p in picks)
     # Rule: no probe of a term the model ranks below a timed point while such a point is
     # unseen: with PyNative timed, graph (untimed, ranked below PyNative by these priors)
     # comes only after both PyNative points, as the probe of what is left.
