@@ -89,7 +89,10 @@ def trial_program_page() -> str:
             "`python -m trials.train [overrides]` is one trial. It writes JSON lines to "
             "`run.metrics_path` and exits with its outcome's code; the orchestrator adds "
             "the outcomes only it can decide. Each outcome is one member of "
-            "`trials/contract/outcomes.py:Outcome`.", "",
+            "`trials/contract/outcomes.py:Outcome`. Relative paths (the metrics, the "
+            "checkpoints, the profile) are the working directory's; started in the "
+            "repository's root, it writes under `runs/manual/` instead (and says so), so "
+            "that a run by hand leaves nothing among the sources.", "",
             "## Outcomes and exit codes", "",
             "| outcome | exit code | told to Optuna as | launched | what it means |",
             "|---|---|---|---|---|"]
