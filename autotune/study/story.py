@@ -123,5 +123,9 @@ def _set_aside(other: TrialRecord, verdict: Verdict, base: TrialRecord | None) -
                 f"#{top.number}'s {top.confirmed_tokens_per_s:,.0f}")
     if top is not None and top.confirmed_tokens_per_s:
         return (f"measured {sweep} but was not re-measured by confirm, whose median "
-                f"ranks #{top.number} first")
+                f"ranks #{top.number} first (python -m autotune confirm again re-measures "
+                "it with the others)")
+    if top is not None and (other.standing or 0) > (top.standing or 0):
+        return (f"measured {sweep} but #{top.number} is separably faster than it on the runs "
+                "of the two measured alike (the final race's comparison)")
     return f"measured {sweep} but ranks below #{top.number if top else '?'}"

@@ -420,6 +420,11 @@ def test_the_pick_starts_from_a_trial_no_other_is_separably_faster_than():
     # final race's rule); it says which it passed over.
     assert found.top is steady and found.pick is steady
     assert "trial(s) 1 rank higher by their runs pooled" in found.why
+    # ... and the pick's sentence says why the faster-looking one is not it.
+    from autotune.study.story import pick_sentence
+
+    said = pick_sentence(found, records)
+    assert "not trial #1" in said and "#2 is separably faster than it" in said, said
 
 
 def test_a_trial_raced_against_the_baseline_is_paired_with_the_baselines_race_runs():
