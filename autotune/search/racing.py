@@ -59,7 +59,8 @@ def interleaved_rounds(entrants: dict[int, list[noise.Run]], *, rounds: int,
                                                                racing=raced))
         alive = [e for e in alive if e not in left]
         outcome = (f"trial {alive[0]} is separably fastest" if len(alive) == 1 else
-                   f"trial(s) {', '.join(map(str, sorted(left)))} left, separably slower"
+                   "; ".join(f"trial {e} left, separably slower than trial {left[e]}"
+                             for e in sorted(left))
                    if left else "all still within noise")
         note(f"  round {i + 1}/{rounds}: {outcome}")
         if len(alive) <= 1:

@@ -179,20 +179,26 @@ def run_to_run_noise(records: list[TrialRecord], prior_cv: float, *,
         configs = sum(1 for runs in sets if len(runs) >= 2)
         return _with_load(Noise(math.sqrt(sum_sq / dof), f"measured from {dof + configs} runs "
                                 "of repeated configurations, runs under load left out", dof),
-                          records)
+                          records, racing)
     # Repeated configurations' runs measured under load, which the estimate leaves out.
     loaded = sum(len(record.sweep_runs()) - len(record.quiet_run_sets()[0])
                  for record in records if len(record.sweep_runs()) > 1)
     why = (f"too few quiet repeats to measure it: {loaded} run(s) under load left out"
            if loaded else "too few repeats to measure it")
     return _with_load(Noise(prior_cv, f"the hardware profile's cost.run_to_run_cv ({why})"),
-                      records)
+                      records, racing)
 
 
-def _with_load(level: Noise, records: list[TrialRecord]) -> Noise:
-    """``level`` with the noise of loaded runs (:func:`under_load`) the study shows."""
+def _with_load(level: Noise, records: list[TrialRecord],
+               racing: dict[int, list[Run]] | None = None) -> Noise:
+    """``level`` with the noise of loaded runs (:func:`under_load`) the study shows: the
+    baseline's runs, a race's too while it races (a race under load judged its rounds at
+    the baseline's spread from before it, 6.6 %, and dropped a rival that its own runs,
+    10.5 %, left within noise)."""
     base = baseline(records)
-    loaded = under_load(level, base) if base is not None else level
+    if base is None:
+        return level
+    loaded = under_load(level, base, (racing or {}).get(base.number))
     return level if loaded is level else dataclasses.replace(level, loaded=loaded)
 
 
@@ -208,11 +214,12 @@ def step_spread(records: list[TrialRecord]) -> float:
     return float(np.median(cvs)) if cvs else 0.0
 
 
-def under_load(level: Noise, base: TrialRecord) -> Noise:
+def under_load(level: Noise, base: TrialRecord, runs: list[Run] | None = None) -> Noise:
     """The noise to assume for a run measured under other processes' load: the larger of
     ``level`` and the baseline's own run-to-run CV (its runs spread across the study's
-    conditions), however few its runs: one loaded run says little, so it claims less."""
-    runs = runs_of(base)
+    conditions; ``runs``, where given, are them), however few its runs: one loaded run
+    says little, so it claims less."""
+    runs = runs_of(base) if runs is None else runs
     if len(runs) < 2:
         return level
     logs = np.log([r.tokens_per_s for r in runs])
@@ -285,13 +292,18 @@ def compare(candidate: list[Run], reference: list[Run], noise: Noise) -> Gain | 
     return Gain(math.exp(c_point - r_point) - 1, math.expm1(low), math.expm1(high), method)
 
 
-def separably_slower(runs: dict[int, list[Run]], noise: Noise) -> set[int]:
+def separably_slower(runs: dict[int, list[Run]], noise: Noise) -> dict[int, int]:
     """The trials (keys of ``runs``) some other one is separably faster than, each side on
-    all its runs (:func:`compare`): what a race drops after a round, and what the pick
-    never takes."""
-    return {e for e in runs for other in runs
-            if other != e and (g := compare(runs[other], runs[e], noise)) is not None
-            and g.better}
+    all its runs (:func:`compare`), each with the first such other: what a race drops
+    after a round, and says it is slower than."""
+    slower: dict[int, int] = {}
+    for e in runs:
+        for other in runs:
+            if other != e and (g := compare(runs[other], runs[e], noise)) is not None \
+                    and g.better:
+                slower[e] = other
+                break
+    return slower
 
 
 def gain(candidate: TrialRecord, reference: TrialRecord, noise: Noise) -> Gain | None:

@@ -400,7 +400,7 @@ def test_the_race_the_gain_and_the_pick_judge_loaded_runs_at_one_noise():
     loaded = noise.compare([replace(r, loaded=True) for r in fast],
                            [replace(r, loaded=True) for r in slow], level)
     assert not loaded.real and "measured under load" in loaded.method
-    assert noise.separably_slower({1: fast, 2: slow}, level) == {2}
+    assert noise.separably_slower({1: fast, 2: slow}, level) == {2: 1}
 
 
 def test_the_pick_starts_from_a_trial_no_other_is_separably_faster_than():
@@ -447,3 +447,19 @@ def test_a_trial_raced_against_the_baseline_is_paired_with_the_baselines_race_ru
     # rounds are paired as the race judged them, not with the runs around its first run.
     assert len(paired) == 4
     assert sorted(round(TOKENS / r.tokens_per_s, 1) for r in paired) == [0.3, 0.3, 0.5, 0.5]
+
+
+def test_a_race_under_load_measures_the_noise_of_loaded_runs_as_it_goes():
+    from dataclasses import replace
+
+    # Before the race the baseline's two runs agree (0.30, 0.31 s a step): no more noise
+    # under load than the prior. Its race runs under load spread widely (0.45, 0.25 s).
+    base = record(0, {"k": 0}, 0.30, role="baseline", repeats=[0.31])
+    assert noise.run_to_run_noise([base], 0.05).loaded is None
+    raced = noise.runs_of(base) + [replace(run(0.45, 7), loaded=True),
+                                   replace(run(0.25, 9), loaded=True)]
+    level = noise.run_to_run_noise([base], 0.05, racing={0: raced})
+    # Rule: the race's runs count in the noise of loaded runs as they come (a race under
+    # load judged its rounds at the spread from before it and dropped a rival that the
+    # spread of its own runs left within noise).
+    assert level.loaded is not None and level.loaded.cv > 0.2
