@@ -103,9 +103,11 @@ def ablation_markdown(records: list[TrialRecord], *, cv: float = CostPriors.run_
         return text + ("None: no two trials differ in exactly one knob "
                        "(`sweep.neighbours=true` runs each one-knob change of the baseline "
                        "first).\n")
-    return text + (f"Each gain is one run against another; its interval is two runs of "
-                   f"{100 * cv:.1f} % run-to-run noise. These pairs are the only evidence "
-                   "the diagnosis names a cause on.\n\n") + markdown_table(df)
+    return text + ("Each gain between two completed trials is over all their runs measured "
+                   "alike, as the leaderboard and the pick compare them (the study's "
+                   f"run-to-run noise; {100 * cv:.1f} % where it has too few repeats); a trial "
+                   "stopped as slow is its one run against the other's. These pairs are the "
+                   "only evidence the diagnosis names a cause on.\n\n") + markdown_table(df)
 
 
 def failures(records: list[TrialRecord], *, n_examples: int = 3) -> list[dict[str, Any]]:

@@ -74,3 +74,20 @@ def test_the_report_blames_the_slow_knob_and_not_the_one_beside_it(harness, caps
     ablation = (harness.runs / "s" / "report" / "ablation.md").read_text()
     rows = [line for line in ablation.splitlines() if line.startswith("| runtime.mode")]
     assert rows and all("| graph | pynative |" in row and "slower" in row for row in rows), rows
+
+
+def test_two_completed_trials_are_compared_on_all_their_runs_as_the_pick_compares_them():
+    from autotune.study import noise
+    from tests.study.test_noise import record
+
+    # First runs: the trial 0.32 s a step against the baseline's 0.30 (-6 %); the
+    # baseline's three later runs read 0.36 s, the trial's two more 0.32 s.
+    base = record(0, {"k": 0}, 0.30, role="baseline", repeats=[0.36, 0.36, 0.36])
+    trial = record(1, {"k": 1}, 0.32, repeats=[0.32, 0.32])
+    found = next(c for c in contrasts([base, trial], cv=0.05) if c.trial is trial)
+    # Rule: the ablation's gain is the study's one comparison (all runs, measured alike),
+    # the leaderboard's and the pick's: it read the first runs' -5.4 % beside the pick's
+    # +6.2 % for the same two trials.
+    level = noise.run_to_run_noise([base, trial], 0.05)
+    assert found.gain == pytest.approx(noise.gain(trial, base, level).ratio)
+    assert found.gain > 0.05
