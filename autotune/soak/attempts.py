@@ -203,7 +203,7 @@ class Progress:
         # Counted as steps done; the other lines name a step by its index (from 0).
         self.say(f"  {done:>{len(str(self.steps))}}/{self.steps} steps done "
                  f"{100 * done / self.steps:>3.0f} %  loss {s.loss:.4f}  {tps}  "
-                 f"RSS {s.rss_gib:.2f} GiB")
+                 f"anon. memory {s.rss_gib:.2f} GiB")
 
 
 def run_attempts(plan: SoakPlan, run_dir: TrialDir, runner: Runner, clocks: Clocks,

@@ -108,10 +108,12 @@ def render(r: SoakVerdict) -> str:
         (f"{per_s} drift", (f"{t.drift_pct_per_100_steps:+.2f} %/100 steps (95 % CI "
                             f"{t.drift_low:+.2f}..{t.drift_high:+.2f})")
          if t.judged else "not judged"),
-        ("RSS first -> last", f"{_fmt(m.rss_first_gib, '.3f')} -> "
-                              f"{_fmt(m.rss_last_gib, '.3f')} GiB"),
-        ("RSS growth in a launch", (f"{m.slope_mib_per_100_steps:+.1f} MiB/100 steps "
-                                    f"(95 % CI {m.slope_low:+.1f}..{m.slope_high:+.1f})")
+        # Anonymous memory (heap, shared memory), not the RSS peak a trial or a job reports:
+        # a leak shows in it ("RSS" here read beside a job's "peak RSS 0.90 GiB").
+        ("anonymous memory first -> last", f"{_fmt(m.rss_first_gib, '.3f')} -> "
+                                           f"{_fmt(m.rss_last_gib, '.3f')} GiB"),
+        ("its growth within a launch", (f"{m.slope_mib_per_100_steps:+.1f} MiB/100 steps "
+                                        f"(95 % CI {m.slope_low:+.1f}..{m.slope_high:+.1f})")
          if m.judged else "not judged"),
         ("kill -9 / resume", (f"after step {kill.after_step}, resumed from "
                               f"{resume.resume_step}: {resume.compared} replayed, max "
@@ -171,7 +173,7 @@ def plot(attempts: list[Attempt], r: SoakVerdict, path: Path) -> Path:
             f"{' LEAK' if m.leak else ''}") if m.judged else "not judged"
     ax_loss.set(title=title, ylabel="loss")
     ax_tps.set(ylabel=rate(r.unit))
-    ax_rss.set(ylabel="host RSS (MiB)", xlabel="step", title=f"memory growth: {leak}")
+    ax_rss.set(ylabel="anonymous memory (MiB)", xlabel="step", title=f"memory growth: {leak}")
     for ax in (ax_loss, ax_tps, ax_rss):
         ax.grid(alpha=0.3)
     ax_loss.legend(fontsize=8)

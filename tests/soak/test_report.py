@@ -45,7 +45,8 @@ def test_a_leaking_run_is_flagged_and_the_result_is_json_safe(tmp_path):
     # Rule: the result is strict JSON (stored on the study and in soak.json).
     json.dumps(r.to_json(), allow_nan=False)
     text = render(SoakVerdict.from_json(r.to_json()))
-    assert "RSS growth in a launch" in text and "- finished: 300 of 300" in text
+    assert "anonymous memory first -> last" in text and "its growth within a launch" in text
+    assert "- finished: 300 of 300" in text
 
 
 def test_a_steady_run_has_no_leak_and_a_failed_one_exits_1(tmp_path):
