@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
                     # space, the baseline, the workload and its reach on these cores
                     from autotune.sweep_context import SweepContext
 
-                    SweepContext.build(composed, config, args.overrides)
+                    SweepContext.build(composed, config, args.overrides, environment=False)
                 from autotune.study.urls import redact
 
                 shown = OmegaConf.masked_copy(composed, [k for k in composed if k != "hydra"])

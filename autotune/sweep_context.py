@@ -34,7 +34,14 @@ from autotune.study import storage as S
 from autotune.study.disk import DiskFull, Reserve, full_is_diskfull
 from autotune.study.layout import StudyLayout
 from autotune.study.surviving import SurvivingStorage
-from trials.contract.schema import ConfigError, TrialConfig, memory_budget_gib, to_trial_config
+from trials.contract.knob_reach import BUILT_IN
+from trials.contract.schema import (
+    ConfigError,
+    TrialConfig,
+    memory_budget_gib,
+    runnable_problem,
+    to_trial_config,
+)
 
 
 @dataclass
@@ -63,18 +70,28 @@ class SweepContext:
 
     @classmethod
     def build(cls, composed: DictConfig, config: SweepConfig, overrides: list[str], *,
-              runner: Runner | None = None, measured: bool = False) -> SweepContext:
+              runner: Runner | None = None, measured: bool = False,
+              environment: bool = True) -> SweepContext:
         """Check and build (ConfigError naming the fix). ``runner`` replaces the one the
         settings choose (a benchmark's replay); ``measured``: its results are real
-        measurements (a replay of recorded runs), so they may refit the cost model."""
+        measurements (a replay of recorded runs), so they may refit the cost model.
+        ``environment=False`` checks the configuration only (``--print-config``): not that
+        a workload of the user's imports here nor that a SLURM client answers, and no
+        runner is made (making one reaps what a dead command left running)."""
         settings = config.sweep
         S.check_study_name(settings.study)
         space = SearchSpace.from_config(config.search, composed, overrides)
         base = to_trial_config(composed)
         real_trials = runner is None and not (settings.simulate or settings.trial_command)
         if real_trials:
-            preflight.check_reach(base, {k.path: k.choices for k in space.knobs},
-                                  preflight.check_runnable(base), composed.search.name)
+            if environment:
+                reach = preflight.check_runnable(base)
+            else:
+                if problem := runnable_problem(base):
+                    raise ConfigError(problem)
+                reach = None if base.workload.entry else BUILT_IN
+            preflight.check_reach(base, {k.path: k.choices for k in space.knobs}, reach,
+                                  composed.search.name)
         model = None if base.workload.entry else CostModel.for_profile(base.hardware)
         if model is not None and settings.simulate:
             model.memory_interval = 0.0  # its trials run out of memory at its central peak
@@ -85,7 +102,8 @@ class SweepContext:
         _check_baseline(space, composed.search.name)
         refit = model is not None and settings.predict.refit and (real_trials or measured)
         return cls(config=config, composed=composed, settings=settings, space=space, base=base,
-                   layout=layout, runner=runner or runner_for(settings), model=model,
+                   layout=layout, runner=runner or (runner_for(settings) if environment
+                                                    else None), model=model,
                    pruner=pruner,
                    refitter=Refitter(model, settings.predict.oom_margin) if refit else None,
                    real_trials=real_trials, reserve=Reserve(layout.root))
