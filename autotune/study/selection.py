@@ -223,18 +223,9 @@ def unbeaten(candidates: list[TrialRecord],
     ranked ones passed over for it. A race's survivor is then the pick's start: the pick
     once took a trial the final race had just dropped, by its runs pooled across loads."""
     ordered = sorted(candidates, key=faster_first)
-    runs = {r.number: noise.runs_of(r) for r in ordered}
-
-    def beaten(r: TrialRecord) -> bool:
-        return any(o is not r and (g := noise.compare(runs[o.number], runs[r.number], level))
-                   is not None and g.better for o in ordered)
-
-    passed = []
-    for r in ordered:
-        if not beaten(r):
-            return r, passed
-        passed.append(r)
-    return ordered[0], []
+    beaten = noise.separably_slower({r.number: noise.runs_of(r) for r in ordered}, level)
+    first = next((i for i, r in enumerate(ordered) if r.number not in beaten), None)
+    return (ordered[0], []) if first is None else (ordered[first], ordered[:first])
 
 
 def changes_from(record: TrialRecord, base: TrialRecord | None) -> int:
