@@ -37,7 +37,7 @@ from autotune.study import storage as S
 from autotune.study.choice import study_verdict
 from autotune.study.layout import StudyLayout, sqlite_path
 from autotune.study.records import TrialRecord, load_records
-from trials.contract.schema import ConfigError, TrialConfig, runnable_problem, to_trial_config
+from trials.contract.schema import ConfigError, TrialConfig, to_trial_config
 from trials.contract.trial_dir import TrialDir
 
 #: The top-level sections of a trial's configuration: an override of one of them asks for a
@@ -79,9 +79,6 @@ def run_profile(composed: DictConfig, console: Console, config: SweepConfig,
         study, record = None, None
         cfg = to_trial_config(composed)
         label = "composed: " + (" ".join(trial_overrides(overrides)) or "the defaults")
-    problem = runnable_problem(cfg)
-    if problem:
-        raise ConfigError(problem)
     check_configs([cfg], settings)
     out = (Path(options.out) if options.out else
            StudyLayout.of(settings).profile(record.number if record else None,

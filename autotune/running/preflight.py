@@ -116,15 +116,11 @@ def check_configs(configs: list[TrialConfig], settings: SweepSettings) -> None:
     (``sweep.trial_command``): they run what the trial program may not."""
     if settings.simulate or settings.trial_command:
         return
-    seen: set[str] = set()
     for cfg in configs:
-        if cfg.workload.entry in seen:
-            problem = runnable_problem(cfg)
-            if problem:
-                raise ConfigError(problem)
-            continue
-        seen.add(cfg.workload.entry)
-        check_runnable(cfg)
+        if problem := runnable_problem(cfg):
+            raise ConfigError(problem)
+    for cfg in {cfg.workload.entry: cfg for cfg in configs}.values():
+        check_workload_entry(cfg.workload.entry, workload=cfg.workload)
 
 
 def check_reach(cfg: TrialConfig, knobs: dict[str, tuple], reach: Reach | None,
