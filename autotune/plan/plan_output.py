@@ -5,8 +5,6 @@ lines printed on the terminal. The verb itself is autotune/commands/plan.py."""
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,6 +18,7 @@ from autotune.plan.planner import PlanPoint, dtypes, plan
 from autotune.plan.predict import Constants, memory_interval
 from autotune.presentation.tables import markdown_table
 from autotune.settings import PlanSettings
+from autotune.study.layout import named_by
 from trials.contract.schema import ConfigError, TrialConfig, memory_budget_gib
 from trials.contract.vocabulary import precision_name
 
@@ -233,10 +232,7 @@ def default_name(cfg: TrialConfig, settings: PlanSettings, overrides: Sequence[s
     shaping = shaping_overrides(overrides)
     if shaping:
         pinned["overrides"] = shaping
-    if not pinned:
-        return name
-    digest = hashlib.sha256(json.dumps(pinned, sort_keys=True, default=str).encode())
-    return f"{name}-{digest.hexdigest()[:8]}"
+    return named_by(name, pinned)
 
 
 def constants_line(model: CostModel, fitting: int, total: int) -> str:

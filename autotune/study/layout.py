@@ -47,6 +47,15 @@ def study_url(runs_dir: Path | str, study: str) -> str:
     return sqlite_url(Path(runs_dir) / study / DB_NAME)
 
 
+def named_by(name: str, shaped: object) -> str:
+    """A directory's name: ``name``, and a digest of what else shaped its contents (JSON of
+    ``shaped``) where there is any, so that two outputs that differ get a directory each."""
+    if not shaped:
+        return name
+    digest = hashlib.sha256(json.dumps(shaped, sort_keys=True, default=str).encode())
+    return f"{name}-{digest.hexdigest()[:8]}"
+
+
 @dataclass(frozen=True)
 class StudyLayout:
     root: Path
@@ -101,10 +110,7 @@ class StudyLayout:
         each other)."""
         if trial is not None:
             return self.root / "profile" / trial_name(trial)
-        if not overrides:
-            return self.root / "profile" / "composed"
-        digest = hashlib.sha256(json.dumps(sorted(overrides)).encode()).hexdigest()[:8]
-        return self.root / "profile" / f"composed-{digest}"
+        return self.root / "profile" / named_by("composed", sorted(overrides))
 
     def stage(self, stage: str, name: str) -> TrialDir:
         return TrialDir(self.root / "stages" / stage / name)
