@@ -93,15 +93,16 @@ class SearchSpace:
             if not isinstance(values, list) or not values:
                 raise ConfigError(f"search knob {path!r} needs a non-empty list of values")
             is_group = (CONF_DIR / path).is_dir()
-            _check_knob(path, values, is_group)
+            settings = [_setting(path, v, is_group) for v in values]
+            _check_knob(path, values, settings)
             _check_spelling(path, [*values, *([search.baseline[path]]
                                                 if path in search.baseline else [])])
             current = _current_value(path, base, choices, is_group)
             if path in search.baseline:
                 current = search.baseline[path]
             values = list(values)
-            same = [v for v in values if _setting(path, v, is_group) ==
-                    _setting(path, current, is_group)]
+            same = [v for v, setting in zip(values, settings)
+                    if setting == _setting(path, current, is_group)]
             if same:  # the baseline as the space writes it ("2" where the config reads 2)
                 current = same[0]
             else:  # the baseline must be a point of the space
@@ -211,17 +212,16 @@ class SearchSpace:
         return {k.path: list(k.choices) for k in self.knobs}
 
 
-def _check_knob(path: str, values: list, is_group: bool) -> None:
+def _check_knob(path: str, values: list, settings: list) -> None:
     """A knob is a setting of the trial (a path into TrialConfig, read from its dataclasses:
     the sweep's own settings, such as its budget, are not tuned) with distinct values."""
     problem = trial_path_problem(path)
     if problem:
         raise ConfigError(f"search knob {path!r} {problem}")
     seen: list = []
-    for value in values:
-        # Values the field reads alike ("2" and 2) are one point of the space: measured
-        # twice, and told to Optuna as two.
-        setting = _setting(path, value, is_group)
+    for value, setting in zip(values, settings):
+        # Values the field reads alike (``settings``: "2" and 2) are one point of the
+        # space: measured twice, and told to Optuna as two.
         if setting in seen:
             raise ConfigError(f"search knob {path!r} lists {format_value(value)} twice; "
                               "list each value once")
