@@ -172,8 +172,8 @@ def noise_line(level) -> str:
     loaded = level.loaded
     return (f"gains: 95 % intervals, bootstrap over measured steps + run-to-run noise "
             f"{100 * level.cv:.1f} % ({level.source})"
-            + (f"; a gain resting on runs measured under load, {100 * loaded.cv:.1f} % "
-               f"({loaded.source})" if loaded is not None else "")
+            + (f"; {100 * loaded.cv:.1f} % where the runs compared were {loaded.source}"
+               if loaded is not None else "")
             + "; ~ = within noise (python -m autotune confirm re-measures the finalists "
             "against the baseline)")
 

@@ -196,10 +196,17 @@ def _with_load(level: Noise, records: list[TrialRecord],
     the baseline's spread from before it, 6.6 %, and dropped a rival that its own runs,
     10.5 %, left within noise)."""
     base = baseline(records)
-    if base is None:
-        return level
+    if base is None or not _any_loaded(records, racing or {}):
+        return level  # nothing measured under load: compare would never take it
     loaded = under_load(level, base, (racing or {}).get(base.number))
     return level if loaded is level else dataclasses.replace(level, loaded=loaded)
+
+
+def _any_loaded(records: list[TrialRecord], racing: dict[int, list[Run]]) -> bool:
+    """Whether the study holds a run measured under load: a trial's sweep runs or a race's
+    runs so far."""
+    return (any(r.loaded for rec in records for r in runs_of(rec))
+            or any(r.loaded for runs in racing.values() for r in runs))
 
 
 def step_spread(records: list[TrialRecord]) -> float:
@@ -226,8 +233,8 @@ def under_load(level: Noise, base: TrialRecord, runs: list[Run] | None = None) -
     cv = float(np.std(logs, ddof=1))
     if cv <= level.cv:
         return level
-    return Noise(cv, f"measured under load: the baseline's own spread over {len(runs)} runs "
-                     f"({level.source} gives {100 * level.cv:.1f} %)", len(runs) - 1)
+    return Noise(cv, f"measured under load: the baseline's own spread over {len(runs)} runs, above the "
+                     f"{100 * level.cv:.1f} % of quiet runs", len(runs) - 1)
 
 
 @lru_cache(maxsize=256)

@@ -390,7 +390,9 @@ def test_the_race_the_gain_and_the_pick_judge_loaded_runs_at_one_noise():
     # The baseline's runs spread widely (0.30, 0.45, 0.25 s a step): under load, a run
     # claims that much less. Quiet runs of the study spread 2 %.
     base = record(0, {"k": 0}, 0.30, role="baseline", repeats=[0.45, 0.25])
-    level = noise.run_to_run_noise([base], prior_cv=0.05)
+    under_hog = record(9, {"k": 9}, 0.30)
+    under_hog.attrs["conditions"] = HOG
+    level = noise.run_to_run_noise([base, under_hog], prior_cv=0.05)
     # Rule: the study's noise carries the noise of loaded runs, and every comparison of
     # loaded runs takes it, whoever compares (the race dropped a rival on two loaded runs
     # judged at the quiet 5 %, where the gain beside it read within noise).
@@ -463,3 +465,15 @@ def test_a_race_under_load_measures_the_noise_of_loaded_runs_as_it_goes():
     # load judged its rounds at the spread from before it and dropped a rival that the
     # spread of its own runs left within noise).
     assert level.loaded is not None and level.loaded.cv > 0.2
+
+
+def test_a_study_with_no_run_under_load_states_no_noise_of_loaded_runs():
+    # The baseline's own runs spread widely, as above, but nothing ran under load.
+    base = record(0, {"k": 0}, 0.30, role="baseline", repeats=[0.45, 0.25])
+    records = [base, record(1, {"k": 1}, 0.26)]
+    # Rule: the noise of loaded runs exists only where some run was loaded (the quiet
+    # replayed sweep's footer stated a "measured under load" noise of 11.4 %).
+    assert noise.run_to_run_noise(records, 0.05).loaded is None
+    records[1].attrs["conditions"] = {"other_cores": 1.3, "window_s": 5.0, "contended": True,
+                                      "contention_cores": 0.5}
+    assert noise.run_to_run_noise(records, 0.05).loaded is not None
