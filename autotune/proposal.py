@@ -31,6 +31,7 @@ from autotune.running.repeat import measured_performance, rerun
 from autotune.search import filters, proposals
 from autotune.search.baseline_checks import BaselineChecks
 from autotune.search.racing import race
+from autotune.settings import Pruner
 from autotune.signals import Stopped
 from autotune.study import budget, futility, noise, reaping, scoring, selection, twins
 from autotune.study import records as R
@@ -132,6 +133,8 @@ class Proposals:
             ranking=(lambda: refitter.held_out_rank(StudyView(study).records))
             if refitter is not None else None,
             follow=predict.follow,
+            slow_ratio=(self.settings.stop.slow_ratio
+                        if self.settings.pruner is Pruner.slow else 0.0),
             measured_terms=(lambda: refitter.measured_terms(StudyView(study).records))
             if refitter is not None else None)
 

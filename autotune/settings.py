@@ -97,7 +97,8 @@ class PredictSettings:
     #: off (on the recorded CPU landscape its error is ~19 % in-sample, its order right).
     trust_rank: float = field(default=0.8, metadata=rule(ge=-1, le=1))
     #: After the first ``enqueue_best`` seeds, queue the model's best unseen point every
-    #: other launch while it stays trusted (the sampler proposes the others).
+    #: other launch while it stays trusted (the sampler proposes the others). No pick, seed
+    #: or follow, is one the slow rule would stop at its prediction's optimistic end.
     follow: bool = True
     #: Refit the model's constants from the study's measured trials as they finish.
     refit: bool = True

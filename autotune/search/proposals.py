@@ -101,7 +101,7 @@ MODELLED_PREFIXES = ("workload.", "parallel.", "train.", "precision", "hardware"
 def queue_best_predicted(study: optuna.Study, space: SearchSpace, model, budget_gib: float,
                          k: int, *, max_time_error: float, min_rank: float = 1.0,
                          ranking=None, follow: bool = False,
-                         measured_terms=None) -> list[dict]:
+                         measured_terms=None, slow_ratio: float = 0.0) -> list[dict]:
     """Queue the k points with the best predicted tokens/s that fit the budget, once per
     study, one at a time and only when nothing else waits (a retry of a lost trial goes
     first, and no seed is left queued when the budget ends), each the best by the model as
@@ -120,7 +120,12 @@ def queue_best_predicted(study: optuna.Study, space: SearchSpace, model, budget_
     every timed point, and once per untimed term unless the probe ran out of memory; its
     run times the term, and later picks rest on it. With ``follow``,
     after those k the model's best unseen point is queued every other launch while it stays
-    trusted."""
+    trusted. No point is queued that the slow rule (``slow_ratio``) would stop were it as
+    fast as the optimistic end of its prediction (``time_uncertainty``), relative to the
+    model's prediction for the fastest trial measured: once the model's ranking has run
+    past what it can still win, the sampler proposes (the model's picks of PyNative
+    points, each predicted a third of the graph-mode best, were stopped as slow one after
+    another)."""
     from autotune.search.feasibility import structural_problem
     from autotune.study.view import StudyView
 
@@ -163,6 +168,8 @@ def queue_best_predicted(study: optuna.Study, space: SearchSpace, model, budget_
             continue
         new_terms = set() if evidence is None else model.time_terms(cfg) - evidence
         (untimed if new_terms else scored).append((prediction.tokens_per_s, point, new_terms))
+    floor = _slow_line(space, model, fastest, slow_ratio)
+    scored, untimed = ([c for c in group if c[0] >= floor] for group in (scored, untimed))
     # One point a call: the next is chosen by the model as refitted after this one ran.
     picks = [(point, PREDICTED_ROLE) for _, point, _ in sorted(scored, key=lambda s: -s[0])[:1]]
     if untimed:
@@ -183,6 +190,22 @@ def queue_best_predicted(study: optuna.Study, space: SearchSpace, model, budget_
         study.set_user_attr(SEEDED, {"points": min(k, len(scored) + len(untimed)),
                                      "constants": model.constants.source})
     return [point for point, _ in picks]
+
+
+def _slow_line(space: SearchSpace, model, fastest, slow_ratio: float) -> float:
+    """The predicted tokens/s below which a point, even at the optimistic end of its
+    prediction, is one the slow rule would stop against the fastest trial measured (0: no
+    trial measured, no slow rule, or no prediction for it). Both sides are the model's:
+    its ranking, not its seconds, is what the line rests on."""
+    from autotune.search.feasibility import structural_problem
+
+    if fastest is None or slow_ratio <= 0:
+        return 0.0
+    cfg, problem = structural_problem(space, fastest.params)
+    prediction = None if problem else model.predict_config(cfg)
+    if prediction is None or prediction.tokens_per_s is None:
+        return 0.0
+    return slow_ratio * prediction.tokens_per_s / (1 + model.constants.time_uncertainty)
 
 
 def _probed_terms(study: optuna.Study, space: SearchSpace, model) -> set[str]:

@@ -335,3 +335,44 @@ def test_the_model_seeds_timed_points_and_probes_an_untimed_term_it_ranks_first(
     study = optuna.create_study(direction="maximize")
     assert queue_best_predicted(study, space, bare, 8.0, 3, max_time_error=1.0,
                                 measured_terms=lambda: graph_only) == []
+
+
+def test_the_model_picks_nothing_the_slow_rule_would_stop(monkeypatch):
+    from types import SimpleNamespace
+
+    import optuna
+    from optuna.trial import TrialState, create_trial
+
+    from autotune.search.proposals import queue_best_predicted
+    from autotune.study.view import StudyView
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    space = space_of({"runtime.mode": ["graph", "pynative"], "train.micro_batches": [1, 2]})
+    # The model's ranking: graph mode three times PyNative (its error +-30 %).
+    speed = {("graph", 1): 1000.0, ("graph", 2): 900.0,
+             ("pynative", 1): 330.0, ("pynative", 2): 300.0}
+
+    def predict(cfg):
+        mode = getattr(cfg.runtime.mode, "value", cfg.runtime.mode)
+        return SimpleNamespace(tokens_per_s=speed[mode, cfg.train.micro_batches],
+                               over_budget=lambda budget: False)
+
+    model = SimpleNamespace(predict_config=predict,
+                            constants=SimpleNamespace(time_uncertainty=0.3, source="fake"))
+    study = optuna.create_study(direction="maximize")
+    for micro in (1, 2):
+        study.add_trial(create_trial(params={"runtime.mode": "graph", "train.micro_batches": micro},
+                                     distributions=space.distributions(), value=1.0,
+                                     state=TrialState.COMPLETE))
+    fastest = SimpleNamespace(params={"runtime.mode": "graph", "train.micro_batches": 1})
+    monkeypatch.setattr(StudyView, "best", lambda self, budget: fastest)
+
+    def picks(slow_ratio: float) -> list[dict]:
+        return queue_best_predicted(study, space, model, 8.0, 3, max_time_error=1.0,
+                                    slow_ratio=slow_ratio)
+
+    # Rule: with both graph points measured, what is left (PyNative, 0.33x the fastest's
+    # prediction; 0.43x at the optimistic end) the slow rule at 0.5 would stop: no pick.
+    assert picks(0.5) == []
+    # ... one at 0.4 would not: the best of it is picked (as with no slow rule at all).
+    assert picks(0.4) == [{"runtime.mode": "pynative", "train.micro_batches": 1}]
