@@ -233,8 +233,8 @@ def under_load(level: Noise, base: TrialRecord, runs: list[Run] | None = None) -
     cv = float(np.std(logs, ddof=1))
     if cv <= level.cv:
         return level
-    return Noise(cv, f"measured under load: the baseline's own spread over {len(runs)} runs, above the "
-                     f"{100 * level.cv:.1f} % of quiet runs", len(runs) - 1)
+    return Noise(cv, f"measured under load: the baseline's own spread over {len(runs)} "
+                     f"runs, above the {100 * level.cv:.1f} % of quiet runs", len(runs) - 1)
 
 
 @lru_cache(maxsize=256)

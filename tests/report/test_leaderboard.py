@@ -106,4 +106,5 @@ def test_the_noise_line_states_the_noise_of_gains_on_loaded_runs_too():
                                                     "own spread over 4 runs", 3))
     # Rule: the footer names both noises the gain column rests on (it said 5.0 % beside
     # intervals of -99..+7917 %, built at the loaded run's 40 %).
-    assert "5.0 %" in noise_line(loaded) and "40.0 % where the runs compared were measured under load" in noise_line(loaded)
+    line = noise_line(loaded)
+    assert "5.0 %" in line and "40.0 % where the runs compared were measured under load" in line

@@ -361,9 +361,9 @@ def test_the_model_picks_nothing_the_slow_rule_would_stop(monkeypatch):
                             constants=SimpleNamespace(time_uncertainty=0.3, source="fake"))
     study = optuna.create_study(direction="maximize")
     for micro in (1, 2):
-        study.add_trial(create_trial(params={"runtime.mode": "graph", "train.micro_batches": micro},
-                                     distributions=space.distributions(), value=1.0,
-                                     state=TrialState.COMPLETE))
+        params = {"runtime.mode": "graph", "train.micro_batches": micro}
+        study.add_trial(create_trial(params=params, distributions=space.distributions(),
+                                     value=1.0, state=TrialState.COMPLETE))
     fastest = SimpleNamespace(params={"runtime.mode": "graph", "train.micro_batches": 1})
     monkeypatch.setattr(StudyView, "best", lambda self, budget: fastest)
 
