@@ -176,9 +176,14 @@ class TrialRecord:
         return [(own, self.perf), *((r.at, r.performance)
                                     for r in self.repeat_records if not r.confirm)]
 
+    def sweep_run_conditions(self) -> list[Conditions | None]:
+        """The host's state over each of :meth:`timed_runs`, in that order (None where not
+        recorded)."""
+        return [self.conditions, *(r.conditions for r in self.repeat_records if not r.confirm)]
+
     def sweep_run_loads(self) -> list[bool]:
         """Whether each of :meth:`timed_runs` was measured under load, in that order."""
-        return [self.contended, *(r.under_load for r in self.repeat_records if not r.confirm)]
+        return [c is not None and c.contended for c in self.sweep_run_conditions()]
 
     @property
     def standing(self) -> float | None:
@@ -339,6 +344,11 @@ def measured_under_load(repeat: dict) -> bool:
     """A stored repeat (or a re-run's performance layer) measured under load: its
     conditions judged contended."""
     return Repeat.from_json(repeat).under_load
+
+
+def conditions_of(repeat: dict) -> Conditions | None:
+    """The host's state over a stored repeat (or a re-run's performance layer)."""
+    return Repeat.from_json(repeat).conditions
 
 
 #: A repeat's place in the command that ran it (schema.Repeat.run).

@@ -322,14 +322,14 @@ def nearest_baseline_runs(base: TrialRecord, trial: TrialRecord) -> list[noise.R
     own = [(t, loaded) for (t, _), loaded in zip(trial.timed_runs(), trial.sweep_run_loads())]
     if any(t is None for t, _ in (*timed, *own)):
         return noise.runs_of(base)
-    runs = [(t, perf, loaded) for (t, perf), loaded in zip(timed, base.sweep_run_loads())]
+    runs = [(t, perf, loaded, host) for (t, perf), loaded, host in
+            zip(timed, base.sweep_run_loads(), base.sweep_run_conditions())]
     beside: dict[float, tuple] = {}
     for at, loaded in own:
         alike = [run for run in runs if run[2] == loaded]
         beside |= {run[0]: run for run in _bracket(alike or runs, at)}
     paired = [beside[t] for t in sorted(beside)]
-    return noise.runs_from([perf for _, perf, _ in paired],
-                           loads=[loaded for _, _, loaded in paired])
+    return noise.runs_from([run[1] for run in paired], conditions=[run[3] for run in paired])
 
 
 def _beside(timed: list[tuple], trial: TrialRecord) -> list[tuple]:
