@@ -17,6 +17,7 @@ from autotune.study.selection import (
     baseline,
     budget_of,
     headroom_gib,
+    known_slower,
     throughput_label,
 )
 from trials.contract.units import rate
@@ -37,7 +38,9 @@ PROPOSALS_COLUMN = "proposals"
 FLAGS_COLUMN = "flags"
 
 def frame(records: list[TrialRecord], *, knobs: list[str] | None = None) -> pd.DataFrame:
-    """Trials as a DataFrame, best tokens/s first, then the rest by trial number.
+    """Trials as a DataFrame, best tokens/s first, those separably slower than the baseline
+    after the rest (:func:`known_slower`: by their runs pooled across loads they may
+    read faster), then what did not complete, by trial number.
 
     A reused copy (a repeated proposal settled with an earlier trial's result, never
     launched) has no row of its own: it is folded into the row of the trial it reused,
@@ -52,7 +55,7 @@ def frame(records: list[TrialRecord], *, knobs: list[str] | None = None) -> pd.D
     for r in records:
         if r.reused_from in numbers:
             continue  # folded into the row of the trial it reused
-        row = {"trial": r.number}
+        row = {"trial": r.number, "_slower": known_slower(r)}
         row.update({short(k): r.params.get(k) for k in knobs})
         reason = r.reason_text + (" (simulated)" if r.simulated else "")
         if r.reused_from is not None:
@@ -82,8 +85,9 @@ def frame(records: list[TrialRecord], *, knobs: list[str] | None = None) -> pd.D
     df["runs"] = pd.Series([math.nan if pd.isna(v) else int(v) for v in df["runs"]],
                            dtype=object, index=df.index)
     df["_ok"] = df["tokens/s"].notna()
-    df = df.sort_values(["_ok", "tokens/s", "trial"], ascending=[False, False, True])
-    df = df.drop(columns="_ok").reset_index(drop=True)
+    df = df.sort_values(["_ok", "_slower", "tokens/s", "trial"],
+                        ascending=[False, True, False, True])
+    df = df.drop(columns=["_ok", "_slower"]).reset_index(drop=True)
     return df.rename(columns=throughput_columns(unit_of(records)))
 
 
@@ -129,7 +133,10 @@ def render(records: list[TrialRecord], *, limit: int = 20, noise_note: str = "")
     if len(df) > limit:
         text += f"\n... {len(df) - limit} more (python -m autotune report)"
     unit = unit_of(records)
-    text += f"\n{throughput_label(unit)}; runs = runs of the configuration the gains rest on"
+    text += (f"\n{throughput_label(unit)}; runs = runs of the configuration the gains rest on; "
+             "MFU %, peak GiB, step s, compile s = its own first run"
+             + ("; rows separably slower than the baseline (their gain's whole interval below "
+                "0) come after the others" if any(known_slower(r) for r in records) else ""))
     confirmed = throughput_columns(unit)[CONFIRMED_COLUMN]
     if confirmed in df.columns:
         text += (f"; {confirmed} = {CONFIRMED_LABEL}; {CONFIRMED_GAIN_COLUMN} = "
@@ -157,8 +164,9 @@ def rebracketed_note(records: list[TrialRecord]) -> str:
     if runs < 2:
         return ""
     return (f"{GAIN_COLUMN}: each trial against the baseline's runs just before and after it "
-            f"(the baseline ran {runs} times, sweep.baseline_every); the line printed when a "
-            "trial ended had only the run before it, so its figure may have moved since")
+            "that met the same load (quiet with quiet, loaded with loaded; the nearest in time "
+            f"else) (the baseline ran {runs} times, sweep.baseline_every); the line printed "
+            "when a trial ended had only the run before it, so its figure may have moved since")
 
 
 #: What the flags column means, under the table.

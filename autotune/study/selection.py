@@ -91,11 +91,27 @@ def best(records: list[TrialRecord], budget_gib: float | None, *,
     return min(candidates, key=faster_first, default=None)
 
 
+def known_slower(record: TrialRecord) -> bool:
+    """Separably slower than the baseline in the sweep: the whole interval of its gain
+    (:attr:`TrialRecord.vs_baseline`, where :func:`annotate` set it) below zero. One quiet
+    run beside a baseline measured under load pools above it and reads -25 % against the
+    baseline's runs measured alike."""
+    gain = record.vs_baseline
+    return gain is not None and gain.high < 0
+
+
+def known_slower_last(record: TrialRecord) -> tuple[bool, float, int]:
+    """Sort key: :func:`faster_first`, with the trials :func:`known_slower` after the rest
+    (the leaderboard's rows, confirm's finalists)."""
+    return (known_slower(record), *faster_first(record))
+
+
 def finalists(records: list[TrialRecord], top_k: int,
               budget_gib: float | None = None) -> list[TrialRecord]:
-    """The ``top_k`` fastest feasible trials that have a run directory to re-run."""
+    """The ``top_k`` fastest feasible trials that have a run directory to re-run, those
+    known to be slower than the baseline last (:func:`known_slower_last`)."""
     done = [r for r in feasible_records(records, budget_gib) if r.trial_dir]
-    return sorted(done, key=faster_first)[:top_k]
+    return sorted(done, key=known_slower_last)[:top_k]
 
 
 def pareto_front(records: list[TrialRecord]) -> list[TrialRecord]:

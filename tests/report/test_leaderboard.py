@@ -108,3 +108,26 @@ def test_the_noise_line_states_the_noise_of_gains_on_loaded_runs_too():
     # intervals of -99..+7917 %, built at the loaded run's 40 %).
     line = noise_line(loaded)
     assert "5.0 %" in line and "40.0 % where the runs compared were measured under load" in line
+
+
+def test_a_trial_separably_slower_than_the_baseline_ranks_after_the_others():
+    from autotune.study.confirmation import confirm_finalists
+    from autotune.study.noise import Gain
+
+    base = record(0, 1774.0, Outcome.OK)
+    lucky = record(11, 2097.0, Outcome.OK)  # one quiet run beside a loaded baseline
+    even = record(2, 1794.0, Outcome.OK)
+    lucky.params, even.params = {"k": 11}, {"k": 2}
+    lucky.vs_baseline = Gain(-0.25, -0.35, -0.14, "paired")
+    even.vs_baseline = Gain(-0.01, -0.12, 0.13, "paired")
+    lines = render([base, lucky, even]).splitlines()
+    order = [int(line.split()[0]) for line in lines[1:4]]
+    # Rule: by its runs pooled it reads fastest; separably slower than the baseline on the
+    # runs measured alike, it comes after the rest (it topped the table at -25 %).
+    assert order == [2, 0, 11], lines
+    assert "rows separably slower than the baseline" in lines[4]
+    # Rule: confirm re-measures it last, not first (it spent two of its three finalists on
+    # trials already known to be slower).
+    for r, where in ((base, "0"), (lucky, "11"), (even, "2")):
+        r.trial_dir = where
+    assert [r.number for r in confirm_finalists([base, lucky, even], base, 1)] == [0, 2]
