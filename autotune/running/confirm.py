@@ -19,7 +19,7 @@ from autotune.study.layout import StudyLayout
 from autotune.study.records import Repeat, TrialRecord, load_records
 from autotune.study.schema.confirm import store_confirm_verdicts
 from autotune.study.story import pick_sentence
-from trials.contract.schema import ConfigError
+from trials.contract.schema import ConfigError, to_trial_config
 
 
 def run_confirm(composed: DictConfig, console: Console, config: SweepConfig) -> int:
@@ -28,6 +28,9 @@ def run_confirm(composed: DictConfig, console: Console, config: SweepConfig) -> 
     layout = StudyLayout.of(settings)
     records = load_records(study, layout=layout)
     base = selection.baseline(records)
+    # Each trial's gain in the sweep, so that one already separably slower than the
+    # baseline is a finalist only after the rest.
+    selection.annotate(records, to_trial_config(composed).hardware.cost.run_to_run_cv)
     chosen = C.confirm_finalists(records, base, options.top_k)
     if not chosen:
         raise ConfigError(f"study {settings.study!r} has no complete trial to confirm: "
