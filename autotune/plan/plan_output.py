@@ -219,11 +219,14 @@ def shaping_overrides(overrides: Sequence[str]) -> list[str]:
     return sorted(o for o in overrides if not elsewhere(o))
 
 
-def default_name(cfg: TrialConfig, settings: PlanSettings, overrides: Sequence[str] = ()) -> str:
+def default_name(cfg: TrialConfig, settings: PlanSettings, overrides: Sequence[str] = (),
+                 constants: str = "") -> str:
     """``<workload>-<hardware>-<nodes>n``, and a digest of what else shapes the plan: the
-    plan settings that differ from the defaults and the other overrides
-    (:func:`shaping_overrides`). Two plans that differ in anything planned get directories
-    of their own (a cluster's own links, a model's other depth, other pinned splits)."""
+    plan settings that differ from the defaults, the other overrides
+    (:func:`shaping_overrides`) and ``constants``, the fit's source where one is used (a
+    calibrated plan overwrote the uncalibrated one of the same command). Two plans that
+    differ in anything planned get directories of their own (a cluster's own links, a
+    model's other depth, other pinned splits, other constants)."""
     name = f"{cfg.workload.name}-{cfg.hardware.name}-{settings.nodes}n"
     default = PlanSettings()
     pinned = {f.name: getattr(settings, f.name) for f in dataclasses.fields(settings)
@@ -232,6 +235,8 @@ def default_name(cfg: TrialConfig, settings: PlanSettings, overrides: Sequence[s
     shaping = shaping_overrides(overrides)
     if shaping:
         pinned["overrides"] = shaping
+    if constants:
+        pinned["constants"] = constants
     return named_by(name, pinned)
 
 
@@ -282,10 +287,10 @@ def batch_line(settings: PlanSettings, cfg: TrialConfig) -> str:
 
 
 def plan_directory(cfg: TrialConfig, settings: PlanSettings, runs_dir: Path,
-                   overrides: Sequence[str] = ()) -> Path:
+                   overrides: Sequence[str] = (), constants: str = "") -> Path:
     """``plan.out``, else <runs_dir>/plan/<default_name>."""
     return Path(settings.out) if settings.out else (
-        runs_dir / "plan" / default_name(cfg, settings, overrides))
+        runs_dir / "plan" / default_name(cfg, settings, overrides, constants))
 
 
 def make_plan(cfg: TrialConfig, settings: PlanSettings, runs_dir: Path,
@@ -302,8 +307,10 @@ def make_plan(cfg: TrialConfig, settings: PlanSettings, runs_dir: Path,
                           "without the program: workload.entry='' workload.n_layers=... "
                           "d_model, n_heads, seq_len, vocab_size")
     hw = cfg.hardware
-    out = plan_directory(cfg, settings, runs_dir, overrides)
     model = CostModel.for_profile(hw, nodes=settings.nodes)
+    fitted = model.constants.source != Constants.priors(hw).source
+    out = plan_directory(cfg, settings, runs_dir, overrides,
+                         model.constants.source if fitted else "")
     coverage = dtype_coverage(model.constants, Constants.priors(hw), hw, dtypes(cfg, settings))
     model = dataclasses.replace(model, constants=coverage.constants)
     budget = memory_budget_gib(cfg)

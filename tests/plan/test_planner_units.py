@@ -496,3 +496,21 @@ def test_the_simulator_program_writes_its_records_to_the_metrics_file(tmp_path):
     # metrics file and exits with the outcome's code.
     assert code == 0
     assert events == ["start"] + ["step"] * 6 + ["summary", "end"]
+
+
+def test_a_calibrated_plan_does_not_overwrite_the_plan_at_the_priors(tmp_path, cache):
+    import dataclasses
+
+    from autotune.plan import calibration
+
+    cfg = trial_config(*LLAMA_A100)
+    settings = PlanSettings(nodes=2, show=3)
+    at_priors = plan_output.make_plan(cfg, settings, tmp_path)[-1]
+    prior = Constants.priors(cfg.hardware)
+    calibration.save("gpu_a100", dataclasses.replace(prior, source="calibrate: a fit"),
+                     tmp_path / "cache")
+    fitted = plan_output.make_plan(cfg, settings, tmp_path)[-1]
+    # Rule: the same command planned from other constants writes a directory of its own
+    # (the calibrated plan overwrote the one at the priors).
+    assert at_priors != fitted and "llama2_7b-gpu_a100-2n/" in at_priors
+    assert len(list((tmp_path / "plan").iterdir())) == 2
