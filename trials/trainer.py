@@ -311,14 +311,14 @@ class Trainer:
                 out = self._one_step(iterator, limit, since=ended)
                 ended = out.done
                 profiler.step_done(StepWindow(started_us, started_us + out.busy_s * 1e6,
-                                              out.wait_s * 1e6))
+                                              out.wait_s * 1e6, out.step_s * 1e6))
                 self._guard(self._record(step, Phase.PROFILE, out).loss, limit)
         analysis = profiler.analyse()
         measured = [s.step_s for s in self.steps if s.phase is Phase.MEASURE]
         profiled = [s.step_s for s in self.steps if s.phase is Phase.PROFILE]
         unprofiled = step_time(measured) if measured else 0.0
-        # The run's step time on both sides, of loop periods (the profiler's own step_s is
-        # its windows', the fetch to the loss, without the loop between steps).
+        # The run's step time on both sides, of loop periods (the profiler's step_s is the
+        # mean of the same periods, which its parts split).
         return {**analysis, "unprofiled_step_s": unprofiled,
                 "overhead": step_time(profiled) / unprofiled if unprofiled else 0.0}
 

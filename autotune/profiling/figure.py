@@ -11,7 +11,8 @@ from trials.contract.breakdown import CATEGORIES
 from trials.contract.events import ProfileRecord
 
 COLOURS = {"forward": "tab:blue", "backward": "tab:orange", "optimizer": "tab:green",
-           "communication": "tab:red", "data_wait": "tab:purple", "idle": "tab:gray"}
+           "communication": "tab:red", "data_wait": "tab:purple", "idle": "tab:gray",
+           "between_steps": "tab:olive"}
 
 
 def where_the_time_goes(profile: ProfileRecord, path: Path, *, title: str) -> Path:

@@ -129,10 +129,9 @@ def findings_of(result: ProfileResult) -> list[Finding]:
 
 def overhead_text(profile: ProfileRecord | dict) -> str:
     """The profiler's overhead: the loop's period of the profiled steps against the
-    measured ones of the same run (of a profile event, or its JSON), both quoted. The
-    profiler's own step time (``step_s``, fetch to loss: what its parts split) leaves the
-    loop between steps out, so it is not what the overhead compares. A profiled step
-    cannot be faster for being profiled: a negative figure is the run's own noise."""
+    measured ones of the same run (of a profile event, or its JSON), both quoted. A
+    profiled step cannot be faster for being profiled: a negative figure is the run's own
+    noise."""
     if isinstance(profile, dict):
         profile = ProfileRecord.from_json(profile)
     pct = 100 * (profile.overhead - 1)
@@ -148,7 +147,7 @@ def show(result: ProfileResult, console: Console) -> None:
     """The step split and the top operators as tables, then the findings and the files."""
     p = result.profile
     console.print(f"Where the time goes ({result.label or 'profile'}): {p.steps} "
-                  f"profiled steps, {1e3 * p.step_s:.2f} ms a step from fetch to loss "
+                  f"profiled steps, {1e3 * p.step_s:.2f} ms a step (the loop's period) "
                   f"({overhead_text(p)})",
                   markup=False, soft_wrap=True)
     split = Table()

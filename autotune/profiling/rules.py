@@ -11,7 +11,7 @@ all-reduce's share of the step and each rank's step time.
 | dominant_op | one op type > 40 % of the step | named |
 | memory_peaks | memory-curve peak > 3 x its mean | memory level, recompute |
 | slow_rank | (max - min) / mean of per-rank step time > 5 %, dp > 1 | a slow rank |
-| host_bound | idle (host time between ops) > 20 % of the step | graph mode, fusion, bigger ops |
+| host_bound | host time (idle between ops, and the loop between steps) > 20 % of the step | graph mode, fusion, bigger ops |
 | cast_overhead | Cast operators > 10 % of the step | fp32, or fewer casts |
 
 Advice is a list of moves (:class:`Move`); one that is a setting the run already has
@@ -237,20 +237,26 @@ def slow_rank(e: Evidence) -> Finding | None:
 
 
 def host_bound(e: Evidence) -> Finding | None:
-    idle = e.shares.get("idle")
-    if idle is None or idle <= IDLE_SHARE_HIGH:
+    """Host time: idle between operators (launching them), and the training loop's own
+    work between one step's loss and the next fetch; both shrink with fewer, larger ops
+    and more work a step."""
+    idle, loop = e.shares.get("idle"), e.shares.get("between_steps") or 0.0
+    if idle is None or idle + loop <= IDLE_SHARE_HIGH:
         return None
-    ms = "" if e.step_s is None else f", {1e3 * idle * e.step_s:.1f} ms a step"
+    ms = "" if e.step_s is None else f", {1e3 * (idle + loop) * e.step_s:.1f} ms a step"
+    parts = (f"{_pct(idle)} idle between operators and {_pct(loop)} in the loop between "
+             "steps (the loss check, the metrics line, Python threads holding the GIL)"
+             if loop else f"{_pct(idle)} idle between operators")
     return Finding("host_bound", e.who, (
-        f"{e.subject} is host-bound: {_pct(idle)} of its step is idle between operators{ms} "
-        f"(above {_pct(IDLE_SHARE_HIGH)}), time the host spends launching ops rather than "
-        "the ops running. Run fewer, larger ops: "
+        f"{e.subject} is host-bound: {_pct(idle + loop)} of its step is host time{ms}, "
+        f"{parts} (above {_pct(IDLE_SHARE_HIGH)}): time the host spends rather than the "
+        "ops running. Run fewer, larger ops: "
         + advise(e, Move("graph mode (runtime.mode=graph)", "runtime.mode", "graph"),
                  Move("fusion (runtime.jit_level=O1)", "runtime.jit_level", "O1"),
                  Move("a larger micro-batch (a larger global batch, or fewer "
                       "train.micro_batches where there are several)"),
                  Move("fewer runtime.threads if other work shares the cores")) + "."),
-        {"idle_share": idle})
+        {"idle_share": idle, "between_steps_share": loop})
 
 
 def cast_overhead(e: Evidence) -> Finding | None:

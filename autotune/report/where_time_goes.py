@@ -54,7 +54,7 @@ def section(records: list[TrialRecord], profiles: dict[int, ProfileResult],
     where_the_time_goes(p, out / FIGURE, title=f"Where the time goes: trial {trial}, "
                                                f"{p.steps} profiled steps")
     lines = [*note, f"Trial #{trial}, {p.steps} steps profiled after its measured steps: "
-             f"{1e3 * p.step_s:.2f} ms a step from fetch to loss, split below; "
+             f"{1e3 * p.step_s:.2f} ms a step (the loop's period), split below; "
              f"{overhead_text(p)}.", "",
              "| part | ms/step | share |", "|---|---:|---:|"]
     lines += [f"| {cat} | {1e3 * p.seconds[cat]:.2f} | {100 * share:.1f} % |"

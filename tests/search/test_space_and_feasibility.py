@@ -376,3 +376,18 @@ def test_the_model_picks_nothing_the_slow_rule_would_stop(monkeypatch):
     assert picks(0.5) == []
     # ... one at 0.4 would not: the best of it is picked (as with no slow rule at all).
     assert picks(0.4) == [{"runtime.mode": "pynative", "train.micro_batches": 1}]
+
+
+def test_an_unknown_override_of_a_loaded_config_names_the_fix(tmp_path):
+    from omegaconf import OmegaConf
+
+    from trials.contract.compose import load_resolved
+    from trials.contract.schema import ConfigError
+
+    path = tmp_path / "config.yaml"
+    path.write_text(OmegaConf.to_yaml(compose("trial", [])))
+    # Rule: an exported job's launch.sh loads its config file; a misspelt key there is the
+    # same one line with the same fix as on a composed command line (it read "Key 'step'
+    # is not in struct", no fix named).
+    with pytest.raises(ConfigError, match=r"No such key \(run\.step\): check its spelling"):
+        load_resolved(path, ["run.step=30"])

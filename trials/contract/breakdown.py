@@ -27,7 +27,12 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-CATEGORIES = ("forward", "backward", "optimizer", "communication", "data_wait", "idle")
+#: What a profiled step's time splits into: its operators' work, the input wait, the host
+#: time between operators (idle), and the loop between one step's loss and the next
+#: step's fetch (between_steps: the loss guard, the metrics line, threads holding the GIL),
+#: so that the parts partition the loop's period, the step time every figure uses.
+CATEGORIES = ("forward", "backward", "optimizer", "communication", "data_wait", "idle",
+              "between_steps")
 COMPUTE = ("forward", "backward", "optimizer")
 
 #: Op types that are collectives (MindSpore names on CPU/mccl, GPU/NCCL and Ascend/HCCL).
@@ -59,11 +64,13 @@ class OpEvent:
 @dataclass(frozen=True)
 class StepWindow:
     """One profiled step on the trial's clock (microseconds since the epoch, as the
-    profiler's timestamps)."""
+    profiler's timestamps), from its fetch to its loss; ``period_us``: the loop's period
+    that ends with it, from the previous step's loss (0: the window alone)."""
 
     start_us: float
     end_us: float
     data_wait_us: float
+    period_us: float = 0.0
 
     @property
     def dur_us(self) -> float:
@@ -206,8 +213,9 @@ def split_steps(ops: list[OpEvent], windows: list[StepWindow]) -> dict:
             totals[c] += v * scale
         totals["data_wait"] += min(w.data_wait_us, w.dur_us)
         totals["idle"] += max(0.0, room - used * scale)
+        totals["between_steps"] += max(0.0, w.period_us - w.dur_us)
     n = len(windows)
-    step_s = sum(w.dur_us for w in windows) / n / 1e6
+    step_s = sum(max(w.dur_us, w.period_us) for w in windows) / n / 1e6
     seconds = {c: totals[c] / n / 1e6 for c in CATEGORIES}
     whole = sum(seconds.values())
     shares = {c: (seconds[c] / whole if whole > 0 else 0.0) for c in CATEGORIES}

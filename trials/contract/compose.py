@@ -81,10 +81,15 @@ def one_line(exc: BaseException) -> str:
         if wanted and wanted.group(1) in _TYPE_WORDS:
             key = text.removeprefix("Error merging override ").partition("=")[0]
             text += f"; give {key} {_TYPE_WORDS[wanted.group(1)]}"
-    elif text.startswith("Could not override"):
+    elif text.startswith("Could not override") or text.endswith("is not in struct"):
+        # Hydra's unknown key (a composed config) and OmegaConf's (a loaded file, as an
+        # exported job's launch.sh loads its config): one fix.
         key = text.partition("'")[2].partition("'")[0]
+        full = re.search(r"full_key: (\S+)", str(exc))
+        key = full.group(1) if full and text.endswith("is not in struct") else key
         text += (f" It was retired: {RETIRED_KEYS[key]}; drop it." if key in RETIRED_KEYS
-                 else " No such key: check its spelling (--print-config lists every key).")
+                 else f" No such key ({key}): check its spelling (--print-config lists "
+                      "every key).")
     else:
         # Hydra lists the group's options one per line after "Available options in 'g':".
         for i, line in enumerate(lines):
