@@ -11,7 +11,7 @@ all-reduce's share of the step and each rank's step time.
 | dominant_op | one op type > 40 % of the step | named |
 | memory_peaks | memory-curve peak > 3 x its mean | memory level, recompute |
 | slow_rank | (max - min) / mean of per-rank step time > 5 %, dp > 1 | a slow rank |
-| host_bound | host time (idle between ops, and the loop between steps) > 20 % of the step | graph mode, fusion, bigger ops |
+| host_bound | host time (idle between ops, loop between steps) > 20 % | graph mode, bigger ops |
 | cast_overhead | Cast operators > 10 % of the step | fp32, or fewer casts |
 
 Advice is a list of moves (:class:`Move`); one that is a setting the run already has
