@@ -201,7 +201,10 @@ def _slow_line(space: SearchSpace, model, fastest, slow_ratio: float) -> float:
 
     if fastest is None or slow_ratio <= 0:
         return 0.0
-    cfg, problem = structural_problem(space, fastest.params)
+    # A trial of a study whose space changed since (sweep.allow_changed_space) ran a knob
+    # the space now has at its composed value, the baseline's, and may carry one it lost.
+    point = {**space.baseline, **{k: v for k, v in fastest.params.items() if k in space.baseline}}
+    cfg, problem = structural_problem(space, point)
     prediction = None if problem else model.predict_config(cfg)
     if prediction is None or prediction.tokens_per_s is None:
         return 0.0
