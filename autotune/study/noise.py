@@ -213,7 +213,7 @@ def _with_load(level: Noise, records: list[TrialRecord],
 def _any_loaded(records: list[TrialRecord], racing: dict[int, list[Run]]) -> bool:
     """Whether the study holds a run measured under load: a trial's sweep runs or a race's
     runs so far."""
-    return (any(r.loaded for rec in records for r in runs_of(rec))
+    return (any(loaded for rec in records for loaded in rec.sweep_run_loads())
             or any(r.loaded for runs in racing.values() for r in runs))
 
 

@@ -340,12 +340,6 @@ def told_tokens_per_s(trial: FrozenTrial, perf: Performance) -> float | None:
     return perf.tokens_per_s
 
 
-def measured_under_load(repeat: dict) -> bool:
-    """A stored repeat (or a re-run's performance layer) measured under load: its
-    conditions judged contended."""
-    return Repeat.from_json(repeat).under_load
-
-
 def conditions_of(repeat: dict) -> Conditions | None:
     """The host's state over a stored repeat (or a re-run's performance layer)."""
     return Repeat.from_json(repeat).conditions
