@@ -307,11 +307,10 @@ def make_plan(cfg: TrialConfig, settings: PlanSettings, runs_dir: Path,
                           "without the program: workload.entry='' workload.n_layers=... "
                           "d_model, n_heads, seq_len, vocab_size")
     hw = cfg.hardware
-    model = CostModel.for_profile(hw, nodes=settings.nodes)
-    fitted = model.constants.source != Constants.priors(hw).source
-    out = plan_directory(cfg, settings, runs_dir, overrides,
-                         model.constants.source if fitted else "")
-    coverage = dtype_coverage(model.constants, Constants.priors(hw), hw, dtypes(cfg, settings))
+    model, priors = CostModel.for_profile(hw, nodes=settings.nodes), Constants.priors(hw)
+    fit = model.constants.source if model.constants.source != priors.source else ""
+    out = plan_directory(cfg, settings, runs_dir, overrides, fit)
+    coverage = dtype_coverage(model.constants, priors, hw, dtypes(cfg, settings))
     model = dataclasses.replace(model, constants=coverage.constants)
     budget = memory_budget_gib(cfg)
     points = plan(cfg, settings, model, budget)
