@@ -34,14 +34,7 @@ from autotune.study import storage as S
 from autotune.study.disk import DiskFull, Reserve, full_is_diskfull
 from autotune.study.layout import StudyLayout
 from autotune.study.surviving import SurvivingStorage
-from trials.contract.knob_reach import BUILT_IN
-from trials.contract.schema import (
-    ConfigError,
-    TrialConfig,
-    memory_budget_gib,
-    runnable_problem,
-    to_trial_config,
-)
+from trials.contract.schema import ConfigError, TrialConfig, memory_budget_gib, to_trial_config
 
 
 @dataclass
@@ -84,12 +77,7 @@ class SweepContext:
         base = to_trial_config(composed)
         real_trials = runner is None and not (settings.simulate or settings.trial_command)
         if real_trials:
-            if environment:
-                reach = preflight.check_runnable(base)
-            else:
-                if problem := runnable_problem(base):
-                    raise ConfigError(problem)
-                reach = None if base.workload.entry else BUILT_IN
+            reach = preflight.check_runnable(base, import_entry=environment)
             preflight.check_reach(base, {k.path: k.choices for k in space.knobs}, reach,
                                   composed.search.name)
         model = None if base.workload.entry else CostModel.for_profile(base.hardware)

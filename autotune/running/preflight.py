@@ -99,12 +99,16 @@ def check_workload_entry(entry: str, *, timeout_s: float = 120.0,
     return Reach.from_json(json.loads(line[len(_REACH):])) if line else None
 
 
-def check_runnable(cfg: TrialConfig) -> Reach | None:
+def check_runnable(cfg: TrialConfig, *, import_entry: bool = True) -> Reach | None:
     """ConfigError when the configuration cannot run here at all (the backend, the devices)
-    or its workload does not import; else what the workload applies (None: unknown)."""
+    or its workload does not import; else what the workload applies (None: unknown).
+    ``import_entry=False`` checks the configuration only: a workload of the user's is not
+    imported, and what it applies is unknown (``--print-config``)."""
     problem = runnable_problem(cfg)
     if problem:
         raise ConfigError(problem)
+    if cfg.workload.entry and not import_entry:
+        return None
     return check_workload_entry(cfg.workload.entry, workload=cfg.workload)
 
 
