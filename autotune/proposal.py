@@ -118,9 +118,13 @@ class Proposals:
 
     def _queue_seeds(self) -> None:
         """Queue the points the sampler should take next: the baseline's next one-knob
-        change (``sweep.neighbours``), the cost model's best predictions."""
+        change (``sweep.neighbours``; by default where the cost model cannot time the
+        workload), the cost model's best predictions."""
         study, context, predict = self.study, self.context, self.settings.predict
-        if self.settings.neighbours:
+        neighbours = self.settings.neighbours
+        if neighbours is None:
+            neighbours = not proposals.model_times(context.space, context.model)
+        if neighbours:
             proposals.queue_next_neighbour(study, context.space)
         # Seeds past the budget would wait in the study for a run that never comes.
         seeds = min(predict.enqueue_best, self.settings.n_trials - budget.count_launches(study))

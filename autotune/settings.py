@@ -170,8 +170,12 @@ class SweepSettings:
     pruner: Pruner = Pruner.slow
     #: TPE startup trials before the model takes over.
     n_startup_trials: int = field(default=6, metadata=rule(ge=0))
-    #: After the baseline, try each single-knob change of it before sampling.
-    neighbours: bool = False
+    #: After the baseline, try each single-knob change of it (in the space's knob order)
+    #: before sampling: true, false, or null (the default) where the cost model cannot
+    #: time the workload (no terms for it, a ``workload.entry``), so that each knob is
+    #: measured once where nothing predicts its effect; where the model times it, its
+    #: predicted best points go first instead.
+    neighbours: bool | None = None
     #: End the sweep when more than this fraction of launches failed (crash/hang/timeout).
     max_failure_rate: float = field(default=0.5, metadata=rule(ge=0, le=1))
     #: ...but only once this many trials were launched.

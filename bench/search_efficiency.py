@@ -25,9 +25,12 @@ Searchers (each for ``--seeds`` seeds, the same budget of launches):
 - grid: every point in a seeded order (Optuna's GridSampler);
 - random;
 - tpe-no-pruning: TPE with the slow rule off and no final race (grid, random and this are
-  plain samplers: the cost model seeds none of them; until 2026-12-04 it seeded them too,
-  so earlier reference rows on the GPT landscape had its seeds);
-- default: the default sweep (TPE, the slow rule, the cost model refitted after each
+  plain samplers: the cost model seeds none of them and no one-knob neighbours go first;
+  until 2026-12-04 the model seeded them too, so earlier reference rows on the GPT
+  landscape had its seeds);
+- default: the default sweep (TPE, the slow rule; where the cost model has no terms for
+  the workload, a CNN, the baseline's one-knob neighbours first, in the space's knob order,
+  ``sweep.neighbours=null``; where it has, the cost model refitted after each
   measured trial and its 3 best predictions queued one at a time as soon as it predicts:
   ``sweep.predict.enqueue_best=3``, ``sweep.predict.trust_time_error=1``; no racing of
   each trial; the final race of the best and the finalists within noise of it once the
@@ -77,9 +80,10 @@ WITHIN = 0.03
 STOP_COST_S = 0.5
 
 #: The reference searchers are plain samplers: no slow rule, no final race, no seeds from
-#: the cost model (what autotune adds to the sampler is what they are the reference for).
+#: the cost model, no one-knob neighbours first (what autotune adds to the sampler is what
+#: they are the reference for).
 PLAIN = ["sweep.stop.slow_ratio=0", "sweep.stop.slow_warmup_ratio=0", "sweep.race.final_rounds=0",
-         "sweep.predict.enqueue_best=0"]
+         "sweep.predict.enqueue_best=0", "sweep.neighbours=false"]
 SEARCHERS: dict[str, list[str]] = {
     "grid": ["sweep.sampler=grid", *PLAIN],
     "random": ["sweep.sampler=random", *PLAIN],
@@ -98,6 +102,8 @@ CANDIDATES: dict[str, list[str]] = {
     "startup-3": ["sweep.n_startup_trials=3"],
     "startup-10": ["sweep.n_startup_trials=10"],
     "neighbours": ["sweep.neighbours=true"],
+    # The default until 2026-12-06: neighbours never, the model's seeds or the sampler.
+    "no-neighbours": ["sweep.neighbours=false"],
     "neighbours+startup-3": ["sweep.neighbours=true", "sweep.n_startup_trials=3"],
     "no-model": ["sweep.predict.enqueue_best=0"],
     "gated": ["sweep.predict.trust_time_error=0.15"],
@@ -211,7 +217,8 @@ def search_path(name: str, config: dict | None, path: Path) -> list[str]:
 
     import yaml
 
-    text = yaml.safe_dump(config, sort_keys=True)
+    # The knobs keep their order: the default sweep changes them one at a time in it.
+    text = yaml.safe_dump(config, sort_keys=False)
     root = Path(tempfile.gettempdir()) / (
         "autotune-landscape-search-" + hashlib.sha256(text.encode()).hexdigest()[:12])
     (root / "search").mkdir(parents=True, exist_ok=True)

@@ -1,5 +1,5 @@
-"""Where proposals come from: the baseline first, then (optionally) its one-knob
-neighbours, then the sampler."""
+"""Where proposals come from: the baseline first, then the cost model's best predictions
+where it times the workload, else the baseline's one-knob neighbours, then the sampler."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ def waiting(trials: list) -> bool:
 
 
 def queue_next_neighbour(study: optuna.Study, space: SearchSpace) -> None:
-    """Queue the next one-knob change of the baseline (``sweep.neighbours=true``).
+    """Queue the next one-knob change of the baseline (``sweep.neighbours``).
 
     Queued one at a time, only when nothing else waits, so that retries of lost
     trials go first and a resume picks up where it stopped; a data-bound baseline has
@@ -55,6 +55,20 @@ def queue_next_neighbour(study: optuna.Study, space: SearchSpace) -> None:
         if point not in seen:
             study.enqueue_trial(point, user_attrs={ROLE: NEIGHBOUR_ROLE})
             return
+
+
+def model_times(space: SearchSpace, model) -> bool:
+    """Whether the cost model has terms for the workload (it predicts the baseline). Where
+    it has none (a CNN, a ``workload.entry``), nothing predicts a knob's effect, and the
+    one-knob neighbours of the baseline are what measures each knob once
+    (``sweep.neighbours=null``). A host whose GEMM peak is not known yet has a model with
+    terms and no seconds: its trials measure the peak, and the model seeds once it has it."""
+    from autotune.search.feasibility import structural_problem
+
+    if model is None:
+        return False
+    cfg, problem = structural_problem(space, space.baseline)
+    return problem is None and model.predict_config(cfg) is not None
 
 
 def knobs_first(study: optuna.Study) -> tuple[str, ...]:

@@ -8,7 +8,13 @@ import math
 
 import pytest
 
-from autotune.study.schema.keys import PROPOSED_AS
+from autotune.study.schema.keys import (
+    NEIGHBOUR_ROLE,
+    PREDICTED_ROLE,
+    PROBE_ROLE,
+    PROPOSED_AS,
+    ROLE,
+)
 
 
 def test_a_trial_within_noise_of_the_best_is_raced_and_a_clear_loser_is_not(harness):
@@ -66,6 +72,31 @@ def test_the_sweep_ends_by_racing_the_finalists_within_noise_of_the_best(harness
     assert code == 0, err
     assert "final race" not in again
     assert len(list((harness.runs / "s" / "final" / "3").iterdir())) == 2
+
+
+@pytest.mark.parametrize("workload", ["image_cnn", "gpt_tiny"])
+def test_the_baselines_neighbours_come_first_only_where_the_cost_model_cannot_time_it(
+        harness, workload):
+    harness.script()
+    space = harness.space("order", {"data.prefetch": [16, 32], "runtime.threads": [2, 1]})
+    overrides = [o for o in harness.overrides(space, "sweep.n_trials=3")
+                 if o != "workload=gpt_tiny"]
+    code, out, err = harness.main("sweep", *overrides, f"workload={workload}")
+    assert code == 0, err + out
+    trials = harness.study().get_trials()
+    roles = [t.user_attrs.get(ROLE) for t in trials]
+    if workload == "image_cnn":
+        # Rule (sweep.neighbours=null): the cost model has no terms for a CNN, so each
+        # one-knob change of the baseline runs next, in the space's knob order.
+        assert roles[1:3] == [NEIGHBOUR_ROLE, NEIGHBOUR_ROLE], roles
+        assert [trials[i].params for i in (1, 2)] == [
+            {"data.prefetch": 32, "runtime.threads": 2},
+            {"data.prefetch": 16, "runtime.threads": 1}]
+        assert "(a neighbour of the baseline)" in out
+    else:
+        # ... where it times the workload, its own best prediction goes first instead.
+        assert NEIGHBOUR_ROLE not in roles, roles
+        assert roles[1] in (PREDICTED_ROLE, PROBE_ROLE), roles
 
 
 @pytest.mark.parametrize("sampler", ["grid", "random"])
