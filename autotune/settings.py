@@ -170,8 +170,9 @@ class SweepSettings:
     pruner: Pruner = Pruner.slow
     #: TPE startup trials before the model takes over.
     n_startup_trials: int = field(default=6, metadata=rule(ge=0))
-    #: After the baseline, try each single-knob change of it (in the space's knob order)
-    #: before sampling: true, false, or null (the default) where the cost model cannot
+    #: After the baseline, try each single-knob change of it (in the space's knob order,
+    #: the data knobs first for a data-bound baseline, last for one whose pipeline keeps
+    #: up) before sampling: true, false, or null (the default) where the cost model cannot
     #: time the workload (no terms for it, a ``workload.entry``), so that each knob is
     #: measured once where nothing predicts its effect; where the model times it, its
     #: predicted best points go first instead.

@@ -44,14 +44,15 @@ def queue_next_neighbour(study: optuna.Study, space: SearchSpace) -> None:
     """Queue the next one-knob change of the baseline (``sweep.neighbours``).
 
     Queued one at a time, only when nothing else waits, so that retries of lost
-    trials go first and a resume picks up where it stopped; a data-bound baseline has
-    its data knobs changed first (:func:`knobs_first`).
+    trials go first and a resume picks up where it stopped; the baseline's input pipeline
+    decides where its data knobs go (:func:`data_knobs_at`).
     """
     trials = study.get_trials(deepcopy=False)
     if waiting(trials):
         return
     seen = [t.params for t in trials] + [t.system_attrs.get(FIXED_PARAMS) for t in trials]
-    for point in space.neighbours(first=knobs_first(study)):
+    first, last = data_knobs_at(study)
+    for point in space.neighbours(first=first, last=last):
         if point not in seen:
             study.enqueue_trial(point, user_attrs={ROLE: NEIGHBOUR_ROLE})
             return
@@ -71,12 +72,18 @@ def model_times(space: SearchSpace, model) -> bool:
     return problem is None and model.predict_config(cfg) is not None
 
 
-def knobs_first(study: optuna.Study) -> tuple[str, ...]:
-    """The knobs whose one-knob changes go first: the data knobs once the baseline is
-    measured and data-bound (by its data wait or its pipeline probe), as the method
-    fixes the input pipeline before anything else; else none."""
+def data_knobs_at(study: optuna.Study) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The knobs whose one-knob changes go first, and those that go last. The method fixes
+    the input pipeline first when it holds the step back, and only then: the data knobs go
+    first once the measured baseline is data-bound (by its data wait or its pipeline
+    probe), last once it measured its data wait and is not (a pipeline that keeps up has
+    no time to give back), and in the space's order while nothing is known."""
     base = baseline(load_records(study))
-    return DATA_KNOBS if base is not None and base.ok and data_bound_evidence(base) else ()
+    if base is None or not base.ok:
+        return (), ()
+    if data_bound_evidence(base):
+        return DATA_KNOBS, ()
+    return ((), DATA_KNOBS) if base.data_wait_share is not None else ((), ())
 
 
 def sampler(study: optuna.Study, settings: SweepSettings,

@@ -191,11 +191,14 @@ class SearchSpace:
         return [dict(zip(paths, values))
                 for values in itertools.product(*(k.choices for k in self.knobs))]
 
-    def neighbours(self, *, first: Collection[str] = ()) -> list[dict[str, Any]]:
+    def neighbours(self, *, first: Collection[str] = (),
+                   last: Collection[str] = ()) -> list[dict[str, Any]]:
         """One-knob-at-a-time changes of the baseline, in knob order, the knobs named in
-        ``first`` before the others (a data-bound baseline's data knobs)."""
+        ``first`` before the others and those in ``last`` after them (a data-bound
+        baseline's data knobs first; one whose pipeline keeps up, its data knobs last)."""
         out = []
-        for knob in sorted(self.knobs, key=lambda k: k.path not in first):
+        rank = {path: 0 for path in first} | {path: 2 for path in last if path not in first}
+        for knob in sorted(self.knobs, key=lambda k: rank.get(k.path, 1)):
             for value in knob.choices:
                 if value != self.baseline[knob.path]:
                     out.append({**self.baseline, knob.path: value})

@@ -26,23 +26,24 @@ def test_a_trial_within_noise_of_the_best_is_raced_and_a_clear_loser_is_not(harn
     assert code == 0, err
     study = harness.study()
     trials = study.get_trials()
+    # The baseline measured no data wait: its data knob (prefetch) changes last.
     assert [t.params for t in trials] == [
         {"data.prefetch": 16, "runtime.threads": 2},
-        {"data.prefetch": 32, "runtime.threads": 2},
-        {"data.prefetch": 16, "runtime.threads": 1}]
-    assert "racing trial 1 against the best, trial 0" in out
-    assert "racing trial 2" not in out  # half the speed: a real difference
+        {"data.prefetch": 16, "runtime.threads": 1},
+        {"data.prefetch": 32, "runtime.threads": 2}]
+    assert "racing trial 2 against the best, trial 0" in out
+    assert "racing trial 1" not in out  # half the speed: a real difference
     repeats = study.user_attrs["autotune.repeats"]
-    assert sorted(repeats) == ["0", "1"]
-    assert [r["source"] for r in repeats["1"]] == ["race", "race"]
+    assert sorted(repeats) == ["0", "2"]
+    assert [r["source"] for r in repeats["2"]] == ["race", "race"]
     assert len(repeats["0"]) == 2 and repeats["0"][0]["step_times_s"]
     # Told the pooled estimate (geometric mean) of its three runs.
-    runs = [trials[1].user_attrs["scorecard"]["performance"]["tokens_per_s"],
-            *(r["tokens_per_s"] for r in repeats["1"])]
-    assert trials[1].value == pytest.approx(math.prod(runs) ** (1 / 3), rel=1e-9)
+    runs = [trials[2].user_attrs["scorecard"]["performance"]["tokens_per_s"],
+            *(r["tokens_per_s"] for r in repeats["2"])]
+    assert trials[2].value == pytest.approx(math.prod(runs) ** (1 / 3), rel=1e-9)
     # Each race re-run has its own directory beside the trial's.
-    assert sorted(p.name for p in (harness.runs / "s" / "trial-0001").glob("race-*")) == [
-        "race-0-trial-0000", "race-0-trial-0001", "race-1-trial-0000", "race-1-trial-0001"]
+    assert sorted(p.name for p in (harness.runs / "s" / "trial-0002").glob("race-*")) == [
+        "race-0-trial-0000", "race-0-trial-0002", "race-1-trial-0000", "race-1-trial-0002"]
     # The leaderboard counts the runs each estimate rests on and states the gain.
     assert "vs base % (95% CI)" in out and "~+0%" in out
 
@@ -57,14 +58,15 @@ def test_the_sweep_ends_by_racing_the_finalists_within_noise_of_the_best(harness
     # Rule: once the budget is spent, the best and the finalists within noise of it (not
     # the clear loser) run again, in turn, up to sweep.race.final_rounds rounds and never
     # more runs than the sweep launched: 3 launches, 2 entrants, 1 round.
-    assert "final race: trial(s) 1 within noise of the best, trial 0" in out \
-        or "final race: trial(s) 0 within noise of the best, trial 1" in out
+    # (Trial 1 is the thread change, trial 2 the prefetch one: the data knob goes last.)
+    assert "final race: trial(s) 2 within noise of the best, trial 0" in out \
+        or "final race: trial(s) 0 within noise of the best, trial 2" in out
     assert "up to 1 interleaved round(s)" in out
     runs = sorted(p.name for p in (harness.runs / "s" / "final" / "3").iterdir())
-    assert runs == ["trial-0000-run-0", "trial-0001-run-0"]
+    assert runs == ["trial-0000-run-0", "trial-0002-run-0"]
     study = harness.study()
     repeats = study.user_attrs["autotune.repeats"]
-    assert "2" not in repeats and [len(repeats[k]) for k in ("0", "1")] == [1, 1]
+    assert "1" not in repeats and [len(repeats[k]) for k in ("0", "2")] == [1, 1]
     # Rule: the launches are the budget's; the final race's runs are not launches.
     assert sum(bool(t.user_attrs.get("launched")) for t in study.get_trials()) == 3
     # Rule: the same command again resumes a finished study: no second final race.
@@ -87,11 +89,12 @@ def test_the_baselines_neighbours_come_first_only_where_the_cost_model_cannot_ti
     roles = [t.user_attrs.get(ROLE) for t in trials]
     if workload == "image_cnn":
         # Rule (sweep.neighbours=null): the cost model has no terms for a CNN, so each
-        # one-knob change of the baseline runs next, in the space's knob order.
+        # one-knob change of the baseline runs next (the data knobs last: the baseline
+        # measured no data wait).
         assert roles[1:3] == [NEIGHBOUR_ROLE, NEIGHBOUR_ROLE], roles
         assert [trials[i].params for i in (1, 2)] == [
-            {"data.prefetch": 32, "runtime.threads": 2},
-            {"data.prefetch": 16, "runtime.threads": 1}]
+            {"data.prefetch": 16, "runtime.threads": 1},
+            {"data.prefetch": 32, "runtime.threads": 2}]
         assert "(a neighbour of the baseline)" in out
     else:
         # ... where it times the workload, its own best prediction goes first instead.
