@@ -297,7 +297,9 @@ def simplest_within_noise(top: TrialRecord, candidates: list[TrialRecord],
                           f"{numbers}; so the baseline (trial {base.number}) is exported"), numbers
     within = []
     for r in candidates:
-        if r is top or changes_from(r, base) >= changes_from(top, base):
+        # The baseline was weighed above, by confirm's paired test where confirm ran: a
+        # pooled comparison here would overrule the paired one it just passed.
+        if r is top or r is base or changes_from(r, base) >= changes_from(top, base):
             continue
         gain = noise.gain(top, r, level)
         if gain is not None and not gain.better:

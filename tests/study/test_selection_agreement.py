@@ -44,16 +44,19 @@ def perf_of(tps: float, seed: int) -> dict:
         compile_s=1.0, data_wait_share=0.01).to_dict()
 
 
-def write_study(runs: Path, name: str, *, confirmed: bool) -> None:
-    """Baseline #0; #1 the fastest measured (two knobs changed); #2 one knob changed, the
-    best confirmed when ``confirmed``; #3 stopped as slow with #2's workers value."""
+def write_study(runs: Path, name: str, *, confirmed: bool, base_tps: float = 2000.0,
+                base_confirmed: float = 2010.0) -> None:
+    """Baseline #0 (``base_tps`` in the sweep, ``base_confirmed`` in confirm); #1 the
+    fastest measured (two knobs changed); #2 one knob changed, the best confirmed when
+    ``confirmed``, separably faster than the baseline in confirm's paired rounds; #3
+    stopped as slow with #2's workers value."""
     import optuna
     from optuna.distributions import CategoricalDistribution
     from optuna.trial import TrialState, create_trial
 
     space = {"data.num_workers": [1, 2], "runtime.threads": [1, 2], "data.prefetch": [16, 32]}
     plan = [  # (params, reason, role, tokens/s told to Optuna)
-        (BASE, "ok", "baseline", 2000.0),
+        (BASE, "ok", "baseline", base_tps),
         (BASE | {"runtime.threads": 1, "data.prefetch": 32}, "ok", "sampled", 2600.0),
         (BASE | {"data.num_workers": 2}, "ok", "sampled", 2500.0),
         (BASE | {"data.num_workers": 2, "runtime.threads": 1}, "slow", "sampled", None),
@@ -74,7 +77,7 @@ def write_study(runs: Path, name: str, *, confirmed: bool) -> None:
     if not confirmed:
         return
     # confirm re-measured #0, #1 and #2 three times each: #1 falls back, #2 holds.
-    medians = {0: 2010.0, 1: 2100.0, 2: 2550.0}
+    medians = {0: base_confirmed, 1: 2100.0, 2: 2550.0}
     study.set_user_attr("autotune.repeats", {
         str(n): [{**Performance.from_dict(perf_of(m, seed=10 * n + k)).pick(
             ("tokens_per_s", "tokens_per_step", "step_times_s")), "source": "confirm"}
@@ -102,6 +105,24 @@ def report(runs: Path, name: str, capsys) -> tuple[str, str]:
     out = capsys.readouterr().out
     assert code == 0, out
     return out, (runs / name / "report" / "diagnosis.md").read_text()
+
+
+def test_confirms_paired_test_against_the_baseline_is_not_overruled_by_pooled_runs(tmp_path):
+    import optuna
+
+    runs = tmp_path / "runs"
+    # The sweep and confirm's medians put the baseline beside #2 (2,500 and 2,540 against
+    # 2,500 and 2,550), while confirm's paired rounds found #2 separably faster.
+    write_study(runs, "paired", confirmed=True, base_tps=2500.0, base_confirmed=2540.0)
+    study = optuna.load_study(study_name="paired",
+                              storage=f"sqlite:///{runs / 'paired' / 'study.db'}")
+    records = load_records(study)
+    verdict = selection.export_verdict(records, ExportSettings(), prior_cv=0.05, budget_gib=8.0)
+    # Rule: where confirm tested the best confirmed against the baseline in paired rounds
+    # and found it separably faster, export takes it: the same runs pooled (a weaker
+    # comparison) do not hand the pick back to the baseline (confirm said #2, export #0).
+    assert verdict.pick.number == 2, verdict.why
+    assert "(paired): separable" in verdict.pick_vs_baseline
 
 
 @pytest.mark.parametrize("confirmed", [False, True])
