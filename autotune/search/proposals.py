@@ -64,12 +64,16 @@ def model_times(space: SearchSpace, model) -> bool:
     one-knob neighbours of the baseline are what measures each knob once
     (``sweep.neighbours=null``). A host whose GEMM peak is not known yet has a model with
     terms and no seconds: its trials measure the peak, and the model seeds once it has it."""
+    return model is not None and _prediction(space, model, space.baseline) is not None
+
+
+def _prediction(space: SearchSpace, model, point: dict):
+    """The model's prediction for a point of the space; None where the point does not
+    build or the model has no terms for it."""
     from autotune.search.feasibility import structural_problem
 
-    if model is None:
-        return False
-    cfg, problem = structural_problem(space, space.baseline)
-    return problem is None and model.predict_config(cfg) is not None
+    cfg, problem = structural_problem(space, point)
+    return None if problem else model.predict_config(cfg)
 
 
 def data_knobs_at(study: optuna.Study) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -218,15 +222,12 @@ def _slow_line(space: SearchSpace, model, fastest, slow_ratio: float) -> float:
     prediction, is one the slow rule would stop against the fastest trial measured (0: no
     trial measured, no slow rule, or no prediction for it). Both sides are the model's:
     its ranking, not its seconds, is what the line rests on."""
-    from autotune.search.feasibility import structural_problem
-
     if fastest is None or slow_ratio <= 0:
         return 0.0
     # A trial of a study whose space changed since (sweep.allow_changed_space) ran a knob
     # the space now has at its composed value, the baseline's, and may carry one it lost.
     point = {**space.baseline, **{k: v for k, v in fastest.params.items() if k in space.baseline}}
-    cfg, problem = structural_problem(space, point)
-    prediction = None if problem else model.predict_config(cfg)
+    prediction = _prediction(space, model, point)
     if prediction is None or prediction.tokens_per_s is None:
         return 0.0
     return slow_ratio * prediction.tokens_per_s / (1 + model.constants.time_uncertainty)
