@@ -26,6 +26,8 @@ def assert_one_line_error(code: int, err: str, *needles: str) -> None:
     ("sweep.n_trials=many", ("sweep.n_trials=many", "could not be converted to Integer",
                              "give sweep.n_trials a whole number")),
     ("data.multiprocessing=maybe", ("give data.multiprocessing true or false",)),
+    # An Optional field (null: autotune decides) names null beside its type's values.
+    ("sweep.neighbours=maybe", ("give sweep.neighbours true or false, or null",)),
     ("sweep.n_trials", ("override 'sweep.n_trials' has no value: write KEY=VALUE",)),
     ("runtime.mode=eager", ("expected one of [graph, pynative]",)),
     ("sweep.pruner=xyz", ("sweep.pruner=xyz", "expected one of [slow, median, none]")),

@@ -61,6 +61,19 @@ _TYPE_WORDS = {"Integer": "a whole number", "Float": "a number", "Boolean": "tru
                "bool": "true or false", "String": "a string"}
 
 
+def _accepts_null(exc: BaseException) -> bool:
+    """Whether the field an OmegaConf validation error (in ``exc``'s causes) names is
+    Optional in its dataclass: its fix then names null beside the type's values."""
+    cause = exc
+    while cause is not None:
+        owner, key = getattr(cause, "object_type", None), getattr(cause, "key", None)
+        if dataclasses.is_dataclass(owner) and isinstance(key, str):
+            hint = typing.get_type_hints(owner).get(key)
+            return type(None) in typing.get_args(hint)
+        cause = cause.__cause__
+    return False
+
+
 def one_line(exc: BaseException) -> str:
     """The useful first line of a Hydra/OmegaConf error (detail may sit in __cause__)."""
     problem = yaml_problem(exc)
@@ -81,6 +94,8 @@ def one_line(exc: BaseException) -> str:
         if wanted and wanted.group(1) in _TYPE_WORDS:
             key = text.removeprefix("Error merging override ").partition("=")[0]
             text += f"; give {key} {_TYPE_WORDS[wanted.group(1)]}"
+            if _accepts_null(exc):
+                text += ", or null"
     elif text.startswith("Could not override") or text.endswith("is not in struct"):
         # Hydra's unknown key (a composed config) and OmegaConf's (a loaded file, as an
         # exported job's launch.sh loads its config): one fix.
