@@ -96,8 +96,8 @@ def calibrate_csv(path: Path, hw: HardwareConfig, *, store: bool,
         + f"; collective efficiency: tensor-parallel "
           f"{collective(c.mp_collective_efficiency)}, data-parallel "
           f"{collective(c.dp_collective_efficiency)}; "
-          f"layer latency {1e3 * c.layer_latency_s:.3g} ms; step overhead "
-          f"{c.step_overhead_s:.3g} s")
+          f"layer latency {1e3 * c.layer_latency_s:.3g} ms; GEMM floor "
+          f"{1e6 * c.kernel_floor_s:.3g} us; step overhead {c.step_overhead_s:.3g} s")
     unmeasured = [precision_name(DType(d)) for d in c.compute_efficiency
                   if d not in c.efficiency_dtypes and hw.peak_tflops.get(d) is not None]
     if unmeasured:

@@ -63,14 +63,21 @@ class Measurement:
     oom_budget_gib: float | None = None  # ran out of memory under this budget
 
 
-def _time_columns(m: Measurement) -> tuple[dict[str, float], float]:
+def _time_columns(m: Measurement, floor_s: float = 0.0,
+                  efficiency: float = 1.0) -> tuple[dict[str, float], float]:
     """The regressors of one trial's step time: the seconds each time constant's coefficient
     multiplies (FLOP-seconds at peak for the dtype's 1 / compute efficiency, collective
     seconds at full bandwidth for 1 / efficiency, layer-micro-batches for the layer
     latency, 1 for the step overhead), and the seconds no constant scales (latencies, p2p,
-    the memory-bound kernels at the memory bandwidth's roofline). An overlapped data-parallel
+    the memory-bound kernels at the memory bandwidth's roofline, the floors of the GEMMs
+    shorter than ``floor_s`` at ``efficiency``). An overlapped data-parallel
     reduction enters as its exposed part at full bandwidth (the overlap is not linear in
     the efficiency; the fit treats it as if it were)."""
+    return _with_compute(m, _other_columns(m), floor_s, efficiency)
+
+
+def _other_columns(m: Measurement) -> tuple[dict[str, float], float]:
+    """The columns and fixed seconds of every term but the GEMMs' (the same at any floor)."""
     def seconds(collective_efficiency: float) -> steptime.TimeBreakdown:
         return steptime.breakdown(m.dims, m.job, m.cluster, peak_flops=m.peak_flops_per_device,
                                   compute_efficiency=1.0,
@@ -84,7 +91,6 @@ def _time_columns(m: Measurement) -> tuple[dict[str, float], float]:
     tensor_latency = latency_only.mp_collectives + latency_only.cp_collectives
     mode = m.job.mode.value
     columns = {f"overhead:{mode}": host_contention(m.job, m.cluster),
-               f"compute:{m.job.dtype.value}": full.compute * bubble,
                "mp": (tensor - tensor_latency) * bubble,
                "dp": full.dp_allreduce - latency_only.dp_allreduce,
                f"layer:{mode}": full.layer_latency * bubble}
@@ -92,6 +98,17 @@ def _time_columns(m: Measurement) -> tuple[dict[str, float], float]:
     fixed = ((tensor_latency + full.memory_bound) * bubble + latency_only.dp_allreduce
              + full.pp_p2p)
     return columns, fixed
+
+
+def _with_compute(m: Measurement, other: tuple[dict[str, float], float], floor_s: float,
+                  efficiency: float) -> tuple[dict[str, float], float]:
+    """``other`` with the GEMMs' column (those above the floor) and their floors (fixed)."""
+    bubble = 1 / (1 - steptime.bubble_fraction(m.job))
+    above, floored, _, _ = steptime.compute_parts(m.dims, m.job, m.cluster,
+                                                  m.peak_flops_per_device, efficiency, floor_s)
+    columns, fixed = other
+    return ({**columns, f"compute:{m.job.dtype.value}": above * bubble},
+            fixed + floored * bubble)
 
 
 def time_terms(m: Measurement) -> set[str]:
@@ -135,25 +152,55 @@ def _identifiable(a: np.ndarray, n_points: int) -> list[int]:
     return keep
 
 
+#: The GEMM floors a fit chooses among (steptime.compute_parts; Constants.kernel_floor_s):
+#: seconds, from none to the ~100 us a host-bound framework takes per op.
+KERNEL_FLOORS_S = (0.0, 5e-6, 10e-6, 20e-6, 30e-6, 50e-6, 75e-6, 100e-6, 150e-6)
+#: A floor is fitted only from this many measured runs: it trades against the per-layer
+#: latency and the compute efficiency, and only many GEMM shapes separate the three
+#: (calibrate's CSV of a landscape, not a sweep's few trials).
+FLOOR_MIN_POINTS = 20
+
+
 def fit_time(points: list[Measurement], prior: Constants) -> tuple[dict, float | None]:
     """(constants, relative RMS error) from the trials with a measured step time.
 
     One bounded least-squares fit (scipy.optimize.lsq_linear) of every identifiable
     constant at once, bounds inside the fit (no clipping afterwards, which would leave
-    the other constants fitted to a value that is not used)."""
+    the other constants fitted to a value that is not used). The GEMM floor is not linear
+    in the rest: with enough runs each floor of KERNEL_FLOORS_S is fitted in turn (which
+    GEMMs fall under it read at the prior's efficiency, then at the fitted one) and the
+    floor of the smallest relative error is kept."""
     usable = [m for m in points if m.step_s and m.peak_flops_per_device]
     if not usable:
         return {}, None
     if len(usable) < MIN_POINTS:
         return _fit_efficiency_only(usable, prior, compute_ceiling(usable)), None
-    rows = [_time_columns(m) for m in usable]
+    floors = KERNEL_FLOORS_S if len(usable) >= FLOOR_MIN_POINTS else (prior.kernel_floor_s,)
+    ceiling = compute_ceiling(usable)
+    others = [_other_columns(m) for m in usable]
+    best: tuple[dict, float] | None = None
+    for floor in floors:
+        efficiency = {d: min(e, ceiling) for d, e in prior.compute_efficiency.items()}
+        for _ in range(2):  # which GEMMs are under the floor depends on the efficiency
+            rows = [_with_compute(m, other, floor, efficiency[m.job.dtype.value])
+                    for m, other in zip(usable, others)]
+            out, error = _fit_time_at(usable, rows, prior, ceiling,
+                                      extra_params=int(len(floors) > 1))
+            efficiency = {d: min(e, ceiling) for d, e in out["compute_efficiency"].items()}
+        if best is None or error < best[1]:
+            best = ({**out, "kernel_floor_s": floor}, error)
+    return best
+
+
+def _fit_time_at(usable: list[Measurement], rows: list[tuple[dict[str, float], float]],
+                 prior: Constants, ceiling: float, extra_params: int) -> tuple[dict, float]:
+    """fit_time's linear fit of the points' ``rows`` (_time_columns at one GEMM floor)."""
     dtypes = sorted({k for columns, _ in rows for k in columns if k.startswith("compute:")})
     modes = sorted({m.job.mode.value for m in usable})
     names = [*(f"overhead:{x}" for x in modes), *dtypes, "mp", "dp",
              *(f"layer:{x}" for x in modes)]
     a = np.array([[columns.get(k, 0.0) for k in names] for columns, _ in rows])
     y = np.array([m.step_s - m.data_wait_s - fixed for m, (_, fixed) in zip(usable, rows)])
-    ceiling = compute_ceiling(usable)
     priors = np.array([_time_prior(k, prior, ceiling)[0] for k in names])
     lower = np.array([_time_prior(k, prior, ceiling)[1] for k in names])
     free = _identifiable(a / y[:, None], len(usable))
@@ -176,15 +223,19 @@ def fit_time(points: list[Measurement], prior: Constants) -> tuple[dict, float |
     for k in ("mp", "dp"):
         if k in fitted:
             out[f"{k}_collective_efficiency"] = 1.0 / fitted[k]
-    efficiency = dict(prior.compute_efficiency)
+    fitted_efficiency = dict(prior.compute_efficiency)
     for j in free:
         kind, _, dtype = names[j].partition(":")
         if kind == "compute":
-            efficiency[dtype] = 1.0 / float(coef[j])
-    out["compute_efficiency"] = efficiency
+            fitted_efficiency[dtype] = 1.0 / float(coef[j])
+    out["compute_efficiency"] = fitted_efficiency
     out["efficiency_dtypes"] = sorted({names[j].split(":")[1] for j in free
                                        if names[j].startswith("compute:")})
-    return out, _relative_rms(a @ coef, y, len(free))
+    # The fixed seconds are part of the prediction: the error is of the whole step.
+    fixed = np.array([f for _, f in rows])
+    total = a @ coef + fixed + np.array([m.data_wait_s for m in usable])
+    measured = np.array([m.step_s for m in usable])
+    return out, _relative_rms(total, measured, len(free) + extra_params)
 
 
 def compute_ceiling(points: list[Measurement]) -> float:
@@ -205,7 +256,8 @@ def _fit_efficiency_only(usable: list[Measurement], prior: Constants,
     efficiency = dict(prior.compute_efficiency)
     sums: dict[str, list[float]] = {}
     for m in usable:
-        columns, fixed = _time_columns(m)
+        columns, fixed = _time_columns(m, prior.kernel_floor_s,
+                                       prior.efficiency(m.job.dtype.value, m.cluster.hardware))
         layer = f"layer:{m.job.mode.value}"
         placeholder = (m.job.mode is Mode.pynative and columns.get(layer, 0.0) > 0
                        and _time_prior(layer, prior)[0] == 0)

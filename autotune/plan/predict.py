@@ -33,6 +33,10 @@ class Constants:
     allocator_factor: float
     activation_factor: dict[str, float]  # per dtype value: a backend may keep extra copies
     data_wait_s: float = 0.0
+    #: The shortest a GEMM takes (steptime.compute_parts): one shorter than the host's
+    #: time to issue the next kernel leaves the device idle. 0 in every profile's priors
+    #: (none measures it); a fit of many shapes sets it (calibration.KERNEL_FLOORS_S).
+    kernel_floor_s: float = 0.0
     recompute_frees_memory: bool = True
     #: Relative error of memory and of step time (1 sigma), from the fit's residuals. The
     #: interval the memory guard applies is not this: ``memory_interval()``.
@@ -207,7 +211,7 @@ def predict(d: ModelDims, job: Job, cluster: Cluster, constants: Constants, *,
             dp_collective_efficiency=constants.dp_collective_efficiency,
             layer_latency_s=constants.layer_latency(job.mode),
             step_overhead_s=constants.step_overhead(job.mode),
-            data_wait_s=constants.data_wait_s)
+            data_wait_s=constants.data_wait_s, kernel_floor_s=constants.kernel_floor_s)
     total = peak_flops_per_device * job.devices if peak_flops_per_device else None
     return Prediction(job=job, memory=mem, time=time, tokens_per_step=job.global_batch * d.seq,
                       model_flops_per_token=model_flops_per_token(d), peak_flops_total=total,

@@ -9,7 +9,8 @@
 
 - compute: the slowest stage's GEMMs (forward, backward, any recompute forward, and the
   logits on the last stage) at the roofline of the device's peak FLOP/s, wave-quantised
-  on its compute units (kernels.py), over one fitted compute efficiency per dtype;
+  on its compute units (kernels.py), over one fitted compute efficiency per dtype, each
+  GEMM at least a fitted floor (the host's time to issue the next kernel);
 - layer latency: a fixed time per layer and micro-batch that scales neither with FLOPs
   nor with bytes (kernel launches, host work), a calibrated constant per execution
   mode (PyNative dispatches every op from Python); on the CPU backend host work (it and
@@ -130,29 +131,55 @@ def link_for_span(span: int, cluster: Cluster) -> LinkConfig:
     return cluster.hardware.intra_node
 
 
-def compute_s(d: ModelDims, job: Job, cluster: Cluster,
-              peak_flops: float) -> tuple[float, float]:
-    """(seconds of the slowest stage's GEMMs per step at the roofline, of which the
-    recompute forward): every block's GEMMs (kernels.block_gemms) and the logits on the
-    last stage, wave-quantised on the profile's compute units, for m micro-batches. The
-    pipeline runs at the pace of its slowest stage: an uneven split or the logits make
-    one stage longer than L / p layers' worth."""
-    return _compute_s(d, job, cluster.hardware.compute_units, peak_flops)
+def compute_s(d: ModelDims, job: Job, cluster: Cluster, peak_flops: float,
+              efficiency: float = 1.0, floor_s: float = 0.0) -> tuple[float, float]:
+    """(seconds of the slowest stage's GEMMs per step, of which the recompute forward):
+    every block's GEMMs (kernels.block_gemms) and the logits on the last stage,
+    wave-quantised on the profile's compute units, at ``efficiency`` x the roofline, each
+    at least ``floor_s`` (kernels.py: a GEMM shorter than the host takes to issue
+    the next leaves the device waiting), for m micro-batches. The pipeline runs at the
+    pace of its slowest stage: an uneven split or the logits make one stage longer than
+    L / p layers' worth."""
+    scaled, floored, again_scaled, again_floored = compute_parts(
+        d, job, cluster, peak_flops, efficiency, floor_s)
+    return (scaled / efficiency + floored, again_scaled / efficiency + again_floored)
+
+
+def compute_parts(d: ModelDims, job: Job, cluster: Cluster, peak_flops: float,
+                  efficiency: float, floor_s: float) -> tuple[float, float, float, float]:
+    """The slowest stage's GEMM seconds per step in two parts, for a fit that is linear in
+    1 / efficiency: (roofline seconds of the GEMMs above the floor at ``efficiency``,
+    seconds of the floors of the ones below it), and the same two for the recompute
+    forward alone."""
+    every, again, logits = _stage_gemm_seconds(d, job, cluster.hardware.compute_units,
+                                               peak_flops)
+
+    def split(times: tuple[float, ...]) -> tuple[float, float]:
+        above = sum(t for t in times if t / efficiency >= floor_s)
+        return above, floor_s * sum(1 for t in times if t / efficiency < floor_s)
+
+    block, block_again, head = split(every), split(again), split(logits)
+    stages = []
+    for i, n in enumerate(stage_layer_counts(d, job)):
+        last = i == job.pp - 1
+        parts = (n * block[0] + (head[0] if last else 0.0),
+                 n * block[1] + (head[1] if last else 0.0),
+                 n * block_again[0], n * block_again[1])
+        stages.append((parts[0] / efficiency + parts[1], parts))
+    _, slowest = max(stages)
+    return tuple(x * job.micro_batches for x in slowest)
 
 
 @functools.lru_cache(maxsize=1 << 16)
-def _compute_s(d: ModelDims, job: Job, units: int | None,
-               peak_flops: float) -> tuple[float, float]:
-    def seconds(gemms: list[kernels.Gemm]) -> float:
-        return sum(kernels.roofline_flops(g, units) for g in gemms) / peak_flops
+def _stage_gemm_seconds(d: ModelDims, job: Job, units: int | None, peak_flops: float
+                        ) -> tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...]]:
+    """Roofline seconds of each GEMM of one block and micro-batch (all of them; the
+    recompute forward's), and of the logits' (kernels.roofline_flops over the peak)."""
+    def seconds(gemms: list[kernels.Gemm]) -> tuple[float, ...]:
+        return tuple(kernels.roofline_flops(g, units) / peak_flops for g in gemms)
 
     every, again = kernels.block_gemms(d, job)
-    block, block_again = seconds(every), seconds(again)
-    logits = seconds(kernels.logits_gemms(d, job))
-    stages = [(n * block + (logits if i == job.pp - 1 else 0.0), n * block_again)
-              for i, n in enumerate(stage_layer_counts(d, job))]
-    total, recompute = max(stages)
-    return total * job.micro_batches, recompute * job.micro_batches
+    return seconds(every), seconds(again), seconds(kernels.logits_gemms(d, job))
 
 
 def stage_layers_max(d: ModelDims, job: Job) -> int:
@@ -168,8 +195,10 @@ def layer_latency_term_s(d: ModelDims, job: Job, per_layer_s: float,
     Megatron-DeepSpeed, fp16, full recompute, A100) measured / predicted time rose with the
     micro-batch count (0.91x at m = 2, 1.65x at 8, 2.36x at 16) while the FLOPs stayed the
     same; a least-squares fit gave ~2.7 ms per layer and micro-batch, ~59 % of the measured
-    time, and ~2.4 ms once the memory-bound kernels' bytes are charged apart
-    (memory_bound_s). Every vTrain row is full recompute, so how the constant splits between the
+    time, ~2.4 ms once the memory-bound kernels' bytes are charged apart
+    (memory_bound_s), and ~1.2 ms beside a 75 us floor under every GEMM (kernels.py: the
+    rest of the host time, which a per-layer constant charged to large GEMMs in full, is
+    the floor's, hidden where the GEMMs outlast it). Every vTrain row is full recompute, so how the constant splits between the
     passes is not identified: it is fitted per hardware profile (calibration.py). The
     profiles' prior is 0: 2.7 ms as the A100 prior made the uncalibrated Megatron-LM points
     (N21, K22: large models, fused kernels) 15-20 points worse. PyNative has its own
@@ -334,9 +363,10 @@ def dp_allreduce_s(d: ModelDims, job: Job, cluster: Cluster,
 def breakdown(d: ModelDims, job: Job, cluster: Cluster, *, peak_flops: float,
               compute_efficiency: float, mp_collective_efficiency: float,
               dp_collective_efficiency: float, layer_latency_s: float,
-              step_overhead_s: float, data_wait_s: float = 0.0) -> TimeBreakdown:
-    total_s, recompute_s = compute_s(d, job, cluster, peak_flops)
-    compute = total_s / compute_efficiency
+              step_overhead_s: float, data_wait_s: float = 0.0,
+              kernel_floor_s: float = 0.0) -> TimeBreakdown:
+    compute, recompute = compute_s(d, job, cluster, peak_flops, compute_efficiency,
+                                   kernel_floor_s)
     contention = host_contention(job, cluster)
     latency = layer_latency_term_s(d, job, layer_latency_s, contention)
     memory_bound = memory_bound_s(d, job, cluster)
@@ -345,9 +375,9 @@ def breakdown(d: ModelDims, job: Job, cluster: Cluster, *, peak_flops: float,
     busy = compute + latency + memory_bound + mp + cp
     # The backward (2 of the 3 passes, beside any recompute) is what a bucketed reduction
     # can hide under.
-    backward = (compute - recompute_s / compute_efficiency) * 2 / 3
+    backward = (compute - recompute) * 2 / 3
     return TimeBreakdown(
-        compute=compute, recompute=recompute_s / compute_efficiency, layer_latency=latency,
+        compute=compute, recompute=recompute, layer_latency=latency,
         memory_bound=memory_bound, mp_collectives=mp, cp_collectives=cp,
         # Idle share f of the pipelined time adds f / (1 - f) = (p - 1) / (v m) to the busy
         # time.

@@ -249,6 +249,66 @@ def test_compute_efficiency_is_bounded_inside_the_fit_not_clipped_after():
     assert error(fitted) < error(truth)
 
 
+def test_a_gemm_shorter_than_the_floor_costs_the_floor():
+    # kernels.py: each GEMM costs max(floor, roofline / efficiency). A block of TINY on a
+    # device of no unit count runs 6 forward GEMMs (QKV, projection, the MLP's two, QK^T,
+    # scores x V), 12 backward, 6 again under full recompute: 24 a layer and micro-batch,
+    # plus the logits' 3 on the last stage; every one of them is far under 1 ms here.
+    cpu = Cluster(config().hardware)
+    j = job(micro_batches=2, global_batch=8, recompute=Recompute.full)
+    total, again = steptime.compute_s(TINY, j, cpu, 1e12, efficiency=0.5, floor_s=1e-3)
+    assert total == pytest.approx((2 * 24 + 3) * 2 * 1e-3)
+    assert again == pytest.approx(2 * 6 * 2 * 1e-3)
+    # A GEMM over the floor keeps its roofline time: at a floor of 0 nothing changes, and a
+    # large model's GEMMs (milliseconds each) do not see a floor of microseconds.
+    d = dims("llama2_7b")
+    big = job(micro_batches=2, global_batch=8, dtype=DType.bfloat16)
+    assert steptime.compute_s(d, big, cpu, 1e12, 0.5, 1e-6) == \
+        steptime.compute_s(d, big, cpu, 1e12, 0.5, 0.0)
+    assert steptime.compute_s(TINY, j, cpu, 1e12, 0.5, 0.0)[0] < total
+
+
+def _floor_runs(truth: Constants, hw) -> list[Measurement]:
+    """24 exact runs whose GEMMs span the floor: hidden sizes 64 to 2,048 (GEMMs of a few us
+    to milliseconds at 1 TFLOP/s), 2 or 4 layers, 1 or 2 micro-batches."""
+    cluster = Cluster(hw, 1)
+    points = []
+    for h in (64, 128, 256, 512, 1024, 2048):
+        for layers in (2, 4):
+            for m in (1, 2):
+                d = ModelDims(arch=Arch.gpt, layers=layers, hidden=h, heads=4, kv_heads=4,
+                              ffn=4 * h, seq=128, vocab=256)
+                j = job(micro_batches=m, global_batch=2 * m)
+                p = predict(d, j, cluster, truth, peak_flops_per_device=1e12)
+                points.append(Measurement(dims=d, job=j, cluster=cluster,
+                                          peak_flops_per_device=1e12, step_s=p.step_s))
+    return points
+
+
+def test_calibration_chooses_the_gemm_floor_that_made_the_measurements():
+    hw = config().hardware
+    truth = dataclasses.replace(Constants.priors(hw), compute_efficiency={
+        "float32": 0.5, "float16": 0.5, "bfloat16": 0.5}, step_overhead_s=0.01,
+        layer_latency_s=1e-4, kernel_floor_s=50e-6)
+    points = _floor_runs(truth, hw)
+    assert len(points) >= calibration.FLOOR_MIN_POINTS
+    fitted = calibration.fit(points, Constants.priors(hw))
+    # Rule: the floor is one of the fit's choices, and exact runs give back the one that
+    # made them, with the constants beside it.
+    assert fitted.kernel_floor_s == 50e-6
+    assert fitted.compute_efficiency["float16"] == pytest.approx(0.5, rel=1e-6)
+    assert fitted.layer_latency_s == pytest.approx(1e-4, rel=1e-4)
+    # Fewer runs than FLOOR_MIN_POINTS keep the start's floor: a few trials cannot tell a
+    # floor from a per-layer latency.
+    few = calibration.fit(points[:calibration.FLOOR_MIN_POINTS - 1], Constants.priors(hw))
+    assert few.kernel_floor_s == 0.0
+    # A fit stored before the floor existed loads, at no floor.
+    record = calibration.to_record(fitted, hw.name)
+    del record["constants"]["kernel_floor_s"]
+    loaded = calibration.from_record(record, Constants.priors(hw), hw.name)
+    assert loaded is not None and loaded.kernel_floor_s == 0.0
+
+
 def test_layer_latency_is_fixed_per_layer_and_micro_batch():
     # The derived vTrain figure, 2.7 ms a layer and micro-batch: 24 layers on 2 stages,
     # 8 micro-batches -> 12 x 8 x 2.7 ms on the busiest stage.
