@@ -277,11 +277,19 @@ def machine_info() -> dict[str, Any]:
                                             capture_output=True, text=True).stdout.strip()
         # Uncommitted edits of the code under test (the numbers are of the working tree).
         info["uncommitted"] = subprocess.run(
-            ["git", "status", "--porcelain", "--", "trials", "conf"], cwd=REPO,
+            ["git", "status", "--porcelain", "--", "autotune", "trials", "conf", "bench/*.py"],
+            cwd=REPO,
             capture_output=True, text=True).stdout.split("\n")[:-1]
     except OSError:
         pass
     return info
+
+
+def _running_module(fallback: str) -> str:
+    """The module run as ``python -m`` (a result's file name may differ from it:
+    cost_model_heldout_vs_<rev>), else bench.<fallback>."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    return spec.name if spec is not None and spec.name else f"bench.{fallback}"
 
 
 def write_result(name: str, result: dict[str, Any], *, directory: Path | None = None) -> Path:
@@ -292,7 +300,7 @@ def write_result(name: str, result: dict[str, Any], *, directory: Path | None = 
     path = directory / f"{name}.json"
     payload = {"benchmark": name,
                "date": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),
-               "command": " ".join([Path(sys.executable).name, "-m", f"bench.{name}",
+               "command": " ".join([Path(sys.executable).name, "-m", _running_module(name),
                                     *sys.argv[1:]]),
                "machine": machine_info(), **result}
     path.write_text(json.dumps(payload, indent=1) + "\n")
