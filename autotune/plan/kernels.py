@@ -14,20 +14,21 @@ which is 2 M N K / peak for a GEMM of many full waves, and more for a small one.
 fitted compute efficiency scales it (achieved / this): one constant that holds from the
 smallest GEMM to the largest, where an efficiency per GEMM shape measured held only for
 the shapes a fit had seen (fitted on hidden size 1,024, it predicted hidden size 2,048
-32.6 % off; this term and the memory-bound one, 9.9 %: BENCHMARKS.md, "Calibrate small,
-plan big").
+32.6 % off; this term and the memory-bound one, 9.9 %, and with the floor below 7.1 %:
+BENCHMARKS.md, "Calibrate small, plan big").
 
 A GEMM also takes at least a floor: the host issues kernels one after another while the
 device runs them, so a kernel shorter than the host's time to issue the next leaves the
-device idle (NVIDIA's CUDA C++ Best Practices Guide, "Kernel launch overhead"; PyTorch's
-performance tuning guide: small operations are CPU-bound). Each GEMM costs
+device idle (NVIDIA's "CUDA Graph Best Practice for PyTorch", docs.nvidia.com/dl-cuda-graph,
+"CUDA Graph basics": launch overhead matters "when the CPU cannot keep up with feeding work
+to the GPU", for "many small operations"). Each GEMM costs
 max(floor, its roofline time / efficiency) (steptime.compute_parts): the floor hides under
 large GEMMs and sets the pace of small ones. No profile states it (its prior is 0); a fit of
 many runs chooses it (calibration.KERNEL_FLOORS_S). Fitted on vTrain's 1,440 single-node
 runs it is 75 us, about what a framework that dispatches each op from Python spends per op
-with the ops around it; it took the h1,024 -> h2,048 error from 9.9 to 7.1 % and the
-multi-node protocol from 11.9 to 11.3 % (BENCHMARKS.md, "Calibrate small, plan big"): with
-a per-layer constant alone, the small models' host time was charged in full to large ones.
+with the ops around it; it took the multi-node protocol from 11.9 to 11.3 % (BENCHMARKS.md,
+"Calibrate small, plan big"): with a per-layer constant alone, the small models' host time
+was charged in full to large GEMMs, which hide it.
 
 Memory-bound work is not in this term: the element-wise kernels' and the attention
 scores' traffic is steptime.memory_bound_s, at the roofline of the memory bandwidth.

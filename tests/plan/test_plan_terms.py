@@ -411,11 +411,11 @@ def test_the_kernels_add_up_to_the_flops_the_model_counts(arch, recompute, flash
 
 def test_fitted_on_hidden_1024_the_roofline_predicts_hidden_2048():
     """vTrain (bench/data/vtrain_single.csv): fitted on its 720 runs of hidden size 1,024,
-    the model predicts the 720 of hidden size 2,048 (4x the FLOPs a layer) within 12 %
-    (9.9 % measured: BENCHMARKS.md). Without its two rooflines (wave quantisation of the
-    GEMMs, the memory-bound kernels' bytes over the bandwidth) the same fit is 16 % off
-    (11.3 % without the first alone); the model before, one efficiency per GEMM shape
-    fitted, 32.6 %."""
+    the model predicts the 720 of hidden size 2,048 (4x the FLOPs a layer) within 10 %, the
+    issue's target (7.1 % measured, with the GEMMs' floor: BENCHMARKS.md). Without its two
+    rooflines (wave quantisation of the GEMMs, the memory-bound kernels' bytes over the
+    bandwidth) the same fit is 23 % off (13 % without the first alone); the model before,
+    one efficiency per GEMM shape fitted, 32.6 %."""
     from autotune.plan import calibration
     from bench.cost_model_heldout import vtrain_measurement, vtrain_rows
 
@@ -427,7 +427,7 @@ def test_fitted_on_hidden_1024_the_roofline_predicts_hidden_2048():
                   for m in (vtrain_measurement(r, hw) for r in rows if r.dims.hidden == 2048)]
         return sum(errors) / len(errors)
 
-    assert mape(a100()) < 0.12
+    assert mape(a100()) < 0.10
     assert mape(dataclasses.replace(a100(), compute_units=None,
                                     memory_bandwidth_gbs=None)) > 0.12
 
