@@ -198,10 +198,11 @@ def layer_latency_term_s(d: ModelDims, job: Job, per_layer_s: float,
     time, ~2.4 ms once the memory-bound kernels' bytes are charged apart
     (memory_bound_s), and ~1.2 ms beside a 75 us floor under every GEMM (kernels.py: the
     rest of the host time, which a per-layer constant charged to large GEMMs in full, is
-    the floor's, hidden where the GEMMs outlast it). Every vTrain row is full recompute, so how the constant splits between the
-    passes is not identified: it is fitted per hardware profile (calibration.py). The
-    profiles' prior is 0: 2.7 ms as the A100 prior made the uncalibrated Megatron-LM points
-    (N21, K22: large models, fused kernels) 15-20 points worse. PyNative has its own
+    the floor's, hidden where the GEMMs outlast it). Every vTrain row is full recompute, so
+    how the constant splits between the passes is not identified: it is fitted per
+    hardware profile (calibration.py). The profiles' prior is 0: 2.7 ms as the A100 prior
+    made the uncalibrated Megatron-LM points (N21, K22: large models, fused kernels) 15-20
+    points worse. PyNative has its own
     constant (every op dispatched from Python); on the CPU backend host work stretches
     by ``layout.host_contention``.
     """
