@@ -27,7 +27,7 @@ Definitions (each verdict line quotes its numbers):
 * **tokens/s drift**: the Theil-Sen slope of tokens/s against the step over the steady
   steps, as % of the median per 100 steps with its 95 % interval, and the first-decile
   vs last-decile medians. Drifting: the interval excludes 0 *and* the deciles differ by
-  at least :data:`DRIFT_PCT` %.
+  at least :data:`DRIFT_PCT` % in the slope's direction.
 * **memory growth**: the Theil-Sen slope of the run's anonymous memory (``rss_gib``: heap
   and shared memory of its processes, PSS; trials/memory.py) against the step in
   MiB per 100 steps, with its 95 % interval, fitted *within* each process (a restart
@@ -232,7 +232,11 @@ def throughput_drift(segments: list[list[StepRecord]], tokens_per_step: float | 
         drift_high=per100.high if per100 else None,
         first_decile_tokens_per_s=t.first, last_decile_tokens_per_s=t.last,
         decile_change_pct=t.change_pct,
-        drifting=bool(excludes_zero and abs(t.change_pct) >= DRIFT_PCT), unit=unit)
+        # Both measures must say the same: a slope that falls while the last decile sits
+        # above the first (a dip in the middle) is noise in the order of the steps, not a
+        # drift either way.
+        drifting=bool(excludes_zero and abs(t.change_pct) >= DRIFT_PCT
+                      and (t.change_pct > 0) == (per100.slope > 0)), unit=unit)
 
 
 def loss_trend(steps: Sequence[StepRecord]) -> LossTrend:
@@ -358,8 +362,8 @@ def verdicts(r: SoakAnalysis) -> list[str]:
             f"{_signed(t.drift_low, 2)}..{_signed(t.drift_high, 2)}), first decile "
             f"{t.first_decile_tokens_per_s:,.0f} -> last {t.last_decile_tokens_per_s:,.0f}"
             f" {rate(t.unit, short=True)} ({_signed(t.decile_change_pct)} %; "
-            "drift = CI excludes 0 and "
-            f"|change| >= {DRIFT_PCT:g} %)")
+            "drift = CI excludes 0 and the deciles move "
+            f">= {DRIFT_PCT:g} % the same way)")
     else:
         lines.append(f"{per_s}: too few steady steps ({t.points}) to judge drift")
     m = r.memory
