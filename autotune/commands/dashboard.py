@@ -9,7 +9,9 @@ trial's page lists its ``config.yaml``, ``log_tail.txt`` and ``metrics.jsonl`` (
 the sweep recorded it) and, for a profiled trial, its ``profile.png``; its note says why it
 ended. Before serving, the study's report files (``python -m autotune report``: the
 leaderboard CSV, the Markdown, the PNGs) and profile figures are published as artifacts,
-each once per content. Prints the URL and runs until Ctrl-C; it never changes a trial.
+each once per content, and the study's note names autotune's pick (Optuna's "Best Trial"
+badge reads each trial's first run alone). Prints the URL and runs until Ctrl-C; it never
+changes a trial.
 """
 
 from __future__ import annotations
@@ -24,9 +26,13 @@ from rich.console import Console
 
 from autotune.profiling.profile import stored_profiles
 from autotune.settings import DashboardSettings, SweepConfig
+from autotune.study import notes
 from autotune.study.artifacts import open_store, publish
+from autotune.study.choice import study_verdict
 from autotune.study.layout import StudyLayout
+from autotune.study.records import load_records
 from autotune.study.storage import load_existing, open_storage, redact, storage_url
+from autotune.study.story import pick_sentence
 from trials.contract.schema import ConfigError
 
 STOPPED = "the dashboard stopped; it changes no trial: run the same command to serve it again"
@@ -94,6 +100,9 @@ def run_dashboard(composed: DictConfig, console: Console, config: SweepConfig) -
     try:
         uploaded = publish_study_files(study, layout,
                                        Path(config.report.out or layout.report))
+        records = load_records(study)
+        notes.save(study, notes.pick_note(pick_sentence(study_verdict(records, composed),
+                                                         records)))
         console.print(f"study {settings.study} in {redact(storage_url(settings))}; artifacts: "
                       f"{layout.artifacts} ({uploaded} report/profile file(s) published)",
                       markup=False, soft_wrap=True)

@@ -43,10 +43,21 @@ def measured(scorecard: dict) -> list[tuple[str, str]]:
     return [(name, fmt.format(value)) for name, value, fmt in figures if value is not None]
 
 
-def save(trial: optuna.Trial, body: str) -> None:
-    """Store ``body`` as the trial's note (a newer version of an earlier one)."""
+def pick_note(sentence: str) -> str:
+    """The study's note: autotune's pick (story.pick_sentence), beside why Optuna's own
+    "Best Trial" badge may mark another trial."""
+    return ("## autotune's pick\n\n" + sentence + "\n\nOptuna's *Best Trial* badge marks "
+            "the trial whose own value (its first run) is highest; the pick weighs every "
+            "run of each configuration against the noise, so the two can differ "
+            "(`python -m autotune report` says why the pick is the pick).\n")
+
+
+def save(target: optuna.Trial | optuna.Study, body: str) -> None:
+    """Store ``body`` as the trial's or the study's note (a newer version of an earlier
+    one)."""
     try:
-        save_note(trial, body)
+        save_note(target, body)
     except Exception as exc:  # noqa: BLE001 - failures are data: a warning line
-        log.warning("trial %d: could not save its dashboard note (%s: %s)", trial.number,
+        which = f"trial {target.number}" if isinstance(target, optuna.Trial) else "the study"
+        log.warning("%s: could not save its dashboard note (%s: %s)", which,
                     type(exc).__name__, exc)

@@ -192,6 +192,11 @@ def test_the_dashboard_shows_a_trials_artifacts_in_a_browser(harness):
     assert "crash: " in page and crash.user_attrs["detail"] in page
     # Rule: the report's files are the study's artifacts, on the study's page.
     assert 'download="experiments.md"' in study_page
+    # Rule: the study's note names autotune's pick (the sentence every command prints) and
+    # why Optuna's own "Best Trial" badge may mark another trial.
+    note = get_note(optuna.load_study(study_name=study.study_name, storage=study._storage))
+    assert "pick (what export and soak take): trial #0 (the baseline)" in note
+    assert "Best Trial" in note
     # Rule: Ctrl-C ends it with one line, as every command that is stopped.
     assert code == 130 and err.strip().splitlines()[-1].startswith("autotune: stopped by SIGINT")
 
