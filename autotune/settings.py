@@ -261,7 +261,7 @@ class ExportSettings:
 
     #: Output directory; empty = <runs_dir>/<study>/export.
     out: str = field(default="", metadata=rule(path=OUTPUT_DIR))
-    #: Trial number to export; null = the best feasible trial.
+    #: Trial number to export; null = the study's pick (the sentence every command prints).
     trial: int | None = field(default=None, metadata=rule(ge=0))
     #: Choose by confirmed medians where `confirm` has run.
     use_confirmed: bool = True
@@ -339,7 +339,8 @@ class CalibrateSettings:
 class ProfileSettings:
     """``python -m autotune profile``: one configuration under mindspore.profiler."""
 
-    #: Trial of the study to profile; null = the composed configuration (your overrides).
+    #: Trial of the study to profile, as it ran; null = the study's pick, or the composed
+    #: configuration where an override sets what the pick lacks or there is no study.
     trial: int | None = field(default=None, metadata=rule(ge=0))
     #: Profiled steps, after warm-up and measurement (the profiler costs time: 10-20).
     steps: int = field(default=10, metadata=rule(ge=1, le=100))

@@ -60,6 +60,7 @@ def run_profile(composed: DictConfig, console: Console, config: SweepConfig,
     if options.trial is not None:
         study = S.load_existing(settings)
         record = _trial(load_records(study), options.trial)
+        _refuse_what_the_trial_lacks(record, composed, trial_overrides(overrides))
     elif (study := (S.load_existing(settings) if _names_a_study(overrides)
                     else _existing_study(settings))) is not None:
         record = study_verdict(load_records(study), composed).pick
@@ -114,6 +115,18 @@ def _pick_has(record: TrialRecord, composed: DictConfig, overrides: list[str]) -
         if here != there:
             return False
     return True
+
+
+def _refuse_what_the_trial_lacks(record: TrialRecord, composed: DictConfig,
+                                 overrides: list[str]) -> None:
+    """``profile.trial=N`` re-runs the trial as it ran: an override that sets it to
+    something else (``precision=fp16`` on an fp32 trial) would be dropped without a word,
+    so it is refused with the two ways to get what was asked."""
+    for override in overrides:
+        if not _pick_has(record, composed, [override]):
+            raise ConfigError(f"profile.trial={record.number} profiles the trial as it ran, "
+                              f"and {override} is not what it ran: drop {override}, or drop "
+                              "profile.trial to profile the composed configuration")
 
 
 def _names_a_study(overrides: list[str]) -> bool:

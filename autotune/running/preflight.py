@@ -13,6 +13,7 @@ import yaml
 from omegaconf import OmegaConf
 
 from autotune.settings import SweepSettings
+from trials.contract.capabilities import unsupported_reason
 from trials.contract.knob_reach import BUILT_IN, Reach, config_problem, knob_problem
 from trials.contract.launch import trial_env
 from trials.contract.mindformers import ADAPTER_ENTRY
@@ -114,15 +115,20 @@ def check_runnable(cfg: TrialConfig, *, import_entry: bool = True) -> Reach | No
 
 def check_configs(configs: list[TrialConfig], settings: SweepSettings) -> None:
     """:func:`check_runnable` for each configuration a command is about to launch with the
-    real trial program (each workload entry imported once): a trial re-run by ``profile``,
-    ``soak`` or ``confirm`` in a shell without the sweep's PYTHONPATH is one line, before
-    anything is written. Nothing for a simulated sweep's or a program of the user's own
+    real trial program (each workload entry imported once), and what its hardware profile
+    cannot run (the capability rule the sweep's proposals and the trial program apply):
+    a trial re-run by ``profile``, ``soak`` or ``confirm`` in a shell without the sweep's
+    PYTHONPATH, or ``profile precision=bf16`` on the CPU, is one line, before anything is
+    written. Nothing for a simulated sweep's or a program of the user's own
     (``sweep.trial_command``): they run what the trial program may not."""
     if settings.simulate or settings.trial_command:
         return
     for cfg in configs:
         if problem := runnable_problem(cfg):
             raise ConfigError(problem)
+        if problem := unsupported_reason(cfg):
+            raise ConfigError(f"{problem}: the run would fail; choose a configuration the "
+                              "profile supports, or another hardware= profile")
     for cfg in {cfg.workload.entry: cfg for cfg in configs}.values():
         check_workload_entry(cfg.workload.entry, workload=cfg.workload)
 

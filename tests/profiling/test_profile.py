@@ -282,6 +282,15 @@ def test_profile_without_a_trial_profiles_the_pick_and_an_override_the_composed_
     picked = next(t for t in pick if t.number == asked[0][0])
     main(["profile", *where, f"train.micro_batches={picked.params['train.micro_batches']}"])
     assert asked[2] == asked[0]
+    # Rule: profile.trial=N re-runs the trial as it ran: an override it already has is
+    # taken, one that sets it to something else is refused (one line, exit 2), not dropped
+    # without a word (a new user's precision=fp16 on an fp32 trial was).
+    number, size = picked.number, picked.params["train.micro_batches"]
+    assert main(["profile", *where, f"profile.trial={number}",
+                 f"train.micro_batches={size}"]) != 2
+    assert asked[3] == (number, f"trial {number}")
+    assert main(["profile", *where, f"profile.trial={number}", "precision=fp16"]) == 2
+    assert len(asked) == 4
 
 
 def test_profile_without_a_study_profiles_the_composed_config(tmp_path, monkeypatch):
@@ -345,6 +354,20 @@ def test_report_and_profile_agree_on_whether_a_run_is_input_bound(wait, probe):
     # Rule: one rule judges both: the report's diagnosis and profile's rules say input-bound
     # for the same run, or neither does.
     assert bool(reported) == (profiled is not None)
+
+
+def test_what_the_hardware_profile_cannot_run_is_refused_before_the_profile_writes(
+        tmp_path, capsys):
+    from autotune.cli import main
+    from tests.cli.test_cli_errors import assert_one_line_error
+
+    # Rule: the capability rule the sweep's proposals apply holds for every command that
+    # launches a configuration: bf16 on the CPU profile is one line, exit 2, nothing
+    # written (profile ran the trial, which ended "unsupported" with exit 1).
+    code = main(["profile", f"sweep.runs_dir={tmp_path / 'runs'}", "precision=bf16"])
+    assert_one_line_error(code, capsys.readouterr().err, "bf16 is not available on the CPU",
+                          "another hardware= profile")
+    assert not (tmp_path / "runs").exists()
 
 
 def test_a_workload_that_does_not_import_here_is_refused_before_the_profile_writes(tmp_path,
