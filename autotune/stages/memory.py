@@ -38,8 +38,9 @@ def run_memory(context: SweepContext, options: TuneSettings,
     model = context.model
     if model is None:
         return MemoryResult(done=True, lines=[
-            "no cost model for a user workload (workload.entry): the sweep measures memory "
-            "trial by trial"])
+            f"no cost model for workload {context.base.workload.name} (a model given by "
+            "its own code, workload.entry: its dimensions are not the model's to know): the "
+            "sweep measures memory trial by trial"])
     points = context.space.points()
     if len(points) > MAX_POINTS:
         points = random.Random(0).sample(points, MAX_POINTS)
