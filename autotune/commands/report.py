@@ -115,8 +115,9 @@ def write_report(records: list[TrialRecord], out: Path, *, summary: index.Summar
     return findings
 
 
-def soak_markdown(study, out: Path) -> str:
-    """The study's soak as a section, its figure copied next to the report."""
+def soak_markdown(study, out: Path, pick: int | None = None) -> str:
+    """The study's soak as a section, its figure copied next to the report; a soak of
+    another trial than the ``pick`` says so (the pick changes after ``confirm``)."""
     import shutil
 
     from autotune.soak.report import soak_section
@@ -128,8 +129,12 @@ def soak_markdown(study, out: Path) -> str:
     if soak.plot and plot.is_file():
         out.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(plot, out / SOAK_FIGURE)
-    return soak_section(study, soak.trial,
-                        plot=SOAK_FIGURE if soak.plot and plot.is_file() else None)
+    section = soak_section(study, soak.trial,
+                           plot=SOAK_FIGURE if soak.plot and plot.is_file() else None)
+    if section and pick is not None and pick != soak.trial:
+        section += (f"\nThis soak ran trial #{soak.trial}, not the pick (trial #{pick}): "
+                    "`python -m autotune soak` soaks the pick.\n")
+    return section
 
 
 SOAK_FIGURE = "soak.png"
@@ -157,7 +162,9 @@ def run_report(composed: DictConfig, console: Console, config: SweepConfig) -> i
     try:
         write_report(records, out, summary=summary, budget_gib=budget,
                      config=config_values(cfg, stop), profiles=stored_profiles(study),
-                     stage_results=stored_stage_results(study), soak=soak_markdown(study, out),
+                     stage_results=stored_stage_results(study),
+                     soak=soak_markdown(study, out, study_verdict.pick.number
+                                        if study_verdict.pick else None),
                      fit=None if cfg.workload.entry
                      else fits.study_model(study, cfg.hardware).constants.source)
     except OSError as exc:

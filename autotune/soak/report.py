@@ -191,7 +191,7 @@ def soak_section(study: optuna.Study, trial_number: int, *, plot: str | None = N
     a = r.analysis
     t, m, rates, resume = a.throughput, a.memory, a.rates, r.resume
     lines = ["## Soak", "",
-             f"`python -m autotune soak` ran this configuration for {r.steps_trained} of "
+             f"`python -m autotune soak` ran trial #{r.trial} for {r.steps_trained} of "
              f"{r.steps} steps ({r.steps_from}), checkpointing every "
              f"{r.checkpoint_every}: {'finished' if r.finished else 'FAILED: '}"
              f"{r.failure or ''} in {r.wall_s:.0f} s.", ""]

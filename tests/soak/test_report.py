@@ -77,6 +77,15 @@ def test_the_readme_section_is_only_for_the_soaked_trial(tmp_path):
     assert "[![Soak](soak.png)](soak.png)" in section and "not killed and resumed" in section
     # Rule: another trial (not soaked) gets no section.
     assert soak_section(study, 4) == ""
+    # Rule: the section names the trial it soaked, and the report says when that is not the
+    # pick (confirm changed it after the soak: a new user read "ran this configuration"
+    # under a report about another trial).
+    from autotune.commands.report import soak_markdown
+
+    assert "`python -m autotune soak` ran trial #3 for" in section
+    assert "not the pick" not in soak_markdown(study, tmp_path / "r", pick=3)
+    assert "This soak ran trial #3, not the pick (trial #0)" in soak_markdown(
+        study, tmp_path / "r", pick=0)
 
 
 def test_the_verdicts_say_what_other_processes_did_to_the_host(tmp_path):
