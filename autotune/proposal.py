@@ -85,6 +85,13 @@ class Proposals:
         self.checks = (BaselineChecks(self.settings.baseline_every, context.layout,
                                       self.measure, progress.note)
                        if self.settings.parallel_trials <= 1 else None)
+        # A baseline that missed its precision target before this run (tune's data stage
+        # measured it, or a sweep was stopped right after it) is measured again before the
+        # next launch, as one measured here is.
+        base = selection.baseline(StudyView(study).records)
+        if self.checks is not None and base is not None and base.imprecise \
+                and not base.repeat_records:
+            self.checks.request()
         #: Concurrent trials: set when the main thread is told to stop; trial threads see it.
         self.stopping = threading.Event()
         self.stopped_by: BaseException | None = None

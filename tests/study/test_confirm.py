@@ -142,6 +142,26 @@ def test_a_baseline_that_missed_its_precision_target_is_flagged_and_measured_aga
     assert len(checks) == 1 and "baseline (trial 0) re-measured" in out
 
 
+def test_an_imprecise_baseline_measured_before_this_run_is_measured_again_first(harness):
+    space = harness.space("c5b", {"data.prefetch": [2, 4]})
+    harness.script(steps=8, step_sleep=0.005, jitter=0.6)
+    common = ("sweep.baseline_every=0", "sweep.stop.slow_ratio=0",
+              "sweep.stop.slow_warmup_ratio=0")
+    # The baseline alone, imprecise, and the run ends (as tune's data stage measures it
+    # before the throughput stage's sweep, or a sweep stopped right after it).
+    code, out, err = harness.run(space, "sweep.n_trials=1", *common)
+    assert code == 0, err + out
+    assert "interval" in harness.study().trials[0].user_attrs["imprecise"]
+    assert not harness.study().user_attrs.get("autotune.repeats", {}).get("0")
+    # Rule: the next run measures it again before its first launch (a new user's tune did
+    # not: the request lived in the process that measured it).
+    code, out, err = harness.run(space, "sweep.n_trials=2", *common)
+    assert code == 0, err + out
+    checks = [r for r in harness.study().user_attrs["autotune.repeats"]["0"]
+              if r["source"] == "baseline-check"]
+    assert len(checks) == 1 and "baseline (trial 0) re-measured" in out
+
+
 PICK = re.compile(r"pick \(what export and soak take\): trial #(\d+)")
 
 
