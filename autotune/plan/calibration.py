@@ -181,7 +181,8 @@ def fit_time(points: list[Measurement], prior: Constants) -> tuple[dict, float |
     best: tuple[dict, float] | None = None
     for floor in floors:
         efficiency = {d: min(e, ceiling) for d, e in prior.compute_efficiency.items()}
-        for _ in range(2):  # which GEMMs are under the floor depends on the efficiency
+        # Which GEMMs are under the floor depends on the efficiency (none at a floor of 0).
+        for _ in range(2 if floor else 1):
             rows = [_with_compute(m, other, floor, efficiency[m.job.dtype.value])
                     for m, other in zip(usable, others)]
             out, error = _fit_time_at(usable, rows, prior, ceiling,

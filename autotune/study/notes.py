@@ -58,6 +58,7 @@ def save(target: optuna.Trial | optuna.Study, body: str) -> None:
     try:
         save_note(target, body)
     except Exception as exc:  # noqa: BLE001 - failures are data: a warning line
-        which = f"trial {target.number}" if isinstance(target, optuna.Trial) else "the study"
+        number = getattr(target, "number", None)  # a study has none
+        which = "the study" if number is None else f"trial {number}"
         log.warning("%s: could not save its dashboard note (%s: %s)", which,
                     type(exc).__name__, exc)

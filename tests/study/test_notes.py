@@ -33,3 +33,13 @@ def test_a_note_that_cannot_be_saved_is_a_warning(caplog):
         save(Broken(), "body")  # must not raise
     # Rule: the failure is one warning line naming the trial.
     assert "trial 7: could not save its dashboard note" in caplog.text
+
+
+class BrokenStudy:
+    _storage = None  # a study (no trial number) whose note cannot be stored
+
+
+def test_a_study_note_that_cannot_be_saved_is_a_warning_naming_the_study(caplog):
+    with caplog.at_level(logging.WARNING, logger="autotune.study.notes"):
+        save(BrokenStudy(), "body")  # must not raise
+    assert "the study: could not save its dashboard note" in caplog.text
