@@ -88,9 +88,8 @@ class Proposals:
         # A baseline that missed its precision target before this run (tune's data stage
         # measured it, or a sweep was stopped right after it) is measured again before the
         # next launch, as one measured here is.
-        base = selection.baseline(StudyView(study).records)
-        if self.checks is not None and base is not None and base.imprecise \
-                and not base.repeat_records:
+        base = selection.baseline(StudyView(study).records) if self.checks else None
+        if base is not None and base.imprecise and not base.repeat_records:
             self.checks.request()
         #: Concurrent trials: set when the main thread is told to stop; trial threads see it.
         self.stopping = threading.Event()
