@@ -64,7 +64,7 @@ def run_profile(composed: DictConfig, console: Console, config: SweepConfig,
     elif (study := (S.load_existing(settings) if _names_a_study(overrides)
                     else _existing_study(settings))) is not None:
         record = study_verdict(load_records(study), composed).pick
-        if record is not None and not _pick_has(record, composed, trial_overrides(overrides)):
+        if record is not None and _not_run(record, composed, trial_overrides(overrides)):
             record = None  # an override the pick lacks asks for the composed configuration
         if record is not None:
             console.print(f"profiling the study's pick (what export and soak take): trial "
@@ -97,24 +97,24 @@ def run_profile(composed: DictConfig, console: Console, config: SweepConfig,
     return 0
 
 
-def _pick_has(record: TrialRecord, composed: DictConfig, overrides: list[str]) -> bool:
-    """Whether the pick ran with what each trial override sets (``workload.entry=x`` on a
-    study of workload x): the value at its path, a config group's whole section, is the
-    same in the pick's config as in the composed one. A pick without a config to compare
-    has none of them."""
+def _not_run(record: TrialRecord, composed: DictConfig, overrides: list[str]) -> list[str]:
+    """The trial overrides the trial did not run with (none: it ran with what each sets,
+    as ``workload.entry=x`` on a study of workload x): the value at its path, a config
+    group's whole section, differs in its config from the composed one. A trial without a
+    config to compare ran none of them."""
     if not overrides:
-        return True
+        return []
     if record.run_dir is None or not record.run_dir.has_config():
-        return False
-    picked, wanted = record.run_dir.read_config(), to_trial_config(composed)
+        return list(overrides)
+    ran, wanted = record.run_dir.read_config(), to_trial_config(composed)
+    missing = []
     for override in overrides:
-        path = override.split("=", 1)[0].lstrip("+~").split(".")
-        here, there = picked, wanted
-        for part in path:
+        here, there = ran, wanted
+        for part in override.split("=", 1)[0].lstrip("+~").split("."):
             here, there = getattr(here, part, None), getattr(there, part, None)
         if here != there:
-            return False
-    return True
+            missing.append(override)
+    return missing
 
 
 def _refuse_what_the_trial_lacks(record: TrialRecord, composed: DictConfig,
@@ -122,11 +122,11 @@ def _refuse_what_the_trial_lacks(record: TrialRecord, composed: DictConfig,
     """``profile.trial=N`` re-runs the trial as it ran: an override that sets it to
     something else (``precision=fp16`` on an fp32 trial) would be dropped without a word,
     so it is refused with the two ways to get what was asked."""
-    for override in overrides:
-        if not _pick_has(record, composed, [override]):
-            raise ConfigError(f"profile.trial={record.number} profiles the trial as it ran, "
-                              f"and {override} is not what it ran: drop {override}, or drop "
-                              "profile.trial to profile the composed configuration")
+    missing = _not_run(record, composed, overrides)
+    if missing:
+        raise ConfigError(f"profile.trial={record.number} profiles the trial as it ran, "
+                          f"and {missing[0]} is not what it ran: drop {missing[0]}, or drop "
+                          "profile.trial to profile the composed configuration")
 
 
 def _names_a_study(overrides: list[str]) -> bool:
