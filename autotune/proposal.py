@@ -85,12 +85,8 @@ class Proposals:
         self.checks = (BaselineChecks(self.settings.baseline_every, context.layout,
                                       self.measure, progress.note)
                        if self.settings.parallel_trials <= 1 else None)
-        # A baseline that missed its precision target before this run (tune's data stage
-        # measured it, or a sweep was stopped right after it) is measured again before the
-        # next launch, as one measured here is.
-        base = selection.baseline(StudyView(study).records) if self.checks else None
-        if base is not None and base.imprecise and not base.repeat_records:
-            self.checks.request()
+        if self.checks is not None:  # a baseline measured before this run, imprecise
+            self.checks.request_if_imprecise(selection.baseline(StudyView(study).records))
         #: Concurrent trials: set when the main thread is told to stop; trial threads see it.
         self.stopping = threading.Event()
         self.stopped_by: BaseException | None = None
@@ -371,8 +367,8 @@ class Proposals:
         if not is_baseline:
             return Settled(launched=True)
         record = after.record(trial.number)
-        if record.imprecise and self.checks is not None:
-            self.checks.request()  # it missed its precision target: measured again next
+        if self.checks is not None:  # it missed its precision target: measured again next
+            self.checks.request_if_imprecise(record)
         return Settled(launched=True, stop=self._baseline_stop(trial.number, result, record))
 
     def _show(self, ready: Ready, measured: Measured, after: StudyView, *,

@@ -43,6 +43,13 @@ class BaselineChecks:
         missed its precision target is run again)."""
         self.requested = True
 
+    def request_if_imprecise(self, base: R.TrialRecord | None) -> None:
+        """:meth:`request` for a baseline that missed its precision target and has not been
+        measured again since: one rule, whether it was measured in this run or before it
+        (tune's data stage, a sweep stopped right after it)."""
+        if base is not None and base.imprecise and not base.repeat_records:
+            self.request()
+
     def due(self) -> bool:
         """Before the next launch: asked for, or K launches since the baseline was last
         measured."""
