@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 from autotune.plan.layout import Job, Recompute
 from autotune.plan.memory import local_seq
-from autotune.plan.model_dims import ModelDims, matmul_shapes
+from autotune.plan.model_dims import ModelDims, attended_keys, matmul_shapes
 
 #: The output tiles a GEMM library chooses among.
 TILES = (64, 128, 256)
@@ -85,7 +85,8 @@ def forward_gemms(d: ModelDims, job: Job, *, matmuls: bool = True,
                   attention: bool = True, every_second: bool = False) -> list[Gemm]:
     """One block's forward GEMMs for one micro-batch on one device: the weight matmuls
     (M = the micro-batch's local tokens) and the attention core, batched over the local
-    heads (QK^T: s_local x s x head dim; scores x V: s_local x head dim x s)."""
+    heads (QK^T: s_local x k x head dim; scores x V: s_local x head dim x k, k the keys
+    each query attends, model_dims.attended_keys)."""
     tokens = int(job.micro_batch_size * local_seq(d, job))
     out: list[Gemm] = []
     if matmuls:
@@ -94,7 +95,8 @@ def forward_gemms(d: ModelDims, job: Job, *, matmuls: bool = True,
     if attention:
         heads = job.micro_batch_size * d.heads / job.mp
         rows = int(local_seq(d, job))
-        out += [Gemm(rows, d.seq, d.head_dim, heads), Gemm(rows, d.head_dim, d.seq, heads)]
+        keys = round(attended_keys(d, job.flash_attention))
+        out += [Gemm(rows, keys, d.head_dim, heads), Gemm(rows, d.head_dim, keys, heads)]
     return out
 
 

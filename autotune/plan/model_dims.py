@@ -96,18 +96,40 @@ def model_flops_per_token(d: ModelDims) -> float:
     return 6.0 * non_embedding_params(d) + 12.0 * d.layers * d.heads * d.head_dim * d.seq
 
 
+#: Keys a FlashAttention tile spans (FlashAttention-2's blocks are 64 or 128 wide, Dao
+#: 2023, arXiv:2307.08691): the granularity at which a causal kernel skips masked work.
+FLASH_TILE = 128
+
+
+def attended_keys(d: ModelDims, flash_attention: bool) -> float:
+    """Keys each query's scores are computed against, on average. Every model here is a
+    causal decoder. Where the scores are materialised and then masked (Megatron-LM's fused
+    softmax) the product is the whole s x s; a FlashAttention kernel on a causal mask skips
+    the tiles wholly above the diagonal ("approximately half of the blocks for large
+    sequence length", Dao 2023, FlashAttention-2, "Causal masking"; Ascend's
+    FlashAttentionScore does the same for a causal next_tokens = 0): T (T + 1) / 2 of T^2
+    tiles, T = s / tile. Context parallel splits the causal work evenly (Megatron-LM places
+    chunks i and 2 cp - 1 - i on rank i), so this holds per rank too."""
+    if not flash_attention:
+        return float(d.seq)
+    tiles = -(-d.seq // FLASH_TILE)
+    return d.seq * (tiles + 1) / (2 * tiles)
+
+
 def layer_flops_per_token(d: ModelDims, *, recompute: str = "none",
                           flash_attention: bool = False) -> float:
     """What one block computes per token, forward and backward: the forward is 2 FLOPs per
     matmul parameter (with grouped-query attention K and V are kv_heads x head_dim wide,
     and SwiGLU's gate, up and down are three h x f matrices: layer_params counts both) plus
-    4 s h for the attention core (QK^T and the scores times V for every query head, full
-    s^2 as Megatron-LM counts it: GQA shares K and V, it does not shrink this); the backward
-    is twice the forward. Full recompute adds one forward of the block (Narayanan et al.
-    2021, eq. 3), selective one forward of the attention core (Korthikanti et al. 2022,
-    eq. 8), selective op the matmuls it did not keep; FlashAttention's backward recomputes
-    the scores QK^T (Dao et al. 2022, algorithm 4): half the attention core's forward."""
-    attention_core = 4.0 * d.seq * d.hidden
+    4 k h for the attention core (QK^T and the scores times V for every query head against
+    k = attended_keys: the full s where the scores are materialised, as Megatron-LM counts
+    it, about half under a causal FlashAttention; GQA shares K and V, it does not shrink
+    this); the backward is twice the forward. Full recompute adds one forward of the block
+    (Narayanan et al. 2021, eq. 3), selective one forward of the attention core (Korthikanti
+    et al. 2022, eq. 8), selective op the matmuls it did not keep; FlashAttention's backward
+    recomputes the scores QK^T (Dao et al. 2022, algorithm 4): half the attention core's
+    forward."""
+    attention_core = 4.0 * attended_keys(d, flash_attention) * d.hidden
     forward = 2.0 * layer_params(d) + attention_core
     extra = {"none": 0.0, "selective": attention_core, "full": forward,
              "selective_op": 2.0 * recomputed_matmul_params(d)}[recompute]

@@ -12,9 +12,15 @@ import dataclasses
 
 import pytest
 
-from autotune.plan import memory, steptime
+from autotune.plan import kernels, memory, steptime
 from autotune.plan.layout import Cluster, Job, Recompute
-from autotune.plan.model_dims import ModelDims, layer_flops_per_token, layer_params, total_params
+from autotune.plan.model_dims import (
+    ModelDims,
+    attended_keys,
+    layer_flops_per_token,
+    layer_params,
+    total_params,
+)
 from autotune.plan.predict import Constants, predict
 from autotune.settings import SweepConfig
 from trials.contract.compose import compose
@@ -168,9 +174,16 @@ def test_flash_attention_stores_no_scores_moves_none_and_recomputes_them():
         memory.activation_bytes_per_layer(d, selective)
     assert steptime.score_elements(d, flash) == 0
     assert steptime.score_elements(d, plain) == 36 * 1 * 32 * 2048 * 2048 * 3
-    # Its backward recomputes QK^T: half the attention core's forward, 2 s h a token.
+    # On the causal mask it computes the tiles on and below the diagonal: 136 of 16 x 16
+    # tiles of 128 keys, 1,088 keys a query on average (the scores it materialises cover
+    # all 2,048); its backward recomputes QK^T over them, half that core's forward.
+    assert attended_keys(d, flash_attention=True) == 1088
+    assert attended_keys(d, flash_attention=False) == 2048
+    causal_core, full_core = 4 * 1088 * 4096, 4 * 2048 * 4096
     assert layer_flops_per_token(d, flash_attention=True) - layer_flops_per_token(d) == \
-        pytest.approx(2 * 2048 * 4096)
+        pytest.approx(3 * (causal_core - full_core) + causal_core / 2)
+    flash_gemms = kernels.forward_gemms(d, flash, matmuls=False)
+    assert [(g.m, g.n, g.k) for g in flash_gemms] == [(2048, 1088, 128), (2048, 128, 1088)]
 
 
 def test_context_parallel_splits_the_sequence_and_passes_kv_around_the_ring():
