@@ -23,6 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 from autotune.plan import fits
 from autotune.plan.costmodel import CostModel
 from autotune.plan.learning import Refitter
+from autotune.presentation.invocation import autotune_command
 from autotune.running import preflight, pruning
 from autotune.running.job import Runner
 from autotune.running.pruning import StepPruner
@@ -165,4 +166,4 @@ def _check_baseline(space: SearchSpace, search_name: str) -> None:
         raise ConfigError(
             f"search space {search_name!r} has nothing to search besides the baseline: "
             f"{alone}; list values that can run under knobs: in {space_file(search_name)} "
-            "(or measure the baseline alone: python -m autotune profile)")
+            f"(or measure the baseline alone: {autotune_command('profile')})")

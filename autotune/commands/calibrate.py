@@ -29,6 +29,7 @@ from omegaconf import DictConfig
 from rich.console import Console
 
 from autotune.plan.calibrate_csv import calibrate_csv
+from autotune.presentation.invocation import autotune_command
 from autotune.settings import CalibrateSettings, SweepConfig
 from trials.contract.schema import ConfigError, to_trial_config
 
@@ -38,7 +39,7 @@ def run(composed: DictConfig, overrides: list[str], console: Console, *,
     options: CalibrateSettings = config.calibrate
     if not options.csv:
         raise ConfigError("calibrate needs calibrate.csv=PATH: a CSV of measured runs, one per "
-                          "row (the columns: python -m autotune calibrate --help, or "
+                          f"row (the columns: {autotune_command('calibrate', '--help')}, or "
                           "docs/how-to/plan-and-calibrate.md)")
     return calibrate_csv(Path(options.csv), to_trial_config(composed).hardware,
                          store=options.store,

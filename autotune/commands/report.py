@@ -22,6 +22,7 @@ from rich.console import Console
 
 from autotune.plan import fits
 from autotune.presentation.findings import to_markdown
+from autotune.presentation.invocation import autotune_command
 from autotune.profiling.profile import stored_profiles
 from autotune.report import index, plots, prediction, stages, tables, where_time_goes
 from autotune.report.diagnosis import Finding, diagnose
@@ -133,7 +134,7 @@ def soak_markdown(study, out: Path, pick: int | None = None) -> str:
                            plot=SOAK_FIGURE if soak.plot and plot.is_file() else None)
     if section and pick is not None and pick != soak.trial:
         section += (f"\nThis soak ran trial #{soak.trial}, not the pick (trial #{pick}): "
-                    "`python -m autotune soak` soaks the pick.\n")
+                    f"`{autotune_command('soak')}` soaks the pick.\n")
     return section
 
 

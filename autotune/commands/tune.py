@@ -22,6 +22,7 @@ import optuna
 from omegaconf import DictConfig
 from rich.console import Console
 
+from autotune.presentation.invocation import autotune_command
 from autotune.presentation.labels import params_label
 from autotune.settings import SweepConfig, TuneSettings
 from autotune.stages.correctness import run_correctness
@@ -110,7 +111,7 @@ def _stability(composed: DictConfig, config: SweepConfig, study, console: Consol
     chosen, _ = pick_trial(study, load_records(study), composed, config.soak)
     if soak is not None and soak.finished and soak.trial == chosen.number:
         console.print(f"  trial {chosen.number} was soaked already: its result is taken "
-                      "(python -m autotune soak runs it again)", markup=False)
+                      f"({autotune_command('soak')} runs it again)", markup=False)
         _lines(console, soak.verdicts)
         return StageResult(done=True, trial=chosen.number, lines=list(soak.verdicts),
                            issues=soak_issues(soak))

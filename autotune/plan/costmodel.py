@@ -19,6 +19,7 @@ from autotune.plan.calibration import Measurement
 from autotune.plan.layout import Cluster, Job, cpu_compute_share
 from autotune.plan.model_dims import ModelDims
 from autotune.plan.predict import Constants, Prediction, predict
+from autotune.presentation.invocation import autotune_command
 from trials.contract.machine import cached_cpu_peak_flops
 from trials.contract.schema import Backend, DType, HardwareConfig, TrialConfig
 
@@ -78,7 +79,7 @@ class CostModel:
         hw = self.hardware
         if hw.backend is Backend.CPU:
             return (f"no verified CPU peak FLOP/s for {dtype.value} is cached on this "
-                    "machine: run `python -m autotune calibrate-host` on a quiet host, or "
+                    f"machine: run `{autotune_command('calibrate-host')}` on a quiet host, or "
                     f"give it: 'hardware.peak_tflops={{{dtype.value}: N}}'")
         return (f"hardware profile {hw.name} ({hw.backend.value}) has no peak FLOP/s for "
                 f"{dtype.value}: add peak_tflops: {{{dtype.value}: N}} to the profile (the "

@@ -1,5 +1,5 @@
-"""Short names of knobs, a point's knob values in one line (tables, progress lines), and a
-share as a percentage (findings, reports)."""
+"""Short names of knobs, a point's knob values in one line (tables, progress lines), a
+share as a percentage (findings, reports) and a size in the unit that shows it."""
 
 from __future__ import annotations
 
@@ -22,6 +22,12 @@ def params_label(params: dict) -> str:
 def share_text(fraction: float) -> str:
     """A share of a whole as a percentage: 0.123 -> '12.3 %'."""
     return f"{100 * fraction:.1f} %"
+
+
+def mib_text(mib: float) -> str:
+    """A size given in MiB, in KiB under 1 MiB: the CPU allocator's curve of a tiny model
+    (a few KiB) read "peak 0.0 MiB, mean 0.0 MiB, peak/mean 3.68"."""
+    return f"{mib:,.1f} MiB" if mib >= 1 else f"{mib * 1024:,.1f} KiB"
 
 
 def counted(n: int, noun: str) -> str:

@@ -7,6 +7,7 @@ from pathlib import Path
 from matplotlib.figure import Figure
 
 from autotune.presentation.figures import save
+from autotune.presentation.labels import mib_text
 from trials.contract.breakdown import CATEGORIES
 from trials.contract.events import ProfileRecord
 
@@ -39,7 +40,7 @@ def where_the_time_goes(profile: ProfileRecord, path: Path, *, title: str) -> Pa
     if m.t_s:
         mem.plot(m.t_s, m.mib, lw=0.8)
         mem.axhline(m.mean_mib, color="tab:gray", ls="--", lw=0.8,
-                    label=f"mean {m.mean_mib:,.1f} MiB")
+                    label=f"mean {mib_text(m.mean_mib)}")
         mem.legend(fontsize=7)
     mem.set_xlabel("s into the profiled steps")
     mem.set_ylabel("MiB")

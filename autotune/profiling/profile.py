@@ -15,6 +15,8 @@ from rich.console import Console
 from rich.table import Table
 
 from autotune.presentation.findings import Finding
+from autotune.presentation.invocation import autotune_command
+from autotune.presentation.labels import mib_text
 from autotune.profiling import rules
 from autotune.running.job import Runner
 from autotune.running.repeat import run_once
@@ -166,13 +168,13 @@ def show(result: ProfileResult, console: Console) -> None:
     console.print(ops)
     m = p.memory
     if m.peak_mib is not None:
-        console.print(f"memory ({m.source}): peak {m.peak_mib:,.1f} MiB, mean "
-                      f"{m.mean_mib:,.1f} MiB, peak/mean {m.peak_over_mean:.2f}",
+        console.print(f"memory ({m.source}): peak {mib_text(m.peak_mib)}, mean "
+                      f"{mib_text(m.mean_mib)}, peak/mean {m.peak_over_mean:.2f}",
                       markup=False, soft_wrap=True)
         rss = m.rss
         if rss.peak_mib and m.source != "host RSS":
-            console.print(f"host RSS (sampled every 2 ms): peak {rss.peak_mib:,.1f} MiB, "
-                          f"mean {rss.mean_mib:,.1f} MiB", markup=False, soft_wrap=True)
+            console.print(f"host RSS (sampled every 2 ms): peak {mib_text(rss.peak_mib)}, "
+                          f"mean {mib_text(rss.mean_mib)}", markup=False, soft_wrap=True)
     c = p.communication or {}
     perf = result.performance
     if perf.comm_s is not None:
@@ -190,7 +192,7 @@ def show(result: ProfileResult, console: Console) -> None:
                           f"size ({link.commbench_busbw_gbs:.3f} GB/s)", markup=False,
                           soft_wrap=True)
         else:
-            console.print("  (run python -m autotune commbench to judge it against what the "
+            console.print(f"  (run {autotune_command('commbench')} to judge it against what the "
                           "interconnect can do)", markup=False, soft_wrap=True)
     for f in findings_of(result) or [Finding("none", (), "No rule fired: nothing stands out.")]:
         console.print(f"- {f.rule}: {f.sentence}", markup=False, soft_wrap=True)

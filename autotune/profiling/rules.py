@@ -44,6 +44,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from autotune.presentation.findings import Finding
+from autotune.presentation.labels import mib_text
 from autotune.presentation.labels import share_text as _pct
 from autotune.study.data_bound import CHEAPER_PREPROCESSING, input_bound
 from trials.contract.breakdown import MemoryCurve, OpRow
@@ -209,8 +210,8 @@ def memory_peaks(e: Evidence) -> Finding | None:
         return None
     return Finding("memory_peaks", e.who, (
         f"{e.subject}: the memory curve ({e.memory.source or 'memory'}) peaks at "
-        f"{e.memory.peak_mib:,.1f} MiB, {factor:.1f}x its mean of "
-        f"{e.memory.mean_mib:,.1f} MiB (above {MEMORY_PEAK_FACTOR:g}x): transient buffers, "
+        f"{mib_text(e.memory.peak_mib)}, {factor:.1f}x its mean of "
+        f"{mib_text(e.memory.mean_mib)} (above {MEMORY_PEAK_FACTOR:g}x): transient buffers, "
         "not the model, set the peak. Try "
         + advise(e, Move("a higher runtime.memory_optimize_level (O1)",
                          "runtime.memory_optimize_level", "O1"),

@@ -14,6 +14,7 @@ import shlex
 import optuna
 from rich.console import Console
 
+from autotune.presentation.invocation import autotune_command
 from autotune.profiling.profile import profile_config, store, stored_profiles, write_result
 from autotune.running.job import Runner
 from autotune.settings import ProfileSettings, SweepSettings
@@ -63,8 +64,8 @@ def profile_winner(study: optuna.Study, records: list[TrialRecord], winner: Tria
     # the printed command carries it (run as printed, it failed to import).
     path = os.environ.get("PYTHONPATH", "") if cfg.workload.entry else ""
     how = " ".join(p for p in (f"PYTHONPATH={shlex.quote(path)}" if path else "",
-                               "python -m autotune profile", f"profile.trial={winner.number}",
-                               same_study(settings)) if p)
+                               autotune_command("profile", f"profile.trial={winner.number}",
+                                                same_study(settings))) if p)
     if spent <= 0 or cost > options.max_sweep_share * spent:
         console.print(f"not profiling the winner, trial {winner.number}: about {cost:.0f} s, "
                       f"over {100 * options.max_sweep_share:.0f} % of the {spent:.0f} s its "

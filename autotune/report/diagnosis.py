@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from autotune.presentation.findings import Finding
+from autotune.presentation.invocation import autotune_command
 from autotune.presentation.labels import share_text as _pct
 from autotune.study.contrasts import Contrast, contrasts, how_to_isolate, of_value
 from autotune.study.data_bound import (
@@ -130,7 +131,7 @@ def pick_trial(ctx: _Context) -> list[Finding]:
     # the rules below are about that trial.
     own = f" Trial #{top.number}'s own run in the sweep: {', '.join(parts)}." if parts else ""
     return [Finding("pick", (top.number,), f"{ctx.story}.{own}", nums, cause=ctx.story,
-                    action="`python -m autotune confirm` re-measures it beside the baseline; "
+                    action=f"`{autotune_command('confirm')}` re-measures it beside the baseline; "
                            "`export` writes it as a job")]
 
 

@@ -7,6 +7,7 @@ from collections import Counter
 
 import pandas as pd
 
+from autotune.presentation.invocation import autotune_command
 from autotune.presentation.labels import short
 from autotune.presentation.tables import text_table
 from autotune.study.noise import Gain
@@ -131,7 +132,7 @@ def render(records: list[TrialRecord], *, limit: int = 20, noise_note: str = "")
     shown = df.head(limit)
     text = text_table(shown)
     if len(df) > limit:
-        text += f"\n... {len(df) - limit} more (python -m autotune report)"
+        text += f"\n... {len(df) - limit} more ({autotune_command('report')})"
     unit = unit_of(records)
     text += (f"\n{throughput_label(unit)}; runs = runs of the configuration the gains rest on; "
              "MFU %, peak GiB, step s, compile s = its own first run"
@@ -182,7 +183,7 @@ def noise_line(level) -> str:
             f"{100 * level.cv:.1f} % ({level.source})"
             + (f"; {100 * loaded.cv:.1f} % where the runs compared were {loaded.source}"
                if loaded is not None else "")
-            + "; ~ = within noise (python -m autotune confirm re-measures the finalists "
+            + f"; ~ = within noise ({autotune_command('confirm')} re-measures the finalists "
             "against the baseline)")
 
 

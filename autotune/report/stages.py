@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from autotune.presentation.invocation import autotune_command
 from autotune.settings import STAGES as STAGE_ORDER
 from autotune.study.schema.stages import StageResult
 
@@ -11,7 +12,7 @@ def markdown(results: dict[str, StageResult | dict]) -> list[str]:
         return []
     out = ["## Tuning stages", "",
            "Correctness, then memory, then the data pipeline, then throughput, then stability "
-           "(`python -m autotune tune`).", ""]
+           f"(`{autotune_command('tune')}`).", ""]
     for stage in STAGE_ORDER:
         stored = results.get(stage)
         if stored is None:

@@ -11,6 +11,7 @@ import logging
 import optuna
 from optuna_dashboard import save_note
 
+from autotune.presentation.invocation import autotune_command
 from autotune.study.schema.scorecard import Scorecard
 from trials.contract.outcomes import Outcome
 
@@ -49,7 +50,7 @@ def pick_note(sentence: str) -> str:
     return ("## autotune's pick\n\n" + sentence + "\n\nOptuna's *Best Trial* badge marks "
             "the trial whose own value (its first run) is highest; the pick weighs every "
             "run of each configuration against the noise, so the two can differ "
-            "(`python -m autotune report` says why the pick is the pick).\n")
+            f"(`{autotune_command('report')}` says why the pick is the pick).\n")
 
 
 def save(target: optuna.Trial | optuna.Study, body: str) -> None:

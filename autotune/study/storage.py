@@ -20,6 +20,7 @@ from typing import Any
 
 import optuna
 
+from autotune.presentation.invocation import autotune_command
 from autotune.settings import Objective, SweepSettings
 from autotune.study.connect import engine_kwargs
 from autotune.study.disk import DiskFull, check_room
@@ -159,7 +160,7 @@ def open_storage(settings: SweepSettings, *, create: bool) -> SurvivingStorage:
         _check_sqlite_location(path, create=create)
         _check_sqlite_file(path)
         if not path.exists() and not create:
-            raise ConfigError(f"no study database at {path}: run `python -m autotune sweep` "
+            raise ConfigError(f"no study database at {path}: run `{autotune_command('sweep')}` "
                               "first or set sweep.study / sweep.storage")
         if create:
             path.parent.mkdir(parents=True, exist_ok=True)

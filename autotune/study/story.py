@@ -15,6 +15,7 @@ but the pick is called anything like "best".
 
 from __future__ import annotations
 
+from autotune.presentation.invocation import autotune_command
 from autotune.presentation.labels import params_label
 from autotune.study.noise import percent
 from autotune.study.records import TrialRecord
@@ -123,7 +124,7 @@ def _set_aside(other: TrialRecord, verdict: Verdict, base: TrialRecord | None) -
                 f"#{top.number}'s {top.confirmed_tokens_per_s:,.0f}")
     if top is not None and top.confirmed_tokens_per_s:
         return (f"measured {sweep} but was not re-measured by confirm, whose median "
-                f"ranks #{top.number} first (python -m autotune confirm again re-measures "
+                f"ranks #{top.number} first ({autotune_command('confirm')} again re-measures "
                 "it with the others)")
     if top is not None and (other.standing or 0) > (top.standing or 0):
         return (f"measured {sweep} but #{top.number} is separably faster than it on the runs "

@@ -8,6 +8,7 @@ import optuna
 import pytest
 from rich.console import Console
 
+from autotune.presentation.invocation import interpreter
 from autotune.profiling.profile import PROFILE_STUDY_KEY
 from autotune.profiling.winner import (
     PROFILER_FIXED_S,
@@ -62,7 +63,7 @@ def test_a_profile_over_its_share_of_the_sweep_is_only_suggested(tmp_path):
     result = profile_winner(study, [w], w, settings, ProfileSettings(), console, NoRunner())
     assert result is None
     assert "not profiling the winner, trial 0" in out.getvalue()
-    assert (f"python -m autotune profile profile.trial=0 sweep.runs_dir={tmp_path}"
+    assert (f"{interpreter()} -m autotune profile profile.trial=0 sweep.runs_dir={tmp_path}"
             in out.getvalue())
     # Rule: the command printed finds this study, not the default one (a PostgreSQL
     # study's hint profiled trial 0 of the default SQLite study), its password hidden.
@@ -102,4 +103,5 @@ def test_the_hint_for_a_workload_of_your_own_carries_the_sweeps_pythonpath(tmp_p
                    Console(file=out, width=300), NoRunner())
     # Rule: run as printed, the command imports the user's workload as the sweep did (it
     # failed "cannot be imported" in a shell without the PYTHONPATH).
-    assert "run PYTHONPATH=tests python -m autotune profile profile.trial=0" in out.getvalue()
+    assert (f"run PYTHONPATH=tests {interpreter()} -m autotune profile profile.trial=0"
+            in out.getvalue())
