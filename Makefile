@@ -46,7 +46,7 @@ mindformers-setup: $(MF_STAMP)
 $(MF_STAMP): pyproject.toml requirements-mindformers.txt
 	test -x $(MF_PY) || $(PYTHON) -m venv $(MF_VENV)
 	$(MF_PY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
-	@echo "mindformers-setup: pip's 'ERROR: ... mindformers 2.1.0 requires mindspore~=2.11.0' below is expected: the wheel declares MindSpore 2.11 and a package not on PyPI; it is installed without them and runs on MindSpore 2.10 (tests/mindformers)"
+	@echo "mindformers-setup: pip's 'ERROR: ... mindformers 2.1.0 requires ...' lines below (mindspore~=2.11.0, hyper-parallel, transformers and others) are expected: the wheel declares MindSpore 2.11 and a package not on PyPI; it is installed without them and runs on MindSpore 2.10 (tests/mindformers)"
 	$(MF_PY) -m pip install --quiet --disable-pip-version-check --no-deps mindformers==2.1.0
 	$(MF_PY) -m pip install --quiet --disable-pip-version-check -r requirements-mindformers.txt
 	touch $(MF_STAMP)

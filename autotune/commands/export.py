@@ -14,7 +14,7 @@ from rich.console import Console
 from autotune.export.atomic import recover, write_atomically
 from autotune.export.carry import carry
 from autotune.export.changes import describe_changes
-from autotune.export.environment import env_script, requirements
+from autotune.export.environment import env_script, requirement_files
 from autotune.export.job import (
     SOAK_FIGURE,
     export_readme,
@@ -99,8 +99,8 @@ def run_export(composed: DictConfig, console: Console, config: SweepConfig) -> i
     files: dict[str, str | bytes] = {
         "job.yaml": job_yaml(carried.job_config(job)),
         "launch.sh": launch_script(job, carried.modules),
-        "env.sh": env_script(),
-        "requirements.txt": requirements(job),
+        "env.sh": env_script(job),
+        **requirement_files(job),
         "job.sbatch": sbatch_script(job, study=settings.study, trial=chosen.number),
         **mindformers,
     }

@@ -15,7 +15,14 @@ import yaml
 
 from autotune.export.atomic import write_atomically
 from autotune.export.carry import carry, workload_files
-from autotune.export.environment import env_script, launch_environment, requirements
+from autotune.export.environment import (
+    NO_DEPS_FILE,
+    env_script,
+    installed_dependencies,
+    launch_environment,
+    requirement_files,
+    venv_names,
+)
 from autotune.export.job import (
     GPT_WORKLOAD_KEYS,
     export_readme,
@@ -146,16 +153,39 @@ def test_a_mindformers_workloads_yaml_travels_with_the_job(tmp_path, monkeypatch
 def test_requirements_pin_the_measured_versions():
     from importlib import metadata
 
-    text = requirements(job("workload=image_cnn"))
-    assert f"mindspore=={metadata.version('mindspore')}" in text.splitlines()
-    assert "mindformers" not in text
-    assert "mindformers" in requirements(job("workload=mindformers_llama_tiny"))
+    files = requirement_files(job("workload=image_cnn"))
+    assert set(files) == {"requirements.txt"}
+    assert f"mindspore=={metadata.version('mindspore')}" in files["requirements.txt"].splitlines()
+    assert "mindformers" not in files["requirements.txt"]
+    # Rule: MindFormers, whose declared MindSpore 2.11 pip cannot resolve beside the 2.10
+    # pinned, is installed without its dependencies, from a file of its own that env.sh's
+    # recipe names (a single requirements.txt failed with ResolutionImpossible).
+    mf = job("workload=mindformers_llama_tiny")
+    files = requirement_files(mf)
+    assert "mindformers" not in files["requirements.txt"]
+    assert "mindformers" in files[NO_DEPS_FILE]
+    assert f"pip install --no-deps -r {NO_DEPS_FILE}" in env_script(mf)
+    assert NO_DEPS_FILE not in env_script(job("workload=image_cnn"))
+
+
+def test_a_no_deps_packages_dependencies_are_pinned_as_the_study_had_them():
+    from importlib import metadata
+
+    # hydra-core declares omegaconf, antlr4-python3-runtime and packaging, all installed
+    # here; the closure reads them (and theirs) at this environment's versions.
+    closure = dict(installed_dependencies("hydra-core"))
+    assert closure["omegaconf"] == metadata.version("omegaconf")
+    assert closure["PyYAML"] == metadata.version("PyYAML")  # omegaconf's, one level down
+    assert "hydra-core" not in closure
+    # Rule: a declared dependency this environment lacks is left out, not pinned: the study
+    # ran without it (MindFormers declares transformers and a package not on PyPI).
+    assert all(metadata.version(name) == version for name, version in closure.items())
 
 
 def _launch_dir(tmp_path: Path, cfg: TrialConfig, modules: list[str]) -> Path:
     out = tmp_path / "job"
     write_atomically(out, {"job.yaml": job_yaml(cfg), "launch.sh": launch_script(cfg, modules),
-                           "env.sh": env_script()}, overwrite=False)
+                           "env.sh": env_script(cfg)}, overwrite=False)
     return out
 
 
@@ -206,6 +236,22 @@ def test_launch_sh_takes_the_nearest_venv_above_the_job(tmp_path):
     proc = _launch(out)
     assert proc.stderr.startswith("the job's own venv\n") and "cannot import mindspore" in \
         proc.stderr
+
+
+def test_launch_sh_looks_first_for_the_environment_that_exported_it(tmp_path, monkeypatch):
+    # `make sweep-mindformers` runs .venv-mindformers/bin/python; the checkout's .venv lacks
+    # MindFormers (launch.sh picked it and failed "cannot import mindformers").
+    for name in (".venv", ".venv-mindformers"):
+        (tmp_path / name / "bin").mkdir(parents=True)
+        script = tmp_path / name / "bin" / "python"
+        script.write_text(f'#!/bin/sh\necho "{name}" >&2\nexit 2\n')
+        script.chmod(0o755)
+    monkeypatch.setattr(sys, "prefix", str(tmp_path / ".venv-mindformers"))
+    assert venv_names() == [".venv-mindformers", ".venv"]
+    out = _launch_dir(tmp_path, job("workload=image_cnn"), ["imgcls"])
+    assert _launch(out).stderr.startswith(".venv-mindformers\n")
+    monkeypatch.setattr(sys, "prefix", str(tmp_path / ".venv"))
+    assert venv_names() == [".venv"]
 
 
 def test_launch_environment_checks_the_trial_programs_packages_and_the_workload():

@@ -121,7 +121,7 @@ def fake_bin(tmp_path: Path) -> Path:
 def export_dir(tmp_path: Path, cfg: TrialConfig) -> Path:
     out = tmp_path / "export"
     write_atomically(out, {"job.yaml": "run: {}\n", "launch.sh": launch_script(cfg),
-                           "env.sh": env_script(),
+                           "env.sh": env_script(cfg),
                            "job.sbatch": sbatch_script(cfg, study="big", trial=7)},
                      overwrite=False)
     return out
