@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from autotune.export.mindformers import MindFormersExport, table_cell
-from autotune.export.mindformers_transfer import check_transfer, leaves
+from autotune.export.mindformers_transfer import Transfer, check_transfer, leaves
 from autotune.presentation.labels import counted
 from trials.contract import mindformers as mf
 from trials.contract.schema import (
@@ -161,9 +161,14 @@ def export_train_config(job: TrialConfig, *, base: str = "",
         config = mf.merge(train_fragment(job, layers=job.workload.n_layers),
                           {"model": _workload_model(job),
                            "train_dataset": {"dataloader": {"type": PLACEHOLDER}}})
+        if base and transfer:  # a static base: the fragment holds what it let in, too
+            config = Transfer([], tuple(transfer)).select(config, {})
         result = TrainConfigExport(config, None, "mcore")
         result.notes.append(f"a fragment: {PLACEHOLDER} marks the keys your TrainConfig "
                             "supplies; export.mindformers_base=YOUR_train.yaml merges into it.")
+        if base and transfer:
+            result.notes.append(f"only what export.mindformers_transfer names "
+                                f"({', '.join(transfer)}), as in mindformers.yaml")
         return result
     layers = mf.model_dims(base_cfg["model"]).get("layers", job.workload.n_layers)
     tuned = _fit_to_base(train_fragment(job, layers=layers), base_cfg)

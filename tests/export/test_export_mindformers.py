@@ -250,9 +250,13 @@ def test_export_command_merges_into_a_base_and_refuses_a_bad_one(harness, tmp_pa
     # The export's checkpoint interval reaches the user's CheckpointMonitor (run).
     monitor = [c for c in config["callbacks"] if c["type"] == "CheckpointMonitor"]
     assert monitor[0]["save_checkpoint_steps"] == 50 and monitor[0]["prefix"] == "llama2_7b"
-    # Its TrainConfig twin is a fragment (the base is a static one), with the table.
+    # Its TrainConfig twin is a fragment (the base is a static one), with the table, and
+    # holds what the transfer named, too: not the CPU toy's model, device or batch.
     train = yaml.safe_load((good / "mindformers_train.yaml").read_text())
-    assert train["training"]["steps"] == 1000 and train["model"]["model_type"] == "SET-ME"
+    assert set(train["training"]) == {"steps", "seed"}  # run: named
+    assert "recompute" in train and "train_dataset" in train  # memory, data: named
+    assert not {"model", "context", "parallelism", "optimizer"} & set(train)
+    assert "only what export.mindformers_transfer names (data, memory, run)" in changes
     assert "| `parallel.mp` | `parallelism.tensor_parallel` | approximate |" in changes
     not_mf = tmp_path / "not_mf.yaml"
     not_mf.write_text("lr: 0.1\n")
