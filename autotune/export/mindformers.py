@@ -191,7 +191,8 @@ def export_mindformers(job: TrialConfig, *, base: str = "", style: str = "auto",
                                   what=f"{what}={base}")
             tuned = gate.select(tuned, base_cfg)
             notes += gate.notes
-        config = mf.merge(mf.merge(base_cfg, tuned), _nest(overrides))
+        config = _follow_dataset_aliases(
+            base_cfg, mf.merge(mf.merge(base_cfg, tuned), _nest(overrides)))
         result = MindFormersExport(config, Path(base), style,
                                    changes=_diff(base_cfg, config))
         checked = config
@@ -202,6 +203,24 @@ def export_mindformers(job: TrialConfig, *, base: str = "", style: str = "auto",
                           f"{problems[0]}")
     result.notes = [n for n in notes if n] + unfaithful(job, merged=base_cfg is not None)
     return result
+
+
+#: (task section, dataset section): MindFormers' configs write the task's dataset as the
+#: YAML alias of the dataset (``dataset_config: *train_dataset``).
+DATASET_ALIASES = (("train_dataset_task", "train_dataset"), ("eval_dataset_task", "eval_dataset"))
+
+
+def _follow_dataset_aliases(base: dict, config: dict) -> dict:
+    """A task's ``dataset_config`` that the base wrote as the alias of its dataset follows
+    the tuned dataset. Loaded, the alias is a copy, and the tuned values would sit beside the
+    base's; MindFormers replaces the task's config with the dataset's before training
+    (``trainer/base_trainer.py``), so both now say what trains."""
+    for task, data in DATASET_ALIASES:
+        section = base.get(task)
+        if (isinstance(section, dict) and isinstance(config.get(data), dict)
+                and section.get("dataset_config") == base.get(data)):
+            config = mf.merge(config, {task: {"dataset_config": config[data]}})
+    return config
 
 
 def _trial_hardware_note(job: TrialConfig, base_cfg: dict) -> str:

@@ -244,6 +244,8 @@ def test_export_command_merges_into_a_base_and_refuses_a_bad_one(harness, tmp_pa
     assert config["recompute_config"]["recompute"] is False  # memory: transferred
     changes = (good / "CHANGES.md").read_text()
     assert "| `train_dataset.prefetch_size` | 1 | 16 |" in changes
+    # The task's dataset, the base's alias of train_dataset, says the same (it kept 1).
+    assert config["train_dataset_task"]["dataset_config"]["prefetch_size"] == 16
     assert "| `output_dir` | ./output | /data/out |" in changes
     assert "parallel_config.data_parallel" not in changes.split("mindformers_train")[0]
     assert "kept as your config has them: batch, hardware, optimizer, parallel" in changes
