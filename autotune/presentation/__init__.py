@@ -1,5 +1,6 @@
 """The bottom layer everything that shows something may use: knob labels, Markdown
-tables, figure files, diagnosis findings and the command line of a hint. It imports nothing else of autotune.
+tables, figure files, diagnosis findings and the command line of a hint. It imports
+nothing else of autotune.
 
 - :mod:`.figures`: figure files;
 - :mod:`.findings`: what a diagnosis says;
