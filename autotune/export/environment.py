@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import platform
 import re
+import shlex
 import sys
 from importlib import metadata
 from pathlib import Path
@@ -155,7 +156,7 @@ def env_script(job: TrialConfig) -> str:
                if NO_DEPS_FILE in requirement_files(job) else "")
     return ENV_SH.format(python=".".join(platform.python_version_tuple()[:2]),
                          no_deps=no_deps, names=" or ".join(f"{n}/bin/python" for n in names),
-                         venvs=" ".join(names))
+                         venvs=" ".join(shlex.quote(n) for n in names))
 
 
 #: Finds each module without importing it (MindSpore's import takes seconds).

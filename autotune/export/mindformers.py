@@ -217,7 +217,8 @@ def _follow_dataset_aliases(base: dict, config: dict) -> dict:
     (``trainer/base_trainer.py``), so both now say what trains."""
     for task, data in DATASET_ALIASES:
         section = base.get(task)
-        if (isinstance(section, dict) and isinstance(config.get(data), dict)
+        if (isinstance(section, dict) and isinstance(base.get(data), dict)
+                and isinstance(config.get(data), dict)
                 and section.get("dataset_config") == base.get(data)):
             config = mf.merge(config, {task: {"dataset_config": config[data]}})
     return config
