@@ -79,33 +79,37 @@ def installed_dependencies(root: str) -> list[tuple[str, str]]:
     return sorted(out, key=lambda nv: _canonical(nv[0]))
 
 
+def _installed_without_deps(job: TrialConfig) -> list[str]:
+    """The job's packages pip installs with ``--no-deps`` (NO_DEPS)."""
+    return [dist for dist, _ in _packages(job) if _canonical(dist) in NO_DEPS]
+
+
+def _pin(dist: str) -> str:
+    version = _version(dist)
+    return f"{dist}=={version}" if version else f"{dist}  # not installed where this was exported"
+
+
 def requirement_files(job: TrialConfig) -> dict[str, str]:
     """requirements.txt (each package at the version of the exporting environment) and,
     where the job needs a package pip cannot resolve, requirements-no-deps.txt."""
-    head = [f"# The trial program's packages, at the versions the study measured with "
-            f"(Python {platform.python_version()}).",
-            "# Your workload's own dependencies, if any, go here too."]
-    pinned, no_deps = [], []
-    for dist, _ in _packages(job):
-        version = _version(dist)
-        line = (f"{dist}=={version}" if version
-                else f"{dist}  # not installed where this was exported")
-        (no_deps if _canonical(dist) in NO_DEPS else pinned).append((dist, line))
-    if no_deps:
-        named = {_canonical(d) for d, _ in pinned + no_deps}
-        extra = [(d, f"{d}=={v}") for root, _ in no_deps
-                 for d, v in installed_dependencies(root) if _canonical(d) not in named]
-        if extra:
-            pinned += [("", f"# What {', '.join(d for d, _ in no_deps)} declares, as installed "
-                            "where this was exported"),
-                       ("", f"# ({NO_DEPS_FILE} is installed without its declared "
-                            "dependencies)."), *extra]
-    files = {"requirements.txt": "\n".join(head + [line for _, line in pinned]) + "\n"}
-    if no_deps:
+    loose = _installed_without_deps(job)
+    lines = [f"# The trial program's packages, at the versions the study measured with "
+             f"(Python {platform.python_version()}).",
+             "# Your workload's own dependencies, if any, go here too.",
+             *(_pin(dist) for dist, _ in _packages(job) if dist not in loose)]
+    named = {_canonical(dist) for dist, _ in _packages(job)}
+    extra = [f"{dist}=={version}" for root in loose
+             for dist, version in installed_dependencies(root) if _canonical(dist) not in named]
+    if extra:
+        lines += [f"# What {', '.join(loose)} declares, as installed where this was exported",
+                  f"# ({NO_DEPS_FILE} is installed without its declared dependencies).",
+                  *extra]
+    files = {"requirements.txt": "\n".join(lines) + "\n"}
+    if loose:
         files[NO_DEPS_FILE] = (
             "# Installed with pip install --no-deps: its declared dependencies do not resolve\n"
             "# beside requirements.txt's; the ones the study ran with are there.\n"
-            + "\n".join(line for _, line in no_deps) + "\n")
+            + "\n".join(_pin(dist) for dist in loose) + "\n")
     return files
 
 
@@ -153,7 +157,7 @@ def venv_names() -> list[str]:
 def env_script(job: TrialConfig) -> str:
     names = venv_names()
     no_deps = (f" \\\n#         && .venv/bin/pip install --no-deps -r {NO_DEPS_FILE}"
-               if NO_DEPS_FILE in requirement_files(job) else "")
+               if _installed_without_deps(job) else "")
     return ENV_SH.format(python=".".join(platform.python_version_tuple()[:2]),
                          no_deps=no_deps, names=" or ".join(f"{n}/bin/python" for n in names),
                          venvs=" ".join(shlex.quote(n) for n in names))

@@ -161,15 +161,13 @@ def export_train_config(job: TrialConfig, *, base: str = "",
         config = mf.merge(train_fragment(job, layers=job.workload.n_layers),
                           {"model": _workload_model(job),
                            "train_dataset": {"dataloader": {"type": PLACEHOLDER}}})
+        notes = [f"a fragment: {PLACEHOLDER} marks the keys your TrainConfig supplies; "
+                 "export.mindformers_base=YOUR_train.yaml merges into it."]
         if base and transfer:  # a static base: the fragment holds what it let in, too
             config = Transfer([], tuple(transfer)).select(config, {})
-        result = TrainConfigExport(config, None, "mcore")
-        result.notes.append(f"a fragment: {PLACEHOLDER} marks the keys your TrainConfig "
-                            "supplies; export.mindformers_base=YOUR_train.yaml merges into it.")
-        if base and transfer:
-            result.notes.append(f"only what export.mindformers_transfer names "
-                                f"({', '.join(transfer)}), as in mindformers.yaml")
-        return result
+            notes.append(f"only what export.mindformers_transfer names "
+                         f"({', '.join(transfer)}), as in mindformers.yaml")
+        return TrainConfigExport(config, None, "mcore", notes=notes)
     layers = mf.model_dims(base_cfg["model"]).get("layers", job.workload.n_layers)
     tuned = _fit_to_base(train_fragment(job, layers=layers), base_cfg)
     gate = check_transfer(job, base_cfg, mf.PYNATIVE, transfer=list(transfer or []),
