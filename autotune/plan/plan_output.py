@@ -16,7 +16,7 @@ from autotune.plan.coverage import dtype_coverage
 from autotune.plan.figure import breakdown_figure, plan_figure
 from autotune.plan.planner import PlanPoint, dtypes, plan
 from autotune.plan.predict import Constants, memory_interval
-from autotune.presentation.tables import markdown_table
+from autotune.presentation.tables import markdown_table, text_table
 from autotune.settings import PlanSettings
 from autotune.study.layout import named_by
 from trials.contract.schema import ConfigError, TrialConfig, memory_budget_gib
@@ -340,14 +340,12 @@ def make_plan(cfg: TrialConfig, settings: PlanSettings, runs_dir: Path,
     except OSError as exc:
         raise ConfigError(f"cannot write the plan to {out} ({exc.strerror or exc}): choose a "
                           "writable plan.out=PATH") from exc
-    table = lambda t: t.to_string(index=False, na_rep="-",  # noqa: E731
-                                  float_format=lambda v: f"{v:,.2f}")
     lines = [title, batch_line(settings, cfg)]
     if shown.empty:
         lines.append("No configuration fits. The closest, and what each lacks:")
-        lines.append(table(near) if not near.empty else "(no configuration was enumerated)")
+        lines.append(text_table(near) if not near.empty else "(no configuration was enumerated)")
     else:
-        lines.append(table(shown))
+        lines.append(text_table(shown))
         if any_tight(shown):
             lines.append(TIGHT_NOTE)
     lines.extend(ruled_out_lines(ruled_out_summary(df)))

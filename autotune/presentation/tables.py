@@ -23,7 +23,8 @@ def significant(value: float, digits: int = 3) -> str:
 FORMATS: dict[str, str | Callable[[float], str]] = {
     "tokens/s": "{:,.0f}", "confirmed tok/s": "{:,.0f}", "samples/s": "{:,.0f}",
     "confirmed samples/s": "{:,.0f}", "MFU %": "{:.2f}",
-    "peak GiB": "{:.3f}", "step s": significant, "compile s": "{:.1f}",
+    "peak GiB": "{:.3f}", "states GiB": "{:.3f}", "activations GiB": "{:.3f}",
+    "step s": significant, "compile s": "{:.1f}",
     "change %": "{:+.1f}", "peak change GiB": "{:+.3f}"}
 
 

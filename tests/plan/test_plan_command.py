@@ -46,7 +46,14 @@ def test_plan_llama2_70b_on_4_nodes_of_ascend_910b(tmp_path):
     assert all(float(r["peak_gib"]) * (1 - HELD_OUT_MEMORY_ERROR) <= 64 for r in fitting)
     assert all(r["tight"] == "True" for r in fitting if float(r["peak_gib"]) > 64)
     assert int(fitting[0]["rank"]) == 1 and "tokens/s" in proc.stdout
-    assert "Ruled out" in (out / "plan.md").read_text()
+    md = (out / "plan.md").read_text()
+    assert "Ruled out" in md
+    # Rule: the terminal and plan.md print one table with one format per column: the
+    # best row's cells read the same in both (the terminal had 2 decimals, plan.md 3).
+    best_md = next(line for line in md.splitlines() if line.startswith("| 1 |"))
+    best_terminal = next(line for line in proc.stdout.splitlines()
+                         if line.split() and line.split()[0] == "1")
+    assert best_terminal.split() == " ".join(best_md.strip("|").split("|")).split()
 
 
 def test_plan_takes_the_precision_names_and_recompute_modes_of_every_command(tmp_path):
