@@ -21,6 +21,7 @@ from autotune.profiling import rules
 from autotune.running.job import Runner
 from autotune.running.repeat import run_once
 from autotune.settings import SweepSettings
+from autotune.study.conditions import load_flag
 from autotune.study.schema.keys import PROFILES
 from autotune.study.schema.profile import (
     Interconnect,
@@ -78,11 +79,14 @@ def profile_config(runner: Runner, cfg: TrialConfig, out: Path, settings: SweepS
 
     where_the_time_goes(profile, out / "profile.png",
                         title=f"Where the time goes: {label}, {profile.steps} profiled steps")
+    conditions = (run.conditions.judge(settings.contention_cores)
+                  if run.conditions is not None else None)
     return ProfileResult(trial=trial, dir=str(out), wall_s=run.wall_s, profile=profile,
                          performance=perf.replace(step_times_s=()),
                          interconnect=interconnect(perf, cfg, Path(settings.runs_dir)),
                          findings=[asdict(f) for f in findings],
-                         figure=str(out / "profile.png"), label=label)
+                         figure=str(out / "profile.png"), label=label,
+                         conditions=conditions)
 
 
 def workload_reach(cfg: TrialConfig) -> Reach | None:
@@ -145,6 +149,17 @@ def overhead_text(profile: ProfileRecord | dict) -> str:
     return f"profiler overhead {pct:+.1f} %, {periods}"
 
 
+def load_note(result: ProfileResult) -> str | None:
+    """What a profile measured under other processes' load says before its times (the
+    command's printout and the report's section); None for a quiet or unjudged run."""
+    c = result.conditions
+    if c is None or not c.contended:
+        return None
+    return (f"measured under load ({load_flag(c)}: {c.text()}; above sweep.contention_cores="
+            f"{c.contention_cores:g}): every time here is slower than this machine's quiet "
+            "one; profile again when the host is quiet")
+
+
 def show(result: ProfileResult, console: Console) -> None:
     """The step split and the top operators as tables, then the findings and the files."""
     p = result.profile
@@ -152,6 +167,8 @@ def show(result: ProfileResult, console: Console) -> None:
                   f"profiled steps, {1e3 * p.step_s:.2f} ms a step (the loop's period) "
                   f"({overhead_text(p)})",
                   markup=False, soft_wrap=True)
+    if note := load_note(result):
+        console.print(note, markup=False, soft_wrap=True)
     split = Table()
     split.add_column("part")
     split.add_column("ms/step", justify="right")

@@ -13,8 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autotune.presentation.findings import Finding
+from autotune.presentation.invocation import autotune_command
+from autotune.presentation.labels import mib_text
 from autotune.profiling import rules
-from autotune.profiling.profile import findings_of, overhead_text
+from autotune.profiling.profile import findings_of, load_note, overhead_text
 from autotune.study.records import TrialRecord
 from autotune.study.schema.profile import ProfileResult
 from trials.contract.breakdown import MemoryStats
@@ -46,8 +48,10 @@ def section(records: list[TrialRecord], profiles: dict[int, ProfileResult],
         return _without_profile(pick)
     p, trial = chosen.profile, chosen.trial
     note = [] if pick is None or trial == pick.number else [
-        f"Not the pick (#{pick.number}), which has no profile: `python -m autotune "
-        f"profile profile.trial={pick.number}` profiles it.", ""]
+        f"Not the pick (#{pick.number}), which has no profile: "
+        f"`{autotune_command('profile', f'profile.trial={pick.number}')}` profiles it.", ""]
+    if loaded := load_note(chosen):
+        note += [f"{loaded[0].upper()}{loaded[1:]}.", ""]
     # matplotlib on first use: every command imports this module, few draw.
     from autotune.profiling.figure import where_the_time_goes
 
@@ -65,8 +69,8 @@ def section(records: list[TrialRecord], profiles: dict[int, ProfileResult],
               f"{r.ms_per_step:.3f} | {100 * r.share:.1f} % |" for r in p.top_ops]
     m = p.memory
     if m.peak_mib is not None:
-        lines += ["", f"Memory ({m.source}): peak {m.peak_mib:,.1f} MiB, mean "
-                      f"{m.mean_mib:,.1f} MiB (peak/mean {m.peak_over_mean:.2f})."
+        lines += ["", f"Memory ({m.source}): peak {mib_text(m.peak_mib)}, mean "
+                      f"{mib_text(m.mean_mib)} (peak/mean {m.peak_over_mean:.2f})."
                   + _rss(m.rss)]
     lines += ["", f"Files: `{chosen.dir}` (trace.json opens in Perfetto or "
                   "chrome://tracing; raw/ in MindStudio Insight)."]
@@ -76,8 +80,8 @@ def section(records: list[TrialRecord], profiles: dict[int, ProfileResult],
 def _rss(rss: MemoryStats) -> str:
     if not rss.peak_mib:
         return ""
-    return (f" Host RSS (sampled every 2 ms): peak {rss.peak_mib:,.1f} MiB, mean "
-            f"{rss.mean_mib:,.1f} MiB.")
+    return (f" Host RSS (sampled every 2 ms): peak {mib_text(rss.peak_mib)}, mean "
+            f"{mib_text(rss.mean_mib)}.")
 
 
 def _without_profile(pick: TrialRecord | None) -> TimeSection:
@@ -85,9 +89,9 @@ def _without_profile(pick: TrialRecord | None) -> TimeSection:
         return TimeSection(lines=["No completed trial to say where its time goes."])
     perf = pick.perf
     evidence = rules.from_performance(perf, trial=pick.number, dp=len(perf.rank_step_s) or 1)
-    lines = [f"No profile of trial #{pick.number} yet: run `python -m autotune profile "
-             f"profile.trial={pick.number}` for the step split, the top operators and the "
-             "memory curve."]
+    lines = [f"No profile of trial #{pick.number} yet: run "
+             f"`{autotune_command('profile', f'profile.trial={pick.number}')}` for the step "
+             "split, the top operators and the memory curve."]
     if perf.data_wait_share is not None:
         lines.append(f"From its measured steps: data wait {100 * perf.data_wait_share:.1f} % "
                      "of the step.")

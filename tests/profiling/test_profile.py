@@ -382,3 +382,25 @@ def test_a_workload_that_does_not_import_here_is_refused_before_the_profile_writ
     # failed with config_error, exit 1, after writing its profile directory).
     assert_one_line_error(code, capsys.readouterr().err, "cannot be imported", "PYTHONPATH")
     assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("other_cores, flagged", [(1.3, True), (0.1, False)])
+def test_a_profile_measured_under_load_says_so_and_keeps_its_conditions(other_cores, flagged):
+    from rich.console import Console
+
+    from autotune.profiling.profile import show
+    from autotune.study.conditions import Conditions
+
+    conditions = Conditions(other_cores=other_cores, window="measured steps",
+                            window_s=4.0).judge(0.5)
+    result = ProfileResult(label="trial 3", conditions=conditions)
+    console = Console(record=True, width=200)
+    show(result, console)
+    printed = console.export_text()
+    # Rule: a profile run over sweep.contention_cores of other load says its times are not
+    # the quiet machine's, as a sweep's trial is flagged; a quiet one says nothing of it.
+    assert ("measured under load (load 1.3" in printed) is flagged, printed
+    assert ("above sweep.contention_cores=0.5" in printed) is flagged
+    # Rule: the judged conditions are stored with the profile (profile.json, the study).
+    back = ProfileResult.from_json(json.loads(json.dumps(result.to_json())))
+    assert back.conditions == conditions and back.conditions.contended is flagged

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from autotune.report.where_time_goes import FIGURE, TimeSection, html_lines, markdown, section
 from autotune.study.schema.profile import ProfileResult
 from tests.fakes import rec
@@ -63,3 +65,21 @@ def test_html_escapes_the_lines():
     out = html_lines(TimeSection(lines=["a <b> & c"]), None)
     # Rule: the lines are escaped inside <pre>; no image without a source.
     assert out == ["<h2>Where the time goes</h2>", "<pre>a &lt;b&gt; &amp; c</pre>"]
+
+
+def test_a_profile_measured_under_load_says_so_before_its_times(tmp_path):
+    from autotune.study.conditions import Conditions
+
+    best = rec(1, tokens_per_s=100.0)
+    loaded = stored(1)
+    loaded.conditions = Conditions(other_cores=1.3, window_s=4.0).judge(0.5)
+    s = section([best], {1: loaded}, best, tmp_path)
+    # Rule: the report reads the stored conditions as the command did: the note first.
+    assert s.lines[0].startswith("Measured under load (load 1.3: other processes 1.30 cores")
+    assert s.lines[2].startswith("Trial #1, 3 steps profiled")
+    # Rule: sizes under 1 MiB read in KiB, as profile prints them.
+    memory = dataclasses.replace(loaded.profile.memory, peak_mib=0.5, mean_mib=0.25)
+    loaded.profile = dataclasses.replace(loaded.profile, memory=memory)
+    memory = next(line for line in section([best], {1: loaded}, best, tmp_path).lines
+                  if line.startswith("Memory"))
+    assert "peak 512.0 KiB, mean 256.0 KiB" in memory

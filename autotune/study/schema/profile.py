@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autotune.study.claims import update_attribute
+from autotune.study.conditions import Conditions
 from autotune.study.schema import keys
 from autotune.study.schema.blob import VERSION_KEY, Blob
 from trials.contract.events import ProfileRecord
@@ -39,6 +40,9 @@ class ProfileResult(Blob):
     findings: list[dict[str, Any]] = field(default_factory=list)  # Finding as a dict
     figure: str = ""
     label: str = ""
+    #: The host's state over the profile run, judged against ``sweep.contention_cores``:
+    #: a profile measured under other processes' load reads slower than the quiet machine.
+    conditions: Conditions | None = None
     #: After a sweep's profile of its winner: the trials' time and the profile's share.
     sweep_s: float | None = None
     share_of_sweep: float | None = None
@@ -50,18 +54,20 @@ class ProfileResult(Blob):
         out["profile"] = dataclasses.asdict(self.profile)
         out["performance"] = self.performance.to_dict()
         out["interconnect"] = self.interconnect.to_json() if self.interconnect else None
+        out["conditions"] = self.conditions.to_dict() if self.conditions else None
         return to_json(out)
 
     @classmethod
     def from_json(cls, data: dict[str, Any] | None) -> ProfileResult:
         data = data or {}
         plain = {k: v for k, v in data.items()
-                 if k not in ("profile", "performance", "interconnect")}
+                 if k not in ("profile", "performance", "interconnect", "conditions")}
         result = super().from_json(plain)
         result.profile = ProfileRecord.from_json(data.get("profile") or {})
         result.performance = Performance.from_dict(data.get("performance"))
         link = data.get("interconnect")
         result.interconnect = Interconnect.from_json(link) if link else None
+        result.conditions = Conditions.from_dict(data.get("conditions"))
         return result
 
 
