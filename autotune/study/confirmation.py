@@ -110,24 +110,38 @@ def _typed(summary: Verdicts) -> dict[int, ConfirmVerdict]:
 
 
 def too_few_rounds(summary: Verdicts) -> str | None:
-    """A note when a paired test rests on 2 rounds or fewer and its interval came out wide:
-    the 95 % interval is the rounds' spread times Student's t at 1 degree of freedom
-    (12.7), too wide to separate gains of a few percent; None otherwise."""
-    short = {n: v.vs_baseline.rounds for n, v in _typed(summary).items()
+    """A note when a finalist's paired test against the baseline rests on 2 rounds or fewer
+    and its interval came out wide (the rounds' spread times Student's t at 1 degree of
+    freedom, 12.7: too wide to separate gains of a few percent), or when it has no test at
+    all (fewer than 2 rounds whose two runs met the same load: ``confirm.repeats=1``, or a
+    load on every round but one); None otherwise."""
+    typed = _typed(summary)
+    untested = sorted((n for n, v in typed.items()
+                       if v.baseline is not None and v.vs_baseline is None), key=int)
+    short = {n: v.vs_baseline.rounds for n, v in typed.items()
              if v.vs_baseline is not None and v.vs_baseline.rounds <= 2
              and v.vs_baseline.width > WIDE_INTERVAL}
-    if not short:
+    if not short and not untested:
         return None
     from scipy.stats import t  # only here: keeps the command's start-up short
 
-    fewest = min(short.values())
-    which = ", ".join(f"#{n}" for n in sorted(short, key=int))
-    factor = t.ppf(0.975, fewest - 1) if fewest > 1 else math.inf
-    return (f"note: the paired test of trial {which} rests on {fewest} round(s) (a round "
-            f"counts where both its runs met the same load): its 95 % interval is "
-            f"{factor:.1f} x the rounds' spread, too wide to separate gains of a few %; "
-            f"5 clean rounds make it {t.ppf(0.975, 4):.1f} x (confirm.repeats=5, on a quiet "
-            "host: a round whose two runs met different load is left out)")
+    fix = (f"5 clean rounds make it {t.ppf(0.975, 4):.1f} x the rounds' spread "
+           "(confirm.repeats=5, on a quiet host: a round whose two runs met different load "
+           "is left out)")
+    notes = []
+    if untested:
+        notes.append(f"note: trial {', '.join(f'#{n}' for n in untested)} has no paired test "
+                     "against the baseline: it needs 2 rounds or more where both runs met the "
+                     f"same load; {fix}")
+    if short:
+        fewest = min(short.values())
+        which = ", ".join(f"#{n}" for n in sorted(short, key=int))
+        factor = t.ppf(0.975, fewest - 1) if fewest > 1 else math.inf
+        notes.append(f"note: the paired test of trial {which} rests on {fewest} round(s) (a "
+                     "round counts where both its runs met the same load): its 95 % interval "
+                     f"is {factor:.1f} x the rounds' spread, too wide to separate gains of a "
+                     f"few %; {fix}")
+    return "\n".join(notes)
 
 
 def speed_changed(ratio: float | None) -> bool:

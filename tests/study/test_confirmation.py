@@ -91,3 +91,15 @@ def test_a_wide_test_on_two_rounds_says_how_many_rounds_would_do():
     narrow = {0: [100.0, 100.0, 100.0], 1: [110.0, 110.5, 110.2]}
     assert too_few_rounds(verdicts([base, other], narrow, base,
                                    {0: [False] * 3, 1: [False] * 3})) is None
+
+
+def test_a_finalist_with_no_paired_test_says_what_it_needs():
+    base, other = trial(0, 100.0), trial(1, 100.0)
+    one_round = verdicts([base, other], {0: [100.0], 1: [110.0]}, base,
+                         {0: [False], 1: [False]})
+    # Rule: confirm.repeats=1 leaves a finalist without a test ("too few rounds" in its
+    # row); the note names it and the rounds that give one.
+    assert one_round[1].vs_baseline is None and one_round[1].baseline == 0
+    note = too_few_rounds(one_round)
+    assert note.startswith("note: trial #1 has no paired test against the baseline")
+    assert "confirm.repeats=5" in note and "rests on" not in note
