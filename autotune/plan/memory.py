@@ -143,9 +143,10 @@ def parameter_bytes(d: ModelDims, job: Job, stage: int = 0) -> float:
     """[ZeRO 3.1] 2 bytes a parameter (16-bit) under mixed precision, 4 in fp32. ZeRO-3
     (P_os+g+p, section 5.3) splits them across dp and gathers two layers' full
     parameters at a time (the one computing and the one prefetched: FSDP's
-    ``forward_prefetch``, DeepSpeed's ``stage3_prefetch_bucket_size``)."""
+    ``forward_prefetch``, DeepSpeed's ``stage3_prefetch_bucket_size``). Over one rank
+    (dp x cp = 1) nothing is split, so nothing is gathered."""
     per_param = BYTES[job.dtype]
-    if job.shard_level < 3:
+    if job.shard_level < 3 or shard_ranks(job) == 1:
         return stage_params(d, job, stage) * per_param
     gathered = 2 * layer_params(d) / job.mp * per_param
     return stage_params(d, job, stage) * per_param / shard_ranks(job) + gathered

@@ -86,6 +86,14 @@ def test_shard_levels_split_across_context_parallel_too():
         pytest.approx(memory.optimizer_bytes(d, job()) / 8)
 
 
+def test_a_shard_level_over_one_rank_shards_and_gathers_nothing():
+    # MindFormers' configs enable the parallel optimizer at dp = 1 (Llama 2 70B, 1 x 4 x 8):
+    # one rank holds every state, as with no sharding, and gathers no copy beside them.
+    d = gpt()
+    assert states_gb(d, job(shard_level=3), 1.0) == pytest.approx(
+        states_gb(d, job(), 1.0))
+
+
 def test_interleaving_divides_the_bubble_by_v_and_keeps_more_in_flight():
     # Narayanan et al. 2021 section 2.2.2: bubble time fraction (1 / v) (p - 1) / m.
     plain, interleaved = job(pp=4, micro_batches=8), job(pp=4, micro_batches=8,
