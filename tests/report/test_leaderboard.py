@@ -42,8 +42,11 @@ def test_fast_steps_keep_their_significant_digits():
     # 32.8522 and 0.861328), whole numbers bare, never an exponent.
     from autotune.presentation.tables import number
 
-    assert [number("states GiB", v) for v in (32.8522, 0.861328, 12345.6, 1.5e-05, 2.0)] == [
+    assert [number("bubble share", v) for v in (32.8522, 0.861328, 12345.6, 1.5e-05, 2.0)] == [
         "32.85", "0.8613", "12,346", "0.00001500", "2"]
+    # Rule: the memory columns of one table read alike (plan's peak, states, activations).
+    assert {number(c, 7.84512) for c in ("peak GiB", "states GiB", "activations GiB")} == {
+        "7.845"}
 
 
 def test_a_long_reason_keeps_every_column_aligned():
