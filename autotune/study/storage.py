@@ -94,18 +94,27 @@ def _check_sqlite_location(path: Path, *, create: bool) -> None:
                           "writable; fix sweep.storage")
 
 
+#: Seconds the check of an existing database waits for another process's write lock.
+LOCK_WAIT_S = 5.0
+
+
 def _check_sqlite_file(path: Path) -> None:
     """An existing file must be an Optuna database; never write into a foreign one."""
     if not path.exists() or path.stat().st_size == 0:
         return
     try:
-        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=LOCK_WAIT_S)
         try:
             rows = con.execute("select name from sqlite_master where type='table'")
             tables = {r[0] for r in rows}
         finally:
             con.close()
     except sqlite3.DatabaseError as exc:
+        if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
+            # Another process (a worker of the same study) held a write lock past the wait:
+            # the file is a SQLite database in use, not a foreign one; Optuna's storage
+            # waits for the lock itself.
+            return
         raise ConfigError(f"{path} is not a SQLite database ({exc}): move it away or choose "
                           "another sweep.study / sweep.storage") from exc
     if "studies" not in tables or "trials" not in tables:

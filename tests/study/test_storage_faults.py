@@ -544,3 +544,26 @@ def test_a_database_not_created_yet_is_one_line_naming_createdb(tmp_path, capsys
     assert_one_line_error(code, capsys.readouterr().err,
                           "createdb -h 127.0.0.1 -p 5432 -U postgres autotune_never_created")
     assert not any(tmp_path.iterdir())  # nothing written
+
+
+def test_a_database_another_worker_holds_locked_is_not_called_foreign(tmp_path, monkeypatch):
+    from autotune.study import storage
+
+    db = tmp_path / "study.db"
+    con = sqlite3.connect(db)
+    con.executescript("create table studies (id int); create table trials (id int);")
+    con.commit()
+    monkeypatch.setattr(storage, "LOCK_WAIT_S", 0.05)
+    con.execute("begin exclusive")  # a worker of the same study mid-write
+    try:
+        # Rule: a lock held past the wait is a database in use, not a foreign file (a
+        # second worker exited 2 with "is not a SQLite database (database is locked)").
+        storage._check_sqlite_file(db)
+    finally:
+        con.rollback()
+        con.close()
+    # Rule: a file that is not SQLite is still refused.
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"not a database, only bytes " * 100)
+    with pytest.raises(storage.ConfigError, match="is not a SQLite database"):
+        storage._check_sqlite_file(junk)
