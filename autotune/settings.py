@@ -390,7 +390,7 @@ class SoakSettings:
     #: Host-memory growth (MiB per 100 steps) above which, with a slope separable from
     #: noise, the run is said to leak.
     leak_mib_per_100_steps: float = field(default=20.0, metadata=rule(gt=0))
-    #: Output directory; empty = <runs_dir>/<study>/soak.
+    #: Output directory; empty = <runs_dir>/<study>/soak/trial-NNNN (the soaked trial's).
     out: str = field(default="", metadata=rule(path=OUTPUT_DIR))
 
 

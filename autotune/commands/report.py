@@ -30,7 +30,7 @@ from autotune.settings import StopRules, SweepConfig, SweepSettings
 from autotune.study import selection
 from autotune.study.layout import StudyLayout
 from autotune.study.records import TrialRecord, load_records
-from autotune.study.schema.soak import last_soak
+from autotune.study.schema.soak import last_soak, soak_of
 from autotune.study.schema.stages import StageResult
 from autotune.study.schema.stages import stage_results as stored_stage_results
 from autotune.study.selection import baseline, export_verdict
@@ -117,13 +117,14 @@ def write_report(records: list[TrialRecord], out: Path, *, summary: index.Summar
 
 
 def soak_markdown(study, out: Path, pick: int | None = None) -> str:
-    """The study's soak as a section, its figure copied next to the report; a soak of
-    another trial than the ``pick`` says so (the pick changes after ``confirm``)."""
+    """The pick's soak as a section, else the latest soak's, its figure copied next to the
+    report; a soak of another trial than the ``pick`` says so (the pick changes after
+    ``confirm``)."""
     import shutil
 
     from autotune.soak.report import soak_section
 
-    soak = last_soak(study)
+    soak = (soak_of(study, pick) if pick is not None else None) or last_soak(study)
     if soak is None or soak.trial is None:
         return ""
     plot = Path(soak.plot)

@@ -14,8 +14,11 @@ run must replay the killed run's steps after its checkpoint within
 ``soak.resume_tolerance``; then the stitched run is judged for loss spikes,
 overflow and skipped updates, tokens/s drift and host-memory growth
 (autotune/soak/stability.py). Printed, written to ``<out>/soak.json`` and
-``<out>/soak.png``, and stored on the study as ``autotune.soak`` (read by ``tune``
-and by :func:`soak_section` for the exported job's README).
+``<out>/soak.png`` (``<out>``: ``soak.out``, else ``<runs_dir>/<study>/soak/trial-NNNN``),
+and stored on the study as that trial's soak (``autotune.soak``: each trial's latest, read
+by ``tune``, ``report`` and :func:`soak_section` for the exported job's README). A soak with
+``run.inject_leak_mib`` tests the detectors, not the trial: it writes to
+``soak/trial-NNNN-injected`` and is not stored.
 
 Choices worth knowing:
 
@@ -66,7 +69,9 @@ def run_soak(composed: DictConfig, console: Console, config: SweepConfig) -> int
     study = S.load_existing(settings)
     records = load_records(study, layout=StudyLayout.of(settings))
     record, why = pick_trial(study, records, composed, options)
-    out = output_dir(settings, options)
+    # A fault injection tests the detectors, not the trial: kept apart, never its result.
+    injected = float(composed.run.inject_leak_mib) > 0
+    out = output_dir(settings, options, record.number, injected=injected)
     files = SoakFiles(out)
     run_dir = files.run
     source = record.run_dir
@@ -93,7 +98,11 @@ def run_soak(composed: DictConfig, console: Console, config: SweepConfig) -> int
                         contention_cores=settings.contention_cores)
     plot(attempts, verdict, files.plot)
     files.result.write_text(json.dumps(verdict.to_json(), indent=2) + "\n")
-    store_soak(study, verdict)
+    if injected:
+        say(f"fault injection: not stored as trial {plan.trial}'s soak (tune, export and "
+            "report read the trial's own)")
+    else:
+        store_soak(study, verdict)
     say(render(verdict))
     say(f"wrote {files.result} and {files.plot}")
     return verdict.exit_code

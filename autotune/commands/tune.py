@@ -33,7 +33,7 @@ from autotune.stages.verdicts import soak_issues, verdict
 from autotune.study import records as R
 from autotune.study import stage_results as store
 from autotune.study.choice import study_verdict
-from autotune.study.schema.soak import SoakVerdict, last_soak
+from autotune.study.schema.soak import SoakVerdict, soak_of
 from autotune.study.schema.stages import StageResult, stage_results
 from autotune.study.storage import same_study
 from autotune.sweep import Sweep
@@ -107,16 +107,16 @@ def _stability(composed: DictConfig, config: SweepConfig, study, console: Consol
     from autotune.soak.plan import pick_trial
     from autotune.study.records import load_records
 
-    soak = last_soak(study)
     chosen, _ = pick_trial(study, load_records(study), composed, config.soak)
-    if soak is not None and soak.finished and soak.trial == chosen.number:
+    soak = soak_of(study, chosen.number)
+    if soak is not None and soak.finished:
         console.print(f"  trial {chosen.number} was soaked already: its result is taken "
                       f"({autotune_command('soak')} runs it again)", markup=False)
         _lines(console, soak.verdicts)
         return StageResult(done=True, trial=chosen.number, lines=list(soak.verdicts),
                            issues=soak_issues(soak))
     code = run_soak(composed, console, config)
-    soak = last_soak(study) or SoakVerdict()
+    soak = soak_of(study, chosen.number) or SoakVerdict()
     lines = soak.verdicts or [f"soak ended with exit code {code}"]
     return StageResult(done=code == 0, failed=code != 0, trial=soak.trial, lines=list(lines),
                        issues=soak_issues(soak))

@@ -45,7 +45,7 @@ from autotune.study import selection
 from autotune.study import storage as S
 from autotune.study.records import TrialRecord
 from autotune.study.schema.fingerprint import stored_fingerprint
-from autotune.study.schema.soak import last_soak
+from autotune.study.schema.soak import soak_of
 from trials.contract.launch import shell_script, trial_argv
 from trials.contract.mindformers import ADAPTER_ENTRY
 from trials.contract.performance import Performance
@@ -84,7 +84,7 @@ def stability_note(study: optuna.Study, trial: int) -> tuple[str, bytes | None]:
     soak's figure, to be written beside it as :data:`SOAK_FIGURE`."""
     from autotune.soak.report import soak_section
 
-    soak = last_soak(study)
+    soak = soak_of(study, trial)
     figure = Path(soak.plot if soak is not None else "")
     data = figure.read_bytes() if figure.name and figure.is_file() else None
     section = soak_section(study, trial, plot=SOAK_FIGURE if data else None)

@@ -136,9 +136,12 @@ def plan_soak(record: TrialRecord, why: str, cfg: TrialConfig, options: SoakSett
                     unit=record.perf.unit)
 
 
-def output_dir(settings: SweepSettings, options: SoakSettings) -> Path:
-    """<out>; ConfigError when it holds anything but an earlier soak's files."""
-    out = Path(options.out).resolve() if options.out else StudyLayout.of(settings).soak
+def output_dir(settings: SweepSettings, options: SoakSettings, trial: int, *,
+               injected: bool = False) -> Path:
+    """``soak.out``, else the study's directory of ``trial``'s soak (apart for a fault
+    injection); ConfigError when it holds anything but an earlier soak's files."""
+    out = (Path(options.out).resolve() if options.out
+           else StudyLayout.of(settings).soak(trial, injected=injected))
     if out.exists() and not out.is_dir():
         raise ConfigError(f"soak.out={out} is a file: choose a directory")
     if out.is_dir():

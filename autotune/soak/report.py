@@ -14,7 +14,7 @@ from autotune.soak.attempts import Attempt, kill_and_resume, stitch
 from autotune.soak.plan import SoakPlan
 from autotune.study.layout import SoakFiles
 from autotune.study.schema.keys import SOAK
-from autotune.study.schema.soak import Kill, SoakAnalysis, SoakVerdict, last_soak
+from autotune.study.schema.soak import Kill, SoakAnalysis, SoakVerdict, soak_of
 from trials.contract.jsonsafe import float_of
 from trials.contract.units import rate
 
@@ -185,8 +185,8 @@ def plot(attempts: list[Attempt], r: SoakVerdict, path: Path) -> Path:
 def soak_section(study: optuna.Study, trial_number: int, *, plot: str | None = None) -> str:
     """Markdown on the study's soak of ``trial_number``; "" when it was not soaked.
     ``plot``: a link for the figure next to the markdown (else its path in the study)."""
-    r = last_soak(study)
-    if r is None or r.trial != trial_number or r.analysis is None:
+    r = soak_of(study, trial_number)
+    if r is None or r.analysis is None:
         return ""
     a = r.analysis
     t, m, rates, resume = a.throughput, a.memory, a.rates, r.resume

@@ -9,7 +9,8 @@ the one parser of such URLs).
     <study>/confirm/trial-0003-run-1/        confirm: round 1's run of trial 3
     <study>/profile/trial-0003/              profile of trial 3 (or profile/composed/)
     <study>/stages/correctness/baseline/     a tuning stage's run
-    <study>/soak/run/ soak.json soak.png     a soak (SoakFiles; soak.out may move it)
+    <study>/soak/trial-0003/run/ soak.json   soak of trial 3, soak.png beside (SoakFiles;
+                                             soak.out moves it; -injected: a fault injection)
     <study>/report/  <study>/export/
     <study>/artifacts/                       the Optuna artifact store (optuna-dashboard's)
 """
@@ -115,9 +116,10 @@ class StudyLayout:
     def stage(self, stage: str, name: str) -> TrialDir:
         return TrialDir(self.root / "stages" / stage / name)
 
-    @property
-    def soak(self) -> Path:
-        return self.root / "soak"
+    def soak(self, trial: int, *, injected: bool = False) -> Path:
+        """Where ``soak`` writes a trial's soak (two trials' soaks in one directory overwrote
+        each other); a fault-injection soak apart from the trial's own."""
+        return self.root / "soak" / (trial_name(trial) + ("-injected" if injected else ""))
 
     @property
     def report(self) -> Path:

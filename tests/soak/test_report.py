@@ -108,3 +108,31 @@ def test_the_verdicts_say_what_other_processes_did_to_the_host(tmp_path):
     assert any(v.startswith("host: quiet (other processes used at most 0.10 cores")
                for v in verdicts(0.1))
     assert not any(v.startswith("host:") for v in verdicts(None))  # not measured: not said
+
+
+def test_each_trials_soak_is_kept_and_an_old_single_soak_reads_as_its_trials(tmp_path):
+    from dataclasses import replace
+
+    from autotune.commands.report import soak_markdown
+    from autotune.study.schema import keys
+    from autotune.study.schema.soak import last_soak, soak_of, stored_soaks
+
+    study = optuna.create_study(storage="sqlite:///" + str(tmp_path / "s.db"))
+    attempt = Attempt(index=0, steps=steps(300, 1.0), exit_code=0)
+    leaking = summarise(plan(300), [attempt], None, SoakSettings(), 9.0, tmp_path)
+    steady = replace(summarise(plan(300), [Attempt(index=0, steps=steps(300, 0.0),
+                                                   exit_code=0)],
+                               None, SoakSettings(), 9.0, tmp_path), trial=0)
+    store_soak(study, leaking)
+    store_soak(study, steady)
+    # Rule: soaking trial 0 after trial 3 keeps trial 3's (it replaced it: export then
+    # wrote "Not soaked yet" for a soaked trial); each trial's section reads its own.
+    assert sorted(stored_soaks(study)) == [0, 3] and last_soak(study).trial == 0
+    assert soak_of(study, 3).leak and not soak_of(study, 0).leak
+    assert "**leak**" in soak_section(study, 3) and "**leak**" not in soak_section(study, 0)
+    # Rule: the report shows the pick's soak, not merely the latest.
+    assert "ran trial #3" in soak_markdown(study, tmp_path / "r", pick=3)
+    # Rule: a soak stored before soaks were kept by trial (one verdict) is its trial's.
+    old = optuna.create_study(storage="sqlite:///" + str(tmp_path / "old.db"))
+    old.set_user_attr(keys.SOAK, leaking.to_json())
+    assert list(stored_soaks(old)) == [3] and soak_of(old, 3).leak and soak_of(old, 0) is None

@@ -21,7 +21,7 @@ Per study (:mod:`.keys`, study-level):
     autotune.confirm_run      ConfirmRun (a ConfirmPlan)  the latest confirm (resume)
     autotune.confirm_order    [[trial, ...], ...]         the order of each round
     autotune.profile          {trial: ProfileResult}      ``profile``
-    autotune.soak             SoakVerdict                 the latest ``soak``
+    autotune.soak             {trial: SoakVerdict}        each trial's latest ``soak``
     autotune.stages           {stage: StageResult}        ``tune``'s stages (a subclass each
                                                           where a stage finds more)
     autotune.published        {name: Published}           figures in the artifact store

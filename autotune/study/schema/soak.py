@@ -1,5 +1,6 @@
-"""What ``soak`` stores: the latest soak's verdict (``autotune.soak``, and ``soak.json`` in
-its directory). autotune/soak/report.py writes it; the analysis is autotune/soak/stability.py.
+"""What ``soak`` stores: each soaked trial's latest verdict (``autotune.soak``: ``{trial:
+SoakVerdict}``, and ``soak.json`` in its directory; a fault-injection soak is not stored).
+autotune/soak/report.py writes it; the analysis is autotune/soak/stability.py.
 
 Non-finite numbers are stored as strings ("nan", "inf": trials/contract/jsonsafe.py);
 read a float field through ``float_of`` where it may be one.
@@ -209,11 +210,36 @@ class SoakVerdict(Blob):
         return to_json(super().to_json())
 
 
-def last_soak(study) -> SoakVerdict | None:
-    stored = study.user_attrs.get(keys.SOAK)
+def stored_soaks(study) -> dict[int, SoakVerdict]:
+    """Each soaked trial's latest soak, in the order they were stored (the newest last). A
+    study written before soaks were kept by trial holds one verdict: it reads as its
+    trial's."""
+    return {int(k): SoakVerdict.from_json(v) for k, v in _by_trial(study).items()}
+
+
+def soak_of(study, trial: int) -> SoakVerdict | None:
+    """``trial``'s latest soak, or None."""
+    stored = _by_trial(study).get(str(trial))
     return SoakVerdict.from_json(stored) if stored else None
 
 
+def last_soak(study) -> SoakVerdict | None:
+    """The soak stored last, of whichever trial."""
+    soaks = stored_soaks(study)
+    return soaks[next(reversed(soaks))] if soaks else None
+
+
 def store_soak(study, verdict: SoakVerdict) -> None:
-    """Keep a soak's result as the study's latest (it replaces an earlier one)."""
-    study.set_user_attr(keys.SOAK, verdict.to_json())
+    """Keep a soak's result as its trial's: it replaces that trial's earlier soak, and
+    leaves other trials' (soaking trial 3 had replaced trial 0's, which export and tune
+    then read as never soaked)."""
+    soaks = {k: v for k, v in _by_trial(study).items() if k != str(verdict.trial)}
+    soaks[str(verdict.trial)] = verdict.to_json()
+    study.set_user_attr(keys.SOAK, soaks)
+
+
+def _by_trial(study) -> dict[str, dict]:
+    stored = study.user_attrs.get(keys.SOAK) or {}
+    if "trial" in stored:  # one verdict, as stored before soaks were kept by trial
+        return {str(stored["trial"]): stored} if stored["trial"] is not None else {}
+    return stored
