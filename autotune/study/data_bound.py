@@ -44,8 +44,8 @@ def data_bound_evidence(record: TrialRecord) -> tuple[str, dict[str, float]] | N
     return input_bound(record.perf, record.data_wait_share, loaded=record.contended)
 
 
-def input_bound(perf: Performance, wait: float | None, *,
-                loaded: bool = False) -> tuple[str, dict[str, float]] | None:
+def input_bound(perf: Performance, wait: float | None, *, loaded: bool = False,
+                wait_s: float | None = None) -> tuple[str, dict[str, float]] | None:
     """Why a run is input-bound, in words and numbers, or None: its data wait (``wait``, a
     share of the step), or its pipeline probe (the pipeline alone slower than the step
     alone, or the step in training far slower than alone while the pipeline shares the
@@ -54,14 +54,16 @@ def input_bound(perf: Performance, wait: float | None, *,
     ``loaded``: the run was measured while other processes used the cores. Training far
     slower than the step alone then is no evidence against the pipeline: the load took
     cores too, and the probe and the training ran at different moments of it: the rule
-    cannot tell the load from the pipeline's workers."""
+    cannot tell the load from the pipeline's workers. ``wait_s``: the wait in seconds a
+    step, said beside its share (a profile measures it)."""
     pipe, compute, train = (perf.pipeline_samples_per_s, perf.compute_samples_per_s,
                             perf.samples_per_s)
     nums: dict[str, float] = {}
     facts = []
     if wait is not None and wait > DATA_WAIT_HIGH:
         nums["data_wait_share"] = wait
-        facts.append(f"spent {_pct(wait)} of its step time waiting for input data (above "
+        ms = "" if wait_s is None else f", {1e3 * wait_s:.1f} ms a step"
+        facts.append(f"spent {_pct(wait)} of its step time waiting for input data{ms} (above "
                      f"{_pct(DATA_WAIT_HIGH)})")
     if pipe and compute and train:
         probe = {"pipeline_samples_per_s": pipe, "compute_samples_per_s": compute,

@@ -94,6 +94,12 @@ def test_top_ops_rank_op_types_by_time_per_step():
     assert [(r.type, r.category) for r in top] == [
         ("MatMul", "forward"), ("MatMul", "backward"), ("GeLU", "forward")]
     assert top[0].share == pytest.approx(0.6) and top[0].calls_per_step == 2
+    # Rule: a share is of the loop's period, the step the split's table divides (a Cast
+    # over the fetch-to-loss window alone read 20.4 % of a step the table put at 14.9 %).
+    longer = top_ops(ops, [StepWindow(0, 100, 0, period_us=150)])
+    assert longer[0].share == pytest.approx(60 / 150) and longer[0].ms_per_step == 0.06
+    split = split_steps(ops, [StepWindow(0, 100, 0, period_us=150)])
+    assert split["step_s"] == pytest.approx(150e-6)
 
 
 def test_the_memory_mean_is_over_time_not_over_samples():
@@ -404,3 +410,17 @@ def test_a_profile_measured_under_load_says_so_and_keeps_its_conditions(other_co
     # Rule: the judged conditions are stored with the profile (profile.json, the study).
     back = ProfileResult.from_json(json.loads(json.dumps(result.to_json())))
     assert back.conditions == conditions and back.conditions.contended is flagged
+
+
+@pytest.mark.parametrize("wait, says_ms", [(0.30, True), (0.01, False)])
+def test_the_input_waits_milliseconds_go_with_its_share_only(wait, says_ms):
+    # A run whose pipeline competes with the step (trains at 0.5 x its step alone).
+    perf = Performance(pipeline_samples_per_s=500.0, compute_samples_per_s=100.0,
+                       samples_per_s=50.0)
+    e = rules.Evidence(trial=2, shares={"data_wait": wait},
+                       seconds={"data_wait": 0.04 * wait}, performance=perf)
+    (found,) = [f for f in rules.diagnose(e) if f.rule == "data_wait"]
+    # Rule: the wait's milliseconds sit beside the wait's share; the probe's cost share
+    # is not followed by them (it read "costs 39.8 % of the step (0.4 ms of input wait)").
+    assert (f"waiting for input data, {40 * wait:.1f} ms a step" in found.sentence) is says_ms
+    assert "ms of input wait" not in found.sentence and "of the step (" not in found.sentence

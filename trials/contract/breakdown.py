@@ -215,7 +215,7 @@ def split_steps(ops: list[OpEvent], windows: list[StepWindow]) -> dict:
         totals["idle"] += max(0.0, room - used * scale)
         totals["between_steps"] += max(0.0, w.period_us - w.dur_us)
     n = len(windows)
-    step_s = sum(max(w.dur_us, w.period_us) for w in windows) / n / 1e6
+    step_s = sum(step_us(w) for w in windows) / n / 1e6
     seconds = {c: totals[c] / n / 1e6 for c in CATEGORIES}
     whole = sum(seconds.values())
     shares = {c: (seconds[c] / whole if whole > 0 else 0.0) for c in CATEGORIES}
@@ -225,12 +225,20 @@ def split_steps(ops: list[OpEvent], windows: list[StepWindow]) -> dict:
                               "overlapped_s": overlapped_comm / n / 1e6}}
 
 
+def step_us(w: StepWindow) -> float:
+    """One step's length: the loop's period (fetch to the next fetch), or its window where
+    no period was measured; what the split and the operators' shares are shares of."""
+    return max(w.dur_us, w.period_us)
+
+
 def top_ops(ops: list[OpEvent], windows: list[StepWindow], k: int = 10) -> list[OpRow]:
     """The ``k`` op types with the most time per step, each part of the step apart (a
     MatMul of the forward and one of the backward are two rows): calls, ms per step,
-    share of the step and the slowest call's scope name."""
+    share of the step (the loop's period, :func:`step_us`, as the split's: over the
+    fetch-to-loss window alone a Cast read 20.4 % of a step whose table put it at 14.9 %)
+    and the slowest call's scope name."""
     n = len(windows)
-    step_us = sum(w.dur_us for w in windows) / n if n else 0.0
+    mean_step_us = sum(step_us(w) for w in windows) / n if n else 0.0
     groups: dict[tuple[str, str], list[OpEvent]] = defaultdict(list)
     for op in ops:
         if any(in_window(op, w) for w in windows):
@@ -240,7 +248,7 @@ def top_ops(ops: list[OpEvent], windows: list[StepWindow], k: int = 10) -> list[
         total = sum(e.dur_us for e in events)
         rows.append(OpRow(type=op_type, category=part,
                           calls_per_step=len(events) / n, ms_per_step=total / n / 1e3,
-                          share=total / n / step_us if step_us else 0.0,
+                          share=total / n / mean_step_us if mean_step_us else 0.0,
                           example=max(events, key=lambda e: e.dur_us).name))
     rows.sort(key=lambda r: r.ms_per_step, reverse=True)
     return rows[:k]
