@@ -157,6 +157,15 @@ def _reach_fix(url: str, first: str) -> str:
             "port (sweep.storage_connect_timeout_s)")
 
 
+def naming_overrides(settings: SweepSettings) -> list[str]:
+    """The overrides that name this study where it differs from the default one: a hint to
+    run ``sweep`` must create this study, not the default (a `report sweep.study=mine`
+    without it was told to run a plain `sweep`)."""
+    default = SweepSettings()
+    return [f"sweep.{name}={getattr(settings, name)}" for name in ("study", "runs_dir")
+            if getattr(settings, name) != getattr(default, name)]
+
+
 def open_storage(settings: SweepSettings, *, create: bool) -> SurvivingStorage:
     """The study's storage, checked (ConfigError: one line) and built to outlive a
     database restart (:mod:`autotune.study.surviving`)."""
@@ -169,7 +178,8 @@ def open_storage(settings: SweepSettings, *, create: bool) -> SurvivingStorage:
         _check_sqlite_location(path, create=create)
         _check_sqlite_file(path)
         if not path.exists() and not create:
-            raise ConfigError(f"no study database at {path}: run `{autotune_command('sweep')}` "
+            raise ConfigError(f"no study database at {path}: run "
+                              f"`{autotune_command('sweep', *naming_overrides(settings))}` "
                               "first or set sweep.study / sweep.storage")
         if create:
             path.parent.mkdir(parents=True, exist_ok=True)

@@ -177,3 +177,17 @@ def test_a_moved_study_finds_its_runs_under_its_new_root(tmp_path):
     # ... and one that is not there (or not under a directory of the study's name) is not.
     assert layout.relocated("/old/runs/s/trial-0004") is None
     assert layout.relocated(Path("/old/runs/other/trial-0003")) is None
+
+
+def test_a_missing_study_is_told_to_run_the_sweep_that_creates_it(tmp_path):
+    from autotune.settings import SweepSettings
+    from autotune.study.storage import open_storage
+    from trials.contract.schema import ConfigError
+
+    settings = SweepSettings(study="mine", runs_dir=str(tmp_path))
+    with pytest.raises(ConfigError) as caught:
+        open_storage(settings, create=False)
+    # Rule: the printed sweep names the study (a plain `sweep` creates "default", not
+    # "mine"), and the run directory it was asked about.
+    assert f"-m autotune sweep sweep.study=mine sweep.runs_dir={tmp_path}`" in str(caught.value)
+    assert not (tmp_path / "mine").exists()
