@@ -151,7 +151,9 @@ def check_reach(cfg: TrialConfig, knobs: dict[str, tuple], reach: Reach | None,
             if problem:
                 fits = ", ".join(f"search={name}" for name in spaces_that_fit(reach, cores))
                 raise ConfigError(f"search space {space}: {problem}"
-                                  + (f"; or choose a space it runs: {fits}" if fits else ""))
+                                  + (f"; or choose a space it runs: {fits}" if fits else "")
+                                  + "; or sweep.simulate=true to sweep it on the cost model "
+                                  "without running it")
 
 
 def spaces_that_fit(reach: Reach, cores: int, conf_dir: Path = CONF_DIR) -> list[str]:

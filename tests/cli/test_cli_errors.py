@@ -557,3 +557,22 @@ def test_a_wrongly_typed_value_in_a_config_file_names_file_key_value_and_type(
     assert_one_line_error(code, err, str(harness.conf / relative), *needles)
     assert "raised while composing" not in err
     assert not harness.runs.exists()
+
+
+def test_a_space_this_machine_cannot_run_is_refused_with_the_simulated_sweep_named(
+        monkeypatch):
+    from autotune.running import preflight
+    from tests.fakes import trial_config
+    from trials.contract.knob_reach import BUILT_IN
+    from trials.contract.schema import ConfigError
+
+    monkeypatch.setattr(preflight.os, "cpu_count", lambda: 2)
+    cfg = trial_config()
+    with pytest.raises(ConfigError) as caught:
+        preflight.check_reach(cfg, {"data.num_workers": (1, 64)}, BUILT_IN, "accelerator")
+    # Rule: the refusal names the spaces this machine runs and the simulated sweep, which
+    # runs any space on the cost model (search=accelerator's own comment says so).
+    text = str(caught.value)
+    assert text.startswith("search space accelerator: data.num_workers=64")
+    assert text.endswith("or sweep.simulate=true to sweep it on the cost model without "
+                         "running it")
