@@ -58,7 +58,9 @@ def commands_page() -> str:
             "Every command is `python -m autotune COMMAND [--print-config] [overrides ...]`; "
             "each takes the trial's settings ([Trial settings](trial-settings.md)) and the "
             "study's (`sweep.study`, `sweep.storage`, `sweep.runs_dir`) as well as its own, "
-            "listed below: the table `python -m autotune COMMAND --help` prints.", ""]
+            "listed below: the table `python -m autotune COMMAND --help` prints. Run them "
+            "from the checkout with its environment activated (`source .venv/bin/activate` "
+            "after `make setup`), or as `.venv/bin/python -m autotune COMMAND`.", ""]
     for verb in COMMANDS:
         page += _section(verb, command_text(verb), command_settings(verb)[1], as_code=True)
     return "\n".join(page)
