@@ -57,7 +57,7 @@ def run_confirm(composed: DictConfig, console: Console, config: SweepConfig) -> 
         say(f"{under_load} run(s) measured under load (other processes above "
             "sweep.contention_cores): a round counts in a paired test only where both of "
             "its runs were measured alike (both quiet, or both under load)")
-    for note in (C.too_few_rounds(summary),
+    for note in (C.too_few_rounds(summary), C.paired_against_medians(summary),
                  C.speed_change(base, summary.get(base.number) if base is not None else None)):
         if note:
             say(note)

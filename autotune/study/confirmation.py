@@ -144,6 +144,30 @@ def too_few_rounds(summary: Verdicts) -> str | None:
     return "\n".join(notes)
 
 
+def paired_against_medians(summary: Verdicts) -> str | None:
+    """A note when a finalist's paired gain and its median against the baseline's point
+    opposite ways (a median of 2,790 beside the baseline's 2,753 printed -3.9 %): the test
+    pairs each round's two runs, so a round where the machine was faster for both counts as
+    one comparison, not as a faster finalist. None when none does."""
+    typed = _typed(summary)
+    opposite = []
+    for n, v in typed.items():
+        base = typed.get(v.baseline) if v.baseline is not None else None
+        test = v.vs_baseline
+        if test is None or base is None or not v.median or not base.median:
+            continue
+        by_median = v.median / base.median - 1
+        if by_median * test.ratio < 0:
+            opposite.append(f"#{n} ({100 * by_median:+.1f} % by medians, "
+                            f"{100 * test.ratio:+.1f} % paired)")
+    if not opposite:
+        return None
+    return (f"note: trial {', '.join(opposite)}: the medians and the paired test point "
+            "opposite ways; the paired test compares each round's two runs, measured side by "
+            "side, so the machine's drift between rounds cancels in it and not in the medians: "
+            "read the paired figure")
+
+
 def speed_changed(ratio: float | None) -> bool:
     """A speed ``ratio`` (now over before) beyond :data:`SPEED_CHANGE` either way."""
     return ratio is not None and not 1 / SPEED_CHANGE < ratio < SPEED_CHANGE

@@ -9,6 +9,7 @@ import pytest
 from autotune.study.confirmation import (
     SPEED_CHANGE,
     confirm_finalists,
+    paired_against_medians,
     round_orders,
     rounds_of,
     speed_change,
@@ -103,3 +104,17 @@ def test_a_finalist_with_no_paired_test_says_what_it_needs():
     note = too_few_rounds(one_round)
     assert note.startswith("note: trial #1 has no paired test against the baseline")
     assert "confirm.repeats=5" in note and "rests on" not in note
+
+
+def test_a_paired_gain_against_the_medians_says_which_to_read():
+    base, other = trial(0, 100.0), trial(1, 100.0)
+    loaded = {0: [False] * 3, 1: [False] * 3}
+    # The machine ran fast in round 3: the finalist's median is the higher, yet in every
+    # round it was the slower of the pair.
+    drift = {0: [100.0, 101.0, 130.0], 1: [97.0, 103.0, 126.0]}
+    note = paired_against_medians(verdicts([base, other], drift, base, loaded))
+    # Rule: the note names the trial, both figures, and which to read.
+    assert note is not None and note.startswith("note: trial #1 (+2.0 % by medians, ")
+    assert "read the paired figure" in note
+    steady = {0: [100.0, 101.0, 102.0], 1: [110.0, 111.0, 112.0]}
+    assert paired_against_medians(verdicts([base, other], steady, base, loaded)) is None
