@@ -53,11 +53,8 @@ def named_trial(study: optuna.Study, records: list[TrialRecord], number: int, *,
     if record is None:
         raise ConfigError(f"{setting}={number}: no such trial in study "
                           f"{study.study_name!r}; {can}")
-    state, label = record.state.lower(), record.reason.label if record.reason else ""
-    # A label that ends with its state says it once ("slow (tokens/s far below the best so
-    # far; pruned)", not "(pruned: ...; pruned)").
-    how = (f"{record.reason_text} ({label})" if label.endswith(state)
-           else f"{record.reason_text} ({state}" + (f": {label})" if label else ")"))
+    how = f"{record.reason_text} ({record.state.lower()}"
+    how += f": {record.reason.label})" if record.reason is not None else ")"
     detail = record.detail.strip().splitlines()[0][:200] if record.detail.strip() else ""
     if detail.lower() in how.lower():  # "pruned" again after "(pruned: ...)"
         detail = ""

@@ -278,7 +278,7 @@ def test_the_summary_line_counts_this_runs_steps_after_the_compile_step():
 
 @pytest.mark.parametrize("micro_batches, needles", [
     (2, ("ended diverged (pruned: loss went non-finite",)),
-    (4, ("ended slow (tokens/s far below the best so far; pruned); 50 tok/s",)),
+    (4, ("ended slow (pruned: tokens/s far below the best so far); 50 tok/s",)),
     (8, ("ended crash (fail: the process died",)),
     (16, ("ended infeasible (pruned:", "never launched", "not divisible")),  # 8 / 16: never ran
     (None, ("no such trial in study 'x'",)),

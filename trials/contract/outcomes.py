@@ -132,7 +132,7 @@ MEANINGS: dict[Outcome, Meaning] = {
     Outcome.OOM: Meaning("PRUNED", _C.MEMORY, "ran out of memory", "tab:red", 4),
     Outcome.UNSUPPORTED: Meaning("PRUNED", _C.INFEASIBLE,
                                  "the backend cannot run this combination", "tab:olive", 5),
-    Outcome.SLOW: Meaning("PRUNED", _C.NONE, "tokens/s far below the best so far; pruned",
+    Outcome.SLOW: Meaning("PRUNED", _C.NONE, "tokens/s far below the best so far",
                           "tab:gray"),
     Outcome.HANG: Meaning("FAIL", _C.NONE,
                           "no step within the compile budget, or no step progress; killed",

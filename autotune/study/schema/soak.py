@@ -225,8 +225,8 @@ def soak_of(study, trial: int) -> SoakVerdict | None:
 
 def last_soak(study) -> SoakVerdict | None:
     """The soak stored last, of whichever trial."""
-    soaks = stored_soaks(study)
-    return soaks[next(reversed(soaks))] if soaks else None
+    soaks = _by_trial(study)
+    return SoakVerdict.from_json(soaks[next(reversed(soaks))]) if soaks else None
 
 
 def store_soak(study, verdict: SoakVerdict) -> None:
