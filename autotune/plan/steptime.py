@@ -20,9 +20,10 @@
   scores unless FlashAttention keeps them on chip) at the roofline of the device's
   memory bandwidth: their bytes over the datasheet's bandwidth, no fitted constant
   (what kernels fall short of it is in the fitted layer latency);
-- collectives: ring all-reduce of n bytes over g ranks moves 2 (g-1)/g n bytes per
-  rank; bandwidth x a calibrated collective efficiency (at most 1: no fit may make a
-  collective faster than its link), plus 2 (g-1) latencies. A group
+- collectives: an all-reduce of n bytes over g ranks moves 2 (g-1)/g n bytes per
+  rank at its bus bandwidth (a switch's port, or g - 1 links of a full mesh) x a
+  calibrated collective efficiency (at most 1: no fit may make a collective faster than
+  its links), plus a latency per step (2 (g-1) for a ring, 2 for a mesh). A group
   that spans nodes reduces hierarchically (inside each node, then across nodes over
   every GPU's own link). Tensor and data parallel have an efficiency each: their
   collectives differ in size, dtype, and in how much of them the framework overlaps;
@@ -90,12 +91,18 @@ class TimeBreakdown:
         return {**asdict(self), "step": self.step_s}
 
 
-def ring_allreduce_s(n_bytes: float, ranks: int, link: LinkConfig,
-                     collective_efficiency: float) -> float:
+def level_allreduce_s(n_bytes: float, ranks: int, link: LinkConfig,
+                      collective_efficiency: float) -> float:
+    """All-reduce of n bytes over ``ranks`` devices on one level: 2 (g-1)/g n bytes per
+    device at the bus bandwidth (``LinkConfig.bus_bandwidth_gbs``: a switch's port, or g - 1
+    links of a full mesh) x a calibrated efficiency, plus the latency of each step: a
+    ring's reduce-scatter and all-gather take g - 1 steps each, a full mesh's one each
+    (every peer reached directly)."""
     if ranks <= 1 or n_bytes <= 0:
         return 0.0
-    bandwidth = link.bandwidth_gbs * 1e9 * collective_efficiency
-    return 2 * (ranks - 1) / ranks * n_bytes / bandwidth + 2 * (ranks - 1) * link.latency_us * 1e-6
+    bandwidth = link.bus_bandwidth_gbs(ranks) * 1e9 * collective_efficiency
+    steps = 1 if link.full_mesh else ranks - 1
+    return 2 * (ranks - 1) / ranks * n_bytes / bandwidth + 2 * steps * link.latency_us * 1e-6
 
 
 def group_layout(ranks: int, stride: int, cluster: Cluster) -> tuple[int, int]:
@@ -109,18 +116,18 @@ def group_layout(ranks: int, stride: int, cluster: Cluster) -> tuple[int, int]:
 
 def allreduce_s(n_bytes: float, ranks: int, stride: int, cluster: Cluster,
                 collective_efficiency: float) -> float:
-    """All-reduce of n bytes over a group: one ring inside a node; across nodes the
+    """All-reduce of n bytes over a group: one level inside a node; across nodes the
     hierarchical form NCCL and HCCL use (reduce-scatter inside each node, all-reduce of
     the 1/g shards across nodes, every GPU over its own inter-node link, all-gather inside
-    each node). Its intra-node part moves what one ring of the g local ranks moves, its
-    inter-node part what a ring of the N nodes moves on n / g bytes (NCCL's tree/ring
-    choice is not modelled)."""
+    each node). Its intra-node part moves what the g local ranks' all-reduce moves (a ring,
+    or a full mesh's), its inter-node part what a ring of the N nodes moves on n / g bytes
+    (NCCL's tree/ring choice is not modelled)."""
     in_node, nodes = group_layout(ranks, stride, cluster)
     hw = cluster.hardware
     if nodes == 1:
-        return ring_allreduce_s(n_bytes, ranks, hw.intra_node, collective_efficiency)
-    return (ring_allreduce_s(n_bytes, in_node, hw.intra_node, collective_efficiency)
-            + ring_allreduce_s(n_bytes / in_node, nodes, hw.inter_node,
+        return level_allreduce_s(n_bytes, ranks, hw.intra_node, collective_efficiency)
+    return (level_allreduce_s(n_bytes, in_node, hw.intra_node, collective_efficiency)
+            + level_allreduce_s(n_bytes / in_node, nodes, hw.inter_node,
                                collective_efficiency))
 
 

@@ -28,7 +28,7 @@ import numpy as np
 from autotune.settings import CommbenchSettings, SweepSettings
 from trials.contract.launch import PROJECT_ROOT, msrun_argv, trial_env
 from trials.contract.machine import cpu_model
-from trials.contract.schema import Backend, ConfigError, HardwareConfig
+from trials.contract.schema import Backend, ConfigError, HardwareConfig, LinkConfig
 
 #: The program every rank runs (a path: the orchestrator does not import trials' code).
 SCRIPT = PROJECT_ROOT / "trials" / "commbench.py"
@@ -120,11 +120,15 @@ def render(result: dict, hw: HardwareConfig) -> str:
         lines.append(f"{size_label(r['size_kib']):>10}  {1e3 * r['median_s']:>10.3f}  "
                      f"{spread:>19}  {r['algbw_gbs']:>10.4g}  {r['busbw_gbs']:>10.4g}")
     top = max(result["rows"], key=lambda r: r["busbw_gbs"])
-    nominal = hw.intra_node.bandwidth_gbs
+    link, ranks = hw.intra_node, result["ranks"]
+    expected = link.bus_bandwidth_gbs(ranks)
+    assumed = "no figure" if expected is None else f"{expected:g} GB/s" + (
+        f" ({ranks - 1} links of {link.bandwidth_gbs:g} on its full mesh)"
+        if link.full_mesh and ranks > 2 else "")
     lines.append(f"peak bus bandwidth {top['busbw_gbs']:.4g} GB/s at "
                  f"{size_label(top['size_kib'])}; the hardware={hw.name} profile assumes "
-                 + (f"{nominal:g} GB/s" if nominal else "no figure") + " (intra_node)")
-    if override := bandwidth_override(top["busbw_gbs"], nominal):
+                 f"{assumed} (intra_node)")
+    if override := bandwidth_override(top["busbw_gbs"], link, ranks):
         lines.append(f"to plan and predict with the measured figure, add {override} (or set it "
                      f"in conf/hardware/{hw.name}.yaml)")
     return "\n".join(lines)
@@ -135,15 +139,19 @@ def render(result: dict, hw: HardwareConfig) -> str:
 OVERRIDE_MISMATCH = 0.10
 
 
-def bandwidth_override(measured_gbs: float, nominal_gbs: float | None) -> str | None:
-    """The override that puts the measured peak bus bandwidth into the hardware profile (the
-    cost model's ring all-reduce divides by bus bandwidth), when the profile's figure is
-    missing or off by more than OVERRIDE_MISMATCH; None when they agree."""
+def bandwidth_override(measured_gbs: float, link: LinkConfig, ranks: int) -> str | None:
+    """The override that puts the measured peak bus bandwidth of ``ranks`` devices into the
+    hardware profile (the cost model's all-reduce divides by bus bandwidth,
+    ``LinkConfig.bus_bandwidth_gbs``: on a full mesh, the figure is one link's, the bus
+    bandwidth over its ranks - 1 links), when the profile's figure is missing or off by
+    more than OVERRIDE_MISMATCH; None when they agree."""
+    expected = link.bus_bandwidth_gbs(ranks)
     if measured_gbs <= 0:
         return None
-    if nominal_gbs and abs(measured_gbs / nominal_gbs - 1) <= OVERRIDE_MISMATCH:
+    if expected and abs(measured_gbs / expected - 1) <= OVERRIDE_MISMATCH:
         return None
-    return f"hardware.intra_node.bandwidth_gbs={measured_gbs:.3g}"
+    per_link = measured_gbs / (max(1, ranks - 1) if link.full_mesh else 1)
+    return f"hardware.intra_node.bandwidth_gbs={per_link:.3g}"
 
 
 # -- reading results back (profiler, report) ---------------------------------------------

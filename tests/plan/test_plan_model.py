@@ -143,9 +143,9 @@ def test_1f1b_keeps_min_m_p_micro_batches_and_the_bubble_is_p_minus_1_over_m_plu
 def test_ring_all_reduce_by_hand():
     link = LinkConfig(bandwidth_gbs=100.0, latency_us=0.0)
     # 2 (g - 1) / g x n / bandwidth: 1.5 x 1 GB / 100 GB/s
-    assert steptime.ring_allreduce_s(1e9, 4, link, 1.0) == pytest.approx(0.015)
-    assert steptime.ring_allreduce_s(1e9, 4, link, 0.5) == pytest.approx(0.030)
-    assert steptime.ring_allreduce_s(1e9, 1, link, 1.0) == 0.0
+    assert steptime.level_allreduce_s(1e9, 4, link, 1.0) == pytest.approx(0.015)
+    assert steptime.level_allreduce_s(1e9, 4, link, 0.5) == pytest.approx(0.030)
+    assert steptime.level_allreduce_s(1e9, 1, link, 1.0) == 0.0
 
 
 def test_step_time_adds_its_terms_and_tokens_per_s_follows():

@@ -251,15 +251,36 @@ def test_a_group_across_nodes_reduces_hierarchically():
     intra = 2 * 7 / 8 * n / (hw.intra_node.bandwidth_gbs * 1e9) + 2 * 7 * 5e-6
     inter = 2 * 1 / 2 * (n / 8) / (hw.inter_node.bandwidth_gbs * 1e9) + 2 * 1 * 10e-6
     assert steptime.allreduce_s(n, 16, 1, two_nodes, 1.0) == pytest.approx(intra + inter)
-    flat = steptime.ring_allreduce_s(n, 16, hw.inter_node, 1.0)
+    flat = steptime.level_allreduce_s(n, 16, hw.inter_node, 1.0)
     assert steptime.allreduce_s(n, 16, 1, two_nodes, 1.0) < flat / 5
     # dp groups of stride 8 (mp = 8 fills the node): one rank a node, a flat inter ring.
     assert steptime.group_layout(2, 8, two_nodes) == (1, 2)
     assert steptime.allreduce_s(n, 2, 8, two_nodes, 1.0) == pytest.approx(
-        steptime.ring_allreduce_s(n, 2, hw.inter_node, 1.0))
+        steptime.level_allreduce_s(n, 2, hw.inter_node, 1.0))
     # Inside one node: one ring.
     assert steptime.allreduce_s(n, 8, 1, Cluster(hw), 1.0) == pytest.approx(
-        steptime.ring_allreduce_s(n, 8, hw.intra_node, 1.0))
+        steptime.level_allreduce_s(n, 8, hw.intra_node, 1.0))
+
+
+def test_a_full_mesh_all_reduce_is_hccls_mesh_cost():
+    """HCCL's Mesh all-reduce (hicann/hccl docs/zh/user_guide/coll_algo_intro/Mesh.md):
+    2 alpha + (2 / p) n beta, beta a link's seconds per byte (every rank sends n / p to each
+    of its p - 1 peers at once, reduce-scatter then all-gather; the reduction's own time
+    gamma not counted). So 1 GB over 8 NPUs at 28 GB/s a link and 10 us: 2 / 8 x 1e9 / 28e9
+    + 20 us = 8.95 ms; over 4, 17.9 ms: on a mesh a larger group is faster, where through
+    a switch it is slower."""
+    mesh = dataclasses.replace(a100().intra_node, bandwidth_gbs=28.0, latency_us=10.0,
+                               full_mesh=True)
+    n = 1e9
+    assert steptime.level_allreduce_s(n, 8, mesh, 1.0) == pytest.approx(8.9486e-3, rel=1e-4)
+    assert steptime.level_allreduce_s(n, 4, mesh, 1.0) == pytest.approx(17.877e-3, rel=1e-4)
+    assert mesh.bus_bandwidth_gbs(8) == 7 * 28.0
+    switch = dataclasses.replace(mesh, full_mesh=False)
+    assert steptime.level_allreduce_s(n, 8, switch, 1.0) > \
+        steptime.level_allreduce_s(n, 4, switch, 1.0)
+    # A pair is one link either way.
+    assert steptime.level_allreduce_s(n, 2, mesh, 1.0) == pytest.approx(
+        steptime.level_allreduce_s(n, 2, switch, 1.0))
 
 
 def test_memory_bound_kernels_cost_their_bytes_over_the_datasheet_bandwidth():

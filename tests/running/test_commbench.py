@@ -127,19 +127,24 @@ def test_bad_input_is_one_line_and_writes_nothing(cli, tmp_path, overrides, need
 
 def test_a_measured_bandwidth_far_from_the_profiles_is_offered_as_an_override():
     from autotune.running.commbench import bandwidth_override, render
+    from trials.contract.schema import LinkConfig
 
     # Rule: 0.094 GB/s measured against a profile's 2 GB/s prints the override to use; a
     # figure within 10 % of the profile's prints none.
-    assert bandwidth_override(0.094, 2.0) == "hardware.intra_node.bandwidth_gbs=0.094"
-    assert bandwidth_override(1.9, 2.0) is None
-    assert bandwidth_override(0.5, None) == "hardware.intra_node.bandwidth_gbs=0.5"
-
-    class Link:
-        bandwidth_gbs = 2.0
+    switch = LinkConfig(bandwidth_gbs=2.0)
+    assert bandwidth_override(0.094, switch, 2) == "hardware.intra_node.bandwidth_gbs=0.094"
+    assert bandwidth_override(1.9, switch, 4) is None
+    assert bandwidth_override(0.5, LinkConfig(), 2) == "hardware.intra_node.bandwidth_gbs=0.5"
+    # On a full mesh the profile's figure is one link's: 4 ranks drive 3 links, so 5.7 GB/s
+    # of bus bandwidth agrees with 2 GB/s links, and 3 GB/s is offered as 1 GB/s a link.
+    mesh = LinkConfig(bandwidth_gbs=2.0, full_mesh=True)
+    assert bandwidth_override(5.7, mesh, 4) is None
+    assert bandwidth_override(3.0, mesh, 4) == "hardware.intra_node.bandwidth_gbs=1"
 
     class Hardware:
-        name, intra_node = "cpu", Link()
+        name, intra_node = "cpu", switch
 
     rows = [{"size_kib": 1024, "median_s": 0.01, "p10_s": 0.009, "p90_s": 0.011,
              "algbw_gbs": 0.094, "busbw_gbs": 0.094}]
-    assert "add hardware.intra_node.bandwidth_gbs=0.094" in render({"rows": rows}, Hardware())
+    assert "add hardware.intra_node.bandwidth_gbs=0.094" in render({"rows": rows, "ranks": 2},
+                                                                   Hardware())

@@ -272,6 +272,21 @@ class LinkConfig:
     #: GB/s (1e9 bytes per second); null = unknown (the cost model then refuses to plan).
     bandwidth_gbs: float | None = field(default=None, metadata=rule(gt=0))
     latency_us: float = field(default=10.0, metadata=rule(ge=0))
+    #: Every device wired to every other by a link of its own (HCCS inside an Ascend 910B
+    #: node, Infinity Fabric inside an MI300X node), where a switch (NVSwitch) gives each
+    #: device one port: ``bandwidth_gbs`` is then one link's, and a collective over g
+    #: devices drives g - 1 links at once.
+    full_mesh: bool = False
+
+    def bus_bandwidth_gbs(self, ranks: int) -> float | None:
+        """GB/s an all-reduce over ``ranks`` devices of this level moves per device, its
+        bus bandwidth (nccl-tests' busbw: the all-reduce's 2 (g-1)/g n bytes over its time).
+        Through a switch every device has one port: the link's bandwidth. On a full mesh
+        each device sends to its g - 1 peers over g - 1 links at once (HCCL's mesh
+        algorithm inside a 910B node): g - 1 links' worth."""
+        if self.bandwidth_gbs is None:
+            return None
+        return self.bandwidth_gbs * (max(1, ranks - 1) if self.full_mesh else 1)
 
 
 @dataclass
