@@ -110,10 +110,13 @@ def points() -> list[dict]:
         cfg = to_trial_config(compose("sweep", [f"workload={preset}"], schema=SweepConfig))
         d = ModelDims.of(cfg.workload)
         # The configs run FlashAttention (use_flash_attention: True) and MindSpore's
-        # parallel optimizer (enable_parallel_optimizer: True; see MF_SHARD_LEVEL).
+        # parallel optimizer (enable_parallel_optimizer: True; see MF_SHARD_LEVEL); MindSpore
+        # overlaps the gradient reduction with the backward (bench/data/README.md,
+        # overlap_grad_reduce).
         job = Job(dp=dp, mp=mp, pp=pp, global_batch=batch, micro_batches=m,
                   dtype=DType.bfloat16, recompute=Recompute(rc), sequence_parallel=sp,
-                  shard_level=MF_SHARD_LEVEL if shard else 0, flash_attention=True)
+                  shard_level=MF_SHARD_LEVEL if shard else 0, flash_attention=True,
+                  overlap_grad_reduce=True)
         step = batch * d.seq / (tps * n)
         out.append({"source": "MF", "name": f"{preset} {job.split}", "dims": d, "job": job,
                     "hw": ascend, "nodes": math.ceil(n / 8), "step_s": step,

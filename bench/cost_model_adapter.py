@@ -42,7 +42,7 @@ from trials.contract.schema import Arch, DType, Mode, to_trial_config
 NEUTRAL = {"shard_level": 0, "virtual_stages": 1, "context_parallel": 1,
            "flash_attention": False, "fp32_main_grads": False, "keeps_16bit_grads": False,
            "unfused_cross_entropy": False, "stage_layers": None, "mode": "graph",
-           "threads": 0}
+           "threads": 0, "reduce_in_fp32": True, "overlap_grad_reduce": False}
 
 _profiles: dict = {}
 

@@ -36,6 +36,9 @@ CSV_PATH = REPO / "bench" / "data" / "published_runs.csv"
 #: GPUs (or NPUs) of one node in every source here.
 DEVICES_PER_NODE = 8
 UNITS = ("tokens_per_s_per_gpu", "tflops_per_gpu_eq3", "tflops_per_gpu_model")
+#: Job settings a row states only where its framework's config says (0/1); empty: the
+#: Job's default (gradients reduced in fp32, not overlapped with the backward).
+OPTIONAL_FLAGS = ("reduce_in_fp32", "overlap_grad_reduce")
 
 
 def dims_of(r: dict) -> ModelDims:
@@ -58,7 +61,8 @@ def settings_of(r: dict) -> dict:
             "fp32_main_grads": bool(int(r["fp32_main_grads"])),
             "keeps_16bit_grads": bool(int(r["keeps_16bit_grads"])),
             "unfused_cross_entropy": bool(int(r["unfused_cross_entropy"])),
-            "stage_layers": [int(n) for n in r["stage_layers"].split()] or None}
+            "stage_layers": [int(n) for n in r["stage_layers"].split()] or None,
+            **{k: bool(int(r[k])) for k in OPTIONAL_FLAGS if r.get(k)}}
 
 
 def step_s(r: dict, d: ModelDims) -> float:

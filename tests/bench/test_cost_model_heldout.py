@@ -178,6 +178,33 @@ def test_a_runs_own_network_reaches_its_cluster():
     assert slow > 1.03 * fast
 
 
+def test_a_frameworks_gradient_reduction_reaches_the_job():
+    """MindFormers rows state MindSpore's reduction: in the parameters' dtype (fp16 params
+    reduce in 16 bits), overlapped with the backward; rows that do not say keep the Job's
+    defaults, and the adapter predicts a shorter exposed reduction for the stated one."""
+    from bench.cost_model_adapter import job_of, run
+    from bench.cost_model_heldout import point_of
+    from bench.published_runs import points
+
+    pts = points()
+    gpt2 = next(p for p in pts if p["name"].startswith("gpt2_13b 4x8x1 finetune 800T"))
+    job, lost = job_of(gpt2["settings"])
+    assert (job.reduce_in_fp32, job.overlap_grad_reduce, lost) == (False, True, [])
+    bloom = next(p for p in pts if p["source"] == "BLOOM")
+    assert "reduce_in_fp32" not in bloom["settings"]
+    assert (job_of(bloom["settings"])[0].reduce_in_fp32,
+            job_of(bloom["settings"])[0].overlap_grad_reduce) == (True, False)
+    stated = point_of(gpt2["dims"], gpt2["settings"], "ascend_910b", gpt2["nodes"],
+                      gpt2["step_s"])
+    default = {**stated, "job": {k: v for k, v in stated["job"].items()
+                                 if k not in ("reduce_in_fp32", "overlap_grad_reduce")}}
+    answer = run({"points": [stated, default],
+                  "tasks": [{"prior": "ascend_910b", "fit_on": None, "predict": [0, 1]}]})
+    hidden, exposed = answer["tasks"][0]["step_s"]
+    # dp 4 across four nodes: half the bytes, most of them under the backward.
+    assert hidden < 0.8 * exposed
+
+
 def test_runs_kept_apart_load_from_their_own_csv(tmp_path):
     """``--runs``: a CSV of other runs in the same columns is held out as the committed one
     is; one written before the ``hardware_overrides`` column loads on the profile's links."""
