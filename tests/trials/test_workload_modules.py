@@ -25,7 +25,14 @@ from autotune.running import commbench as orchestrator
 from autotune.settings import CommbenchSettings
 from tests.conftest import ROOT
 from trials import commbench
-from trials.contract.schema import Arch, Backend, ConfigError, DataConfig, WorkloadConfig
+from trials.contract.schema import (
+    Arch,
+    Backend,
+    ConfigError,
+    DataConfig,
+    LinkConfig,
+    WorkloadConfig,
+)
 
 
 # -- commbench: arguments --------------------------------------------------------------
@@ -113,17 +120,14 @@ def test_a_tiny_sizes_bytes_are_its_whole_elements_not_its_kib():
 
 def test_result_rows_are_what_the_orchestrator_reads_back():
     rows = [commbench.row(4, [0.001] * 3, 2), commbench.row(1024, [0.01] * 3, 2)]
-    result = {"rows": rows}
+    result = {"rows": rows, "ranks": 2}  # as assemble() stores it
     # Rule: the orchestrator finds a row's bus bandwidth by its bytes.
     assert orchestrator.bandwidth_at(result, 4 * 1024) == pytest.approx(rows[0]["busbw_gbs"])
     assert orchestrator.bandwidth_at(result, 1024 * 1024) \
         == pytest.approx(rows[1]["busbw_gbs"])
 
-    class Link:
-        bandwidth_gbs = 1.0
-
     class Hardware:
-        name, intra_node = "cpu", Link()
+        name, intra_node = "cpu", LinkConfig(bandwidth_gbs=1.0)
 
     # Rule: and renders every row's size in its table.
     table = orchestrator.render(result, Hardware())
