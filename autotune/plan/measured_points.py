@@ -14,7 +14,9 @@ defaults of the trial config: all heads, 4 x d_model), ``sequence_parallel`` and
 states, 2 and gradients, 3 and parameters: ZeRO-1/2/3, FSDP = 3; default 1 when
 ``optimizer_shard`` is true, else 0), ``virtual_stages`` (interleaved pipeline chunks,
 default 1), ``context_parallel`` (default 1), ``flash_attention`` and
-``overlap_grad_reduce`` (true / false, default false), the memory of the framework
+``overlap_grad_reduce`` (true / false, default false), ``reduce_in_fp32`` (true / false,
+default true: the data-parallel gradients reduced in fp32, else in the 16-bit dtype, as
+MindSpore does for 16-bit parameters), the memory of the framework
 (true / false, default false, ``autotune.plan.layout.Job`` says what each keeps):
 ``fp32_main_grads`` (Megatron-LM's fp32 gradients beside 16-bit parameters),
 ``keeps_16bit_grads`` (and the 16-bit ones kept too: DeepSpeed's BF16_Optimizer) and
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import csv
 import math
+from dataclasses import fields
 from pathlib import Path
 
 from autotune.plan.calibration import Measurement
@@ -40,7 +43,10 @@ from trials.contract.vocabulary import dtype_of, recompute_mode
 REQUIRED = ("n_layers", "d_model", "n_heads", "seq_len", "vocab_size", "dp", "mp", "pp",
             "global_batch", "micro_batches", "precision", "recompute", "step_s")
 FLAGS = ("sequence_parallel", "optimizer_shard", "flash_attention", "overlap_grad_reduce",
-         "fp32_main_grads", "keeps_16bit_grads", "unfused_cross_entropy")
+         "reduce_in_fp32", "fp32_main_grads", "keeps_16bit_grads", "unfused_cross_entropy")
+#: An empty flag is the Job's default for it (optimizer_shard, which the Job spells as
+#: shard_level, is false).
+FLAG_DEFAULTS = {f.name: f.default for f in fields(Job) if f.name in FLAGS}
 OPTIONAL = ("arch", "kv_heads", "ffn_dim", *FLAGS, "shard_level", "virtual_stages",
             "context_parallel", "peak_gib", "nodes")
 POSITIVE_INTS = ("n_layers", "d_model", "n_heads", "seq_len", "vocab_size", "dp", "mp", "pp",
@@ -50,7 +56,7 @@ DEFAULT_ONE = ("nodes", "virtual_stages", "context_parallel")  # empty = 1 (node
 #: Rows a CSV may have: leave-one-out fits once per row, each fit over every other row (200
 #: rows took 15 s, 800 took 196 s on one core; 1,000 take about 5 minutes).
 MAX_ROWS = 1000
-BOOLEANS = {"true": True, "false": False, "1": True, "0": False, "": False}
+BOOLEANS = {"true": True, "false": False, "1": True, "0": False}
 
 
 def read_points(path: Path, hardware: HardwareConfig, peak_flops) -> list[Measurement]:
@@ -127,9 +133,9 @@ def point(row: dict, n: int, path: Path, hardware: HardwareConfig, peak_flops) -
     flags = {}
     for column in FLAGS:
         text = row.get(column, "").lower()
-        if text not in BOOLEANS:
+        if text and text not in BOOLEANS:
             raise bad(column, "must be true or false")
-        flags[column] = BOOLEANS[text]
+        flags[column] = BOOLEANS[text] if text else FLAG_DEFAULTS.get(column, False)
     try:
         arch = Arch(row.get("arch") or "gpt")
     except ValueError:
@@ -146,14 +152,10 @@ def point(row: dict, n: int, path: Path, hardware: HardwareConfig, peak_flops) -
                               vocab_size=ints["vocab_size"])
     job = Job(dp=ints["dp"], mp=ints["mp"], pp=ints["pp"], global_batch=ints["global_batch"],
               micro_batches=ints["micro_batches"], dtype=dtype, recompute=recompute,
-              sequence_parallel=flags["sequence_parallel"], shard_level=shard_level,
+              shard_level=shard_level,
               virtual_stages=ints["virtual_stages"] or 1,
               context_parallel=ints["context_parallel"] or 1,
-              flash_attention=flags["flash_attention"],
-              overlap_grad_reduce=flags["overlap_grad_reduce"],
-              fp32_main_grads=flags["fp32_main_grads"],
-              keeps_16bit_grads=flags["keeps_16bit_grads"],
-              unfused_cross_entropy=flags["unfused_cross_entropy"])
+              **{k: v for k, v in flags.items() if k in FLAG_DEFAULTS})
     if job.keeps_16bit_grads and not (job.fp32_main_grads and job.dtype is not DType.float32):
         raise bad("keeps_16bit_grads", "keeps 16-bit gradients beside fp32 main grads: it "
                                        "needs fp32_main_grads true and fp16 or bf16")

@@ -195,24 +195,25 @@ def test_a_fit_out_of_its_plausible_range_is_refused_and_nothing_stored(tmp_path
 
 
 def test_the_optional_columns_reach_the_cost_models_job(tmp_path):
-    """shard_level, virtual_stages, context_parallel, flash_attention and
-    overlap_grad_reduce are read into the Job the model predicts; optimizer_shard alone
-    means shard level 1; empty cells keep the defaults."""
+    """shard_level, virtual_stages, context_parallel, flash_attention,
+    overlap_grad_reduce and reduce_in_fp32 are read into the Job the model predicts;
+    optimizer_shard alone means shard level 1; empty cells keep the Job's defaults (fp32
+    reduction)."""
     table = rows()[:3]
     optional = ("shard_level", "optimizer_shard", "virtual_stages", "context_parallel",
-                "flash_attention", "overlap_grad_reduce")
+                "flash_attention", "overlap_grad_reduce", "reduce_in_fp32")
     for r in table:
         r.update({c: "" for c in optional})
     table[0].update(shard_level="3", flash_attention="true", overlap_grad_reduce="true",
-                    virtual_stages="2")
+                    virtual_stages="2", reduce_in_fp32="false")
     table[1].update(optimizer_shard="true")
     path = Path(write(tmp_path / "runs.csv", table))
     jobs = [m.job for m in read_points(path, a100(), lambda job: 312e12)]
     assert (jobs[0].shard_level, jobs[0].flash_attention, jobs[0].overlap_grad_reduce,
-            jobs[0].virtual_stages) == (3, True, True, 2)
+            jobs[0].virtual_stages, jobs[0].reduce_in_fp32) == (3, True, True, 2, False)
     assert jobs[1].shard_level == 1 and jobs[1].optimizer_shard
     assert (jobs[2].shard_level, jobs[2].virtual_stages, jobs[2].context_parallel,
-            jobs[2].flash_attention) == (0, 1, 1, False)
+            jobs[2].flash_attention, jobs[2].reduce_in_fp32) == (0, 1, 1, False, True)
 
 
 def test_the_frameworks_memory_columns_reach_the_job(tmp_path):
