@@ -128,7 +128,7 @@ def allreduce_s(n_bytes: float, ranks: int, stride: int, cluster: Cluster,
         return level_allreduce_s(n_bytes, ranks, hw.intra_node, collective_efficiency)
     return (level_allreduce_s(n_bytes, in_node, hw.intra_node, collective_efficiency)
             + level_allreduce_s(n_bytes / in_node, nodes, hw.inter_node,
-                               collective_efficiency))
+                                collective_efficiency))
 
 
 def link_for_span(span: int, cluster: Cluster) -> LinkConfig:
