@@ -316,7 +316,11 @@ class PlanSettings:
     micro_batches: list = field(default_factory=list)
     #: Recompute modes (none, selective, full, selective_op), as train.recompute spells them.
     recompute: list = field(default_factory=lambda: ["none", "selective", "full"])
+    #: Sequence parallel (activations split over the model-parallel ranks) off and on;
+    #: [true] plans only with it.
     sequence_parallel: list = field(default_factory=lambda: [False, True])
+    #: The optimizer states split over the data-parallel ranks (ZeRO-1, MindSpore's
+    #: parallel optimizer) off and on; [true] plans only with it.
     optimizer_shard: list = field(default_factory=lambda: [False, True])
     #: Precision names (fp32, fp16, bf16), as the precision group spells them; empty =
     #: every precision the profile can run.
@@ -364,6 +368,7 @@ class CommbenchSettings:
     sizes_kib: list = field(default_factory=lambda: [4, 64, 1024, 8192, 65536])
     #: Timed all-reduces per size, after ``warmup`` untimed ones.
     repeats: int = field(default=10, metadata=rule(ge=1, le=1000))
+    #: Untimed all-reduces per size first (the first call sets up the communicator).
     warmup: int = field(default=2, metadata=rule(ge=0, le=100))
     #: Output directory; empty = <runs_dir>/commbench.
     out: str = field(default="", metadata=rule(path=OUTPUT_DIR))

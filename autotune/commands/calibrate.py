@@ -29,7 +29,7 @@ from omegaconf import DictConfig
 from rich.console import Console
 
 from autotune.plan.calibrate_csv import calibrate_csv
-from autotune.presentation.invocation import autotune_command
+from autotune.plan.measured_points import REQUIRED
 from autotune.settings import CalibrateSettings, SweepConfig
 from trials.contract.schema import ConfigError, to_trial_config
 
@@ -39,8 +39,9 @@ def run(composed: DictConfig, overrides: list[str], console: Console, *,
     options: CalibrateSettings = config.calibrate
     if not options.csv:
         raise ConfigError("calibrate needs calibrate.csv=PATH: a CSV of measured runs, one per "
-                          f"row (the columns: {autotune_command('calibrate', '--help')}, or "
-                          "docs/how-to/plan-and-calibrate.md)")
+                          f"row, with the columns {', '.join(REQUIRED)} (the optional ones: "
+                          "docs/how-to/plan-and-calibrate.md; an example: "
+                          "examples/calibrate/vtrain_a100.csv)")
     return calibrate_csv(Path(options.csv), to_trial_config(composed).hardware,
                          store=options.store,
                          say=lambda line: console.print(line, markup=False, soft_wrap=True))

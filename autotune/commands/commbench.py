@@ -1,5 +1,16 @@
 """``python -m autotune commbench``: all-reduce time and bandwidth over msrun at several
-message sizes (the measurement itself: autotune/running/commbench.py)."""
+message sizes (the measurement itself: autotune/running/commbench.py).
+
+    python -m autotune commbench                               # 2 ranks, 4 KiB .. 64 MiB
+    python -m autotune commbench commbench.ranks=8 hardware=ascend_910b
+
+Prints each size as it finishes, then the table (median and p10..p90 milliseconds, algbw
+and busbw in GB/s), the peak bus bandwidth beside what the hardware profile assumes for
+that many ranks (on a full-mesh profile, ranks - 1 links), and, where they differ by more
+than a tenth, the override that plans with the measured figure
+(``hardware.intra_node.bandwidth_gbs=...``). Writes ``<out>/commbench-<hardware>-<ranks>r.json``
+(``commbench.out``, else ``<runs_dir>/commbench``), which ``profile`` reads to judge a
+trial's all-reduce."""
 
 from __future__ import annotations
 

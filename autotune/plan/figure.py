@@ -10,6 +10,14 @@ import pandas as pd
 
 from autotune.presentation.figures import Figure, placeholder, save, thousands
 
+
+def point_label(r) -> str:
+    """One plan point as every place names it (a ruled-out example, a chart's label): its
+    split and micro-batches, then the knobs two points of that split may differ in."""
+    knobs = [r.get("recompute"), "SP" if r.get("seq_parallel") else "",
+             "opt shard" if r.get("opt_shard") else "", r.get("precision")]
+    return " ".join([f"{r['split']} m={r['micro_batches']}", *filter(None, knobs)])
+
 #: How many of the best-ranked points carry their rank and split as a label, and where each
 #: label sits (points offsets: the best ones are often neighbours).
 LABELLED = 3
@@ -46,7 +54,7 @@ def tradeoff(df: pd.DataFrame, *, title: str, budget_gib: float) -> Figure | Non
                label=f"memory budget {budget_gib:g} GiB")
     best = known[fits].sort_values("rank").drop_duplicates("rank").head(LABELLED)
     for offset, (_, r) in zip(LABEL_OFFSETS, best.iterrows()):
-        ax.annotate(f"#{int(r['rank'])} {r['split']} m={r['micro_batches']}",
+        ax.annotate(f"#{int(r['rank'])} {point_label(r)}",
                     (r["peak_gib"], r["tokens_per_s"]), textcoords="offset points",
                     xytext=offset, fontsize=7, arrowprops={"arrowstyle": "-", "lw": 0.5})
     low, high = known["peak_gib"].min(), max(known["peak_gib"].max(), budget_gib)
@@ -96,8 +104,7 @@ def breakdown(top: pd.DataFrame, *, title: str) -> Figure | None:
     if known.empty:
         return None
     rows = [step_parts(r) for _, r in known.iterrows()]
-    labels = [f"#{r['rank']} {r['split']} m={r['micro_batches']} {r['recompute']}"
-              if pd.notna(r.get("rank")) else f"{r['split']} m={r['micro_batches']}"
+    labels = [f"#{r['rank']} {point_label(r)}" if pd.notna(r.get("rank")) else point_label(r)
               for _, r in known.iterrows()]
     fig = Figure(figsize=(11, 1.6 + 0.4 * len(rows)), layout="constrained")
     ax = fig.subplots()

@@ -13,7 +13,7 @@ import pandas as pd
 
 from autotune.plan.costmodel import CostModel
 from autotune.plan.coverage import dtype_coverage
-from autotune.plan.figure import breakdown_figure, plan_figure
+from autotune.plan.figure import breakdown_figure, plan_figure, point_label
 from autotune.plan.planner import PlanPoint, dtypes, plan
 from autotune.plan.predict import Constants, memory_interval
 from autotune.presentation.tables import markdown_table, text_table
@@ -156,10 +156,10 @@ def ruled_out_summary(df: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame()
     out["why"] = out["reason"].map(reason_class)
     groups = out.groupby("why", sort=False)
+    first = groups.head(1).set_index("why")
     return pd.DataFrame({"points": groups.size(),
-                         "example": groups["split"].first() + " m="
-                         + groups["micro_batches"].first().astype(str) + ": "
-                         + groups["reason"].first()}).sort_values(
+                         "example": first.apply(point_label, axis=1) + ": "
+                         + first["reason"]}).sort_values(
         "points", ascending=False, kind="stable").rename_axis("ruled out because").reset_index()
 
 

@@ -48,6 +48,9 @@ def assert_one_line_error(code: int, err: str, *needles: str) -> None:
     ("parallel.split=2x1", ("parallel.split value '2x1' must look like 'DPxMPxPP'",)),
     ("hardware=gpu_h100x", ("Could not find 'hardware/gpu_h100x'. Available options in "
                             "'hardware': ascend_910b, cpu, gpu_a100, gpu_h100",)),
+    # Hydra's grammar: a list the shell split at its space names the spelling that parses.
+    ("sweep.n_trials=[3", ("cannot parse the override 'sweep.n_trials=[3'",
+                       "a list as key=[a,b] with commas and no spaces")),
 ])
 def test_bad_overrides(harness, override, needles):
     space = harness.space("ok", {"train.micro_batches": [1, 2]})

@@ -145,7 +145,7 @@ def test_enumeration_skips_knobs_that_change_nothing_for_a_split():
     ({}, dict(pp=4, micro_batches=2), "micro-batches 2 < pipeline stages 4"),
     ({"n_layers": 4}, dict(pp=8, micro_batches=8), "workload.n_layers=4 leaves a pipeline "
      "stage of pp=8 without a layer"),
-    ({"kv_heads": 4}, dict(mp=8), "(kv heads 4) is not divisible by parallel.mp=8"),
+    ({"kv_heads": 4}, dict(mp=8), "workload.kv_heads=4 is not divisible by parallel.mp=8"),
 ])
 def test_a_split_that_breaks_a_structural_rule_says_which(workload, point, needle):
     cfg = with_workload(trial_config(*LLAMA_A100), **workload)
@@ -313,11 +313,14 @@ def test_ruled_out_points_are_counted_by_the_class_of_their_reason():
     classes = set(summary["ruled out because"])
     assert classes == {"micro-batches N < pipeline stages N", plan_output.reason_class(
         "activations 1.0 GiB + states 2.0 GiB (x1.1 allocator) > 80 GiB")}
-    assert summary["example"].str.match(r"\d+x\d+x\d+ m=\d+: ").all()
+    # Rule: an example names its point as the ranked rows do (split, m, recompute, SP,
+    # sharding, precision), so it is not read as one of them.
+    assert summary["example"].str.match(
+        r"\d+x\d+x\d+ m=\d+ (none|selective|full)( SP)?( opt shard)? (fp32|fp16|bf16): ").all()
     lines = plan_output.ruled_out_lines(summary)
     assert lines[0] == f"ruled out ({int(summary['points'].sum()):,}), by reason:"
     # Rule: each line carries its example's own numbers (a class alone reads "N").
-    assert all(re.search(r"; e\.g\. \d+x\d+x\d+ m=\d+: .*\d", line) for line in lines[1:])
+    assert all(re.search(r"; e\.g\. \d+x\d+x\d+ m=\d+ [^:]+: .*\d", line) for line in lines[1:])
 
 
 def test_when_nothing_fits_the_closest_come_least_memory_first_with_what_they_lack():

@@ -137,8 +137,8 @@ def compose(config_name: str, overrides: list[str], conf_dir: Path = CONF_DIR, *
             cfg = hydra_compose(config_name=config_name, overrides=overrides,
                                 return_hydra_config=with_choices)
     except Exception as exc:  # Hydra raises several unrelated types for bad input
-        shape = None
-        if any(isinstance(e, OmegaConfBaseException) for e in chain(exc)):
+        shape = syntax_problem(overrides)
+        if not shape and any(isinstance(e, OmegaConfBaseException) for e in chain(exc)):
             shape = (group_file_problem(parsed, conf_dir, schema)
                      or validation_problem(exc, config_dirs(_searchpath(parsed), conf_dir)))
         raise ConfigError(shape or one_line(exc)) from exc
@@ -149,6 +149,22 @@ def compose(config_name: str, overrides: list[str], conf_dir: Path = CONF_DIR, *
 
 
 SEARCHPATH = "hydra.searchpath"
+
+
+def syntax_problem(overrides: list[str]) -> str | None:
+    """The first override Hydra's grammar rejects, with the spelling it takes (a shell
+    splits ``plan.split=[8x1x1 2x4x1]`` at the space into two overrides), or None."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parser = OverridesParser.create()
+    for override in overrides:
+        try:
+            parser.parse_overrides([override])
+        except Exception as exc:  # noqa: BLE001 - Hydra's grammar errors have several types
+            return (f"cannot parse the override {override!r} ({one_line(exc)}): write "
+                    "key=value, a list as key=[a,b] with commas and no spaces, and quote "
+                    "a value that holds a space or a bracket ('key=\"a b\"')")
+    return None
 
 
 def _parsed(overrides: list[str]) -> list:

@@ -338,10 +338,11 @@ def workload_problem(trial) -> str | None:
     if model_config["hidden_size"] % heads:
         return (f"model_config hidden_size={model_config['hidden_size']} is not divisible by "
                 f"num_heads={heads} (workload.options.{OPTION_MODEL_CONFIG})")
-    if heads % trial.parallel.mp or kv_heads % trial.parallel.mp:
-        return (f"model_config num_heads={heads} (n_kv_heads {kv_heads}) is not divisible by "
-                f"parallel.mp={trial.parallel.mp}: MindFormers splits heads over model "
-                "parallel")
+    for name, count in (("num_heads", heads), ("n_kv_heads", kv_heads)):
+        if count % trial.parallel.mp:
+            return (f"model_config {name}={count} is not divisible by "
+                    f"parallel.mp={trial.parallel.mp}: MindFormers splits heads over model "
+                    "parallel")
     if trial.parallel.pp > layers:
         return (f"model_config num_layers={layers} is below parallel.pp={trial.parallel.pp}: "
                 "MindFormers needs num_layers >= pipeline_stage")

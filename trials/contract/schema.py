@@ -459,9 +459,11 @@ def dimension_problem(w: WorkloadConfig, *, mp: int = 1, pp: int = 1) -> str | N
     if w.n_heads % w.n_kv_heads:
         return (f"workload.n_heads={w.n_heads} is not divisible by "
                 f"workload.kv_heads={w.kv_heads}")
-    if w.n_heads % mp or w.n_kv_heads % mp:
-        return (f"workload.n_heads={w.n_heads} (kv heads {w.n_kv_heads}) is not divisible by "
-                f"parallel.mp={mp}")
+    # Model parallel splits the query heads and the key/value heads: name the one that
+    # does not split (a grouped-query model's 8 KV heads, not its 64 query heads).
+    for name, heads in (("workload.n_heads", w.n_heads), ("workload.kv_heads", w.n_kv_heads)):
+        if heads % mp:
+            return f"{name}={heads} is not divisible by parallel.mp={mp}"
     if w.n_layers % pp:
         return f"workload.n_layers={w.n_layers} is not divisible by parallel.pp={pp}"
     return None
