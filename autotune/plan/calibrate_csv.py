@@ -44,7 +44,8 @@ def table(points: list[Measurement], fitted: list[Prediction], held: list[Predic
     for n, (p, f, h) in enumerate(zip(points, fitted, held), start=2):
         j = p.job
         rows.append({"row": n, "model": f"L{p.dims.layers} h{p.dims.hidden}",
-                     "split": j.split, "m": j.micro_batches,
+                     "split": j.split, "batch": j.global_batch, "m": j.micro_batches,
+                     "recompute": j.recompute.value,
                      "precision": precision_name(j.dtype), "step s": p.step_s,
                      "fit s": f.step_s, "held out s": h.step_s,
                      "peak GiB": p.peak_gib, "fit GiB": f.peak_gib if p.peak_gib else None})

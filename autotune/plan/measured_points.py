@@ -73,8 +73,12 @@ def read_points(path: Path, hardware: HardwareConfig, peak_flops) -> list[Measur
                                   "once; keep one column of each name")
             missing = [c for c in REQUIRED if c not in header]
             if missing:
-                raise ConfigError(f"{path}: missing column(s) {', '.join(missing)}; the "
-                                  f"columns are {', '.join(REQUIRED)} (optional: "
+                # A spreadsheet's export with another separator reads as one wide column.
+                other = next((f" (the header is separated by {sep!r}: separate the columns "
+                              "by commas)" for sep in (";", "\t") if len(header) == 1
+                              and sep in header[0]), "")
+                raise ConfigError(f"{path}: missing column(s) {', '.join(missing)}{other}; "
+                                  f"the columns are {', '.join(REQUIRED)} (optional: "
                                   f"{', '.join(OPTIONAL)})")
             unknown = [c for c in header if c not in REQUIRED + OPTIONAL]
             if unknown:

@@ -121,6 +121,19 @@ def test_a_bad_row_is_one_line_naming_row_and_column(tmp_path, cache, capsys, ed
     assert not (cache / "calibration").exists()
 
 
+def test_a_csv_separated_by_semicolons_names_its_separator(tmp_path, cache, capsys):
+    """A spreadsheet's export with ';' reads as one wide column: the line says so."""
+    path = tmp_path / "semi.csv"
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows()[0]), delimiter=";")
+        writer.writeheader()
+        writer.writerows(rows())
+    code = main(["calibrate", f"calibrate.csv={path}", "hardware=gpu_a100"])
+    assert_one_line_error(code, capsys.readouterr().err, "missing column(s) n_layers",
+                          "separated by ';': separate the columns by commas")
+    assert not (cache / "calibration").exists()
+
+
 @pytest.mark.parametrize("column, text", [
     ("step_s", "nan"), ("step_s", "inf"), ("peak_gib", "-inf"), ("peak_gib", "NaN"),
     ("dp", "Infinity"), ("n_layers", "nan"),
