@@ -228,16 +228,30 @@ def default_name(cfg: TrialConfig, settings: PlanSettings, overrides: Sequence[s
     differ in anything planned get directories of their own (a cluster's own links, a
     model's other depth, other pinned splits, other constants)."""
     name = f"{cfg.workload.name}-{cfg.hardware.name}-{settings.nodes}n"
-    default = PlanSettings()
-    pinned = {f.name: getattr(settings, f.name) for f in dataclasses.fields(settings)
-              if f.name not in NOT_PLANNED and getattr(settings, f.name) != getattr(default,
-                                                                                     f.name)}
+    planned, default = resolved(settings, cfg), resolved(PlanSettings(), cfg)
+    pinned = {key: value for key, value in planned.items() if value != default[key]}
     shaping = shaping_overrides(overrides)
     if shaping:
         pinned["overrides"] = shaping
     if constants:
         pinned["constants"] = constants
     return named_by(name, pinned)
+
+
+def resolved(settings: PlanSettings, cfg: TrialConfig) -> dict:
+    """What a plan's settings plan, spelling aside: each list as the set it enumerates
+    (plan.split=[2x4x1,8x1x1] plans what [8x1x1,2x4x1] does) and the global batch as the
+    one planned (unset: the workload's train.global_batch)."""
+    out = {}
+    for f in dataclasses.fields(settings):
+        value = getattr(settings, f.name)
+        if f.name in NOT_PLANNED:
+            continue
+        if isinstance(value, list):
+            value = sorted({str(v) for v in value})
+        out[f.name] = value
+    out["global_batch"] = settings.global_batch or cfg.train.global_batch
+    return out
 
 
 def constants_line(model: CostModel, fitting: int, total: int) -> str:

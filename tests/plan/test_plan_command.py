@@ -302,3 +302,8 @@ def test_two_plans_of_one_workload_get_directories_of_their_own():
     assert plain == "llama2_7b-gpu_a100-1n"
     assert len({plain, bf16, split}) == 3 and bf16.startswith(plain + "-")
     assert default_name(cfg, PlanSettings(show=3, out="")) == plain  # not what is planned
+    # Rule: and one plan spelled two ways is one directory: a list's order, the workload's
+    # own global batch written out.
+    assert default_name(cfg, PlanSettings(global_batch=cfg.train.global_batch)) == plain
+    assert default_name(cfg, PlanSettings(split=["2x4x1", "8x1x1"])) == default_name(
+        cfg, PlanSettings(split=["8x1x1", "2x4x1"]))
