@@ -163,6 +163,7 @@ def test_the_vocabulary_round_trips():
     for split in [(1, 1, 1), (2, 1, 1), (4, 2, 8), (16, 1, 2)]:
         assert parse_split(format_split(*split)) == split
     assert format_split(*parse_split("8x1x1")) == "8x1x1"
+    assert parse_split("8X1X1") == (8, 1, 1)  # the capital a reader may type
     for bad in ["2x1", "0x1x1", "2,1,1", "axbxc", ""]:
         # Rule: anything but DPxMPxPP with positive integers is refused, naming the syntax.
         with pytest.raises(ConfigError, match="DPxMPxPP"):

@@ -123,9 +123,9 @@ def format_split(dp: int, mp: int, pp: int) -> str:
 
 
 def parse_split(text: object, key: str = "parallel.split") -> tuple[int, int, int]:
-    """``"2x1x1"`` -> (2, 1, 1); ConfigError for anything else."""
+    """``"2x1x1"`` (or ``"2X1X1"``) -> (2, 1, 1); ConfigError for anything else."""
     try:
-        dp, mp, pp = (int(x) for x in str(text).strip().split("x"))
+        dp, mp, pp = (int(x) for x in str(text).strip().lower().split("x"))
     except ValueError:
         dp = mp = pp = 0
     if dp < 1 or mp < 1 or pp < 1:
