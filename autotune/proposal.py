@@ -159,6 +159,18 @@ class Proposals:
         return Ready(trial, proposal.params, proposal.cfg, label,
                      devices=proposal.cfg.parallel.devices, alone=alone)
 
+    def settle_unlaunchable(self) -> int:
+        """Once the whole budget is spent: the points still queued (a worker queued its seed
+        while another claimed the last launch) will never run; each is told as the
+        budget's, so that no trial of a finished study stays WAITING. How many."""
+        settled = 0
+        while self.study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
+            # ask takes a queued point first; one another worker took meanwhile makes
+            # this a fresh trial, told the same way.
+            self._budget_spent(self.study.ask(self.context.space.distributions()))
+            settled += 1
+        return settled
+
     def _budget_spent(self, trial: optuna.Trial) -> Settled:
         scoring.tell_rejected(self.study, trial, "the launch budget was spent by other workers",
                               budget_gib=self.context.budget_gib, outcome=Outcome.BUDGET)

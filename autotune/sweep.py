@@ -35,7 +35,7 @@ from autotune.study import storage as S
 from autotune.study.choice import study_verdict
 from autotune.study.claims import task_lock
 from autotune.study.story import pick_sentence
-from autotune.study.sweep_end import SweepEnd, SweepOutcome
+from autotune.study.sweep_end import EndKind, SweepEnd, SweepOutcome
 from autotune.sweep_context import SweepContext
 from trials.contract.outcomes import Outcome
 
@@ -75,6 +75,8 @@ class Sweep:
         try:
             proposals = Proposals(context, study, progress, ruled_out=ruled_out)
             end = self._loop(proposals)
+            if final and end.kind is EndKind.DONE:
+                proposals.settle_unlaunchable()
             if final and not end.failed:
                 self._final_race(proposals)
         finally:

@@ -137,3 +137,24 @@ def test_a_repeated_proposal_is_not_launched_and_adds_no_leaderboard_row(harness
     assert sorted(board["trial"]) == [0, 1, 3]
     assert board.set_index("trial").loc[0, leaderboard.PROPOSALS_COLUMN] == 2
     assert "(=#0)" not in out and leaderboard.PROPOSALS_COLUMN in out
+
+
+def test_points_queued_past_a_spent_budget_are_settled_not_left_waiting(harness):
+    """A worker queues its seed while another claims the last launch (the PostgreSQL
+    workers' race, here made certain): once the whole budget is spent, every queued point is
+    told as the budget's, so no trial of the finished study stays WAITING."""
+    from optuna.trial import TrialState
+
+    harness.script()
+    space = harness.space("late", {"train.micro_batches": [1, 2, 4]})
+    code, out, err = harness.run(space, "sweep.n_trials=1")
+    assert code == 0, err
+    study = harness.study()
+    for m in (2, 4):
+        study.enqueue_trial({"train.micro_batches": m})  # queued, never to be launched
+    code, out, err = harness.run(space, "sweep.n_trials=1")
+    assert code == 0, err
+    trials = harness.study().trials
+    assert not [t.number for t in trials if t.state is TrialState.WAITING]
+    assert sum(bool(t.user_attrs.get("launched")) for t in trials) == 1
+    assert {t.user_attrs.get("reason") for t in trials[1:]} == {"budget"}
