@@ -16,7 +16,9 @@
     python -m autotune calibrate-host                 # this CPU's peak FLOP/s, measured when quiet
     python -m autotune calibrate calibrate.csv=runs.csv hardware=gpu_a100  # fit to your runs
 
-Every command takes the same overrides and so finds the same study. Bad input
+Every command takes the same overrides and so finds the same study; one that reads a
+stored study (report, export, confirm, soak, dashboard) refuses an override of what the study
+ran with (its workload, hardware, data, global batch) that differs from it. Bad input
 ends with one line naming the fix and exit code 2.
 """
 
@@ -159,11 +161,24 @@ def stopped_text(command: str) -> str:
     return getattr(module, "STOPPED", STOPPED)
 
 
+#: The verbs that read a study as it was run (its trials, its pick): an override that
+#: describes another run is refused (autotune/study/as_run.py). ``profile`` is not one: an
+#: override there profiles the composed configuration instead of the study's pick.
+READS_STORED_STUDY = ("report", "export", "confirm", "soak", "dashboard")
+
+
 def run_command(command: str, composed, overrides: list[str], console: Console, *,
                 config=None) -> int:
     """Run the verb's module with the composed config and its typed, checked form
     (``config``: autotune.settings.SweepConfig, what ``validate_settings`` returned)."""
     import importlib
 
+    if command in READS_STORED_STUDY:
+        from autotune.study.as_run import contradicted
+        from trials.contract.schema import to_trial_config
+
+        problem = contradicted(command, config.sweep, to_trial_config(composed), overrides)
+        if problem:
+            raise ConfigError(problem)
     module = importlib.import_module(command_module(command))
     return module.run(composed, overrides, console, config=config)

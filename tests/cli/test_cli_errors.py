@@ -579,3 +579,33 @@ def test_a_space_this_machine_cannot_run_is_refused_with_the_simulated_sweep_nam
     assert text.startswith("search space accelerator: data.num_workers=64")
     assert text.endswith("or sweep.simulate=true to sweep it on the cost model without "
                          "running it")
+
+
+@pytest.mark.parametrize("command", ["report", "export", "confirm", "soak", "dashboard"])
+def test_an_override_describing_another_run_than_the_stored_study_is_refused(harness,
+                                                                            command):
+    """A command that reads a stored study reads it as it was run: an override of what
+    the study recorded (its workload, hardware, data, global batch) that differs is one
+    line naming what it ran with, exit 2, nothing written; the sweep's own overrides, given
+    again, pass."""
+    harness.script()
+    space = harness.space("ran", {"train.micro_batches": [1, 2]})
+    code, _, err = harness.run(space, "sweep.n_trials=2")
+    assert code == 0, err
+    before = sorted(p.name for p in (harness.runs / "s").iterdir())
+    code, _, err = harness.main(command, *harness.overrides(space), "workload.n_layers=7")
+    assert_one_line_error(code, err, f"{command} reads study 's' as it was run, with "
+                          "workload.n_layers=2", "workload.n_layers=7 would describe another run",
+                          "drop it, or name the study that ran with it")
+    assert sorted(p.name for p in (harness.runs / "s").iterdir()) == before
+    # The same value as the run's is no contradiction, nor is the sweep's own override line.
+    from autotune.settings import SweepConfig, validate_settings
+    from autotune.study.as_run import contradicted
+    from trials.contract.compose import compose
+    from trials.contract.schema import to_trial_config
+
+    for given in (["workload.n_layers=2"], []):
+        overrides = [*harness.overrides(space), *given]
+        composed = compose("sweep", overrides, schema=SweepConfig)
+        assert contradicted(command, validate_settings(composed).sweep,
+                            to_trial_config(composed), overrides) is None
