@@ -1,6 +1,8 @@
 """The study side: the database, the records read from it, and the questions asked of it.
 
 - :mod:`.artifacts`: a study's files as Optuna artifacts, in a file-system store beside it;
+- :mod:`.as_run`: a command that reads a stored study refuses an override of what it ran
+  with;
 - :mod:`.budget`: the launch budget and the study-wide questions the sweep asks before each
   proposal;
 - :mod:`.choice`: which trial to export;
