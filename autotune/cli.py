@@ -175,9 +175,8 @@ def run_command(command: str, composed, overrides: list[str], console: Console, 
 
     if command in READS_STORED_STUDY:
         from autotune.study.as_run import contradicted
-        from trials.contract.schema import to_trial_config
 
-        problem = contradicted(command, config.sweep, to_trial_config(composed), overrides)
+        problem = contradicted(command, config.sweep, composed, overrides)
         if problem:
             raise ConfigError(problem)
     module = importlib.import_module(command_module(command))

@@ -123,8 +123,8 @@ def render(result: dict, hw: HardwareConfig) -> str:
     link, ranks = hw.intra_node, result["ranks"]
     expected = link.bus_bandwidth_gbs(ranks)
     assumed = "no figure" if expected is None else f"{expected:g} GB/s" + (
-        f" ({ranks - 1} links of {link.bandwidth_gbs:g} on its full mesh)"
-        if link.full_mesh and ranks > 2 else "")
+        f" ({link.links(ranks)} links of {link.bandwidth_gbs:g} on its full mesh)"
+        if link.links(ranks) > 1 else "")
     lines.append(f"peak bus bandwidth {top['busbw_gbs']:.4g} GB/s at "
                  f"{size_label(top['size_kib'])}; the hardware={hw.name} profile assumes "
                  f"{assumed} (intra_node)")
@@ -150,8 +150,7 @@ def bandwidth_override(measured_gbs: float, link: LinkConfig, ranks: int) -> str
         return None
     if expected and abs(measured_gbs / expected - 1) <= OVERRIDE_MISMATCH:
         return None
-    per_link = measured_gbs / (max(1, ranks - 1) if link.full_mesh else 1)
-    return f"hardware.intra_node.bandwidth_gbs={per_link:.3g}"
+    return f"hardware.intra_node.bandwidth_gbs={measured_gbs / link.links(ranks):.3g}"
 
 
 # -- reading results back (profiler, report) ---------------------------------------------

@@ -20,6 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 from optuna.distributions import CategoricalDistribution
 
 from autotune.settings import Launcher, SearchConfig, SweepConfig, SweepSettings
+from autotune.study.schema.fingerprint import run_parts
 from trials.contract.compose import compose, one_line
 from trials.contract.rules import check_fields, path_problem
 from trials.contract.schema import (
@@ -315,24 +316,11 @@ def _current_value(path: str, base: DictConfig, choices, is_group: bool) -> Any:
 _MISSING = object()
 
 
-#: The run settings that decide what a trial's tokens/s means (part of the fingerprint).
-MEASUREMENT_KEYS = ("adaptive", "warmup_steps", "max_warmup_steps", "steady_window",
-                    "steady_tolerance", "measure_steps", "max_measure_steps", "target_interval")
-
-
 def fingerprint_parts(space: SearchSpace, base: TrialConfig, *, simulated: bool) -> dict:
     """What makes a study the same study: its space, workload, hardware profile and the
     measurement protocol (a resume with other ones is refused)."""
-    b = OmegaConf.structured(base)
-    run = OmegaConf.to_container(b.run)
     return {"search_space": space.describe(), "search_devices": space.devices,
-            "workload": OmegaConf.to_container(b.workload),
-            "hardware": OmegaConf.to_container(b.hardware),
-            "measurement": {"run": {k: run[k] for k in MEASUREMENT_KEYS},
-                            "global_batch": base.train.global_batch,
-                            "data": OmegaConf.to_container(b.data),
-                            # Simulated and measured trials never share a study.
-                            "simulated": simulated}}
+            **run_parts(base, simulated=simulated)}
 
 
 def check_devices(space: SearchSpace, base: TrialConfig, settings: SweepSettings) -> None:

@@ -14,19 +14,19 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Sequence
 
-from omegaconf import OmegaConf
+from omegaconf import DictConfig
 
 from autotune.settings import SweepSettings
-from autotune.study.schema.fingerprint import stored_fingerprint
+from autotune.study.schema.fingerprint import run_parts, stored_fingerprint
 from autotune.study.storage import load_existing
-from trials.contract.schema import ConfigError, TrialConfig
+from trials.contract.schema import ConfigError, to_trial_config
 
 #: The sections of a run a stored study records, and where its fingerprint keeps each.
 RECORDED = {"workload": ("workload",), "hardware": ("hardware",),
             "data": ("measurement", "data"), "train.global_batch": ("measurement", "global_batch")}
 
 
-def contradicted(command: str, settings: SweepSettings, base: TrialConfig,
+def contradicted(command: str, settings: SweepSettings, composed: DictConfig,
                  overrides: Sequence[str]) -> str | None:
     """The one line refusing an override that describes another run than the stored
     study's, or None (none given, no such study: the command says so itself, or a study
@@ -39,18 +39,14 @@ def contradicted(command: str, settings: SweepSettings, base: TrialConfig,
         study = load_existing(settings)
     except ConfigError:
         return None
-    _, parts = stored_fingerprint(study)
-    now = _plain(OmegaConf.to_container(OmegaConf.structured(base)))
-    now_parts = {"workload": now["workload"], "hardware": now["hardware"],
-                 "data": now["data"], "train.global_batch": now["train"]["global_batch"]}
+    _, stored = stored_fingerprint(study)
+    ran_parts = _plain(stored.to_json())
+    now_parts = _plain(run_parts(to_trial_config(composed), simulated=settings.simulate))
     for section in dict.fromkeys(section for section, _ in named):
-        path = RECORDED[section]
-        ran = getattr(parts, path[0])
-        for key in path[1:]:
-            ran = ran.get(key) if isinstance(ran, dict) else None
+        ran = _at(ran_parts, RECORDED[section])
         if ran in (None, {}):
             continue  # stored before the study kept this part
-        for key, was, given in _differences(section, _plain(ran), now_parts[section]):
+        for key, was, given in _differences(section, ran, _at(now_parts, RECORDED[section])):
             # The override that set this key: its own, else the nearest above it (a group).
             override = max((o for s, o in named if s == section
                             and (key == _key(o) or key.startswith(_key(o) + "."))),
@@ -66,6 +62,12 @@ def contradicted(command: str, settings: SweepSettings, base: TrialConfig,
 
 def _key(override: str) -> str:
     return override.partition("=")[0].lstrip("+~")
+
+
+def _at(parts: dict, path: tuple[str, ...]):
+    for key in path:
+        parts = parts.get(key) if isinstance(parts, dict) else None
+    return parts
 
 
 def _plain(value):

@@ -602,10 +602,9 @@ def test_an_override_describing_another_run_than_the_stored_study_is_refused(har
     from autotune.settings import SweepConfig, validate_settings
     from autotune.study.as_run import contradicted
     from trials.contract.compose import compose
-    from trials.contract.schema import to_trial_config
 
     for given in (["workload.n_layers=2"], []):
         overrides = [*harness.overrides(space), *given]
         composed = compose("sweep", overrides, schema=SweepConfig)
-        assert contradicted(command, validate_settings(composed).sweep,
-                            to_trial_config(composed), overrides) is None
+        assert contradicted(command, validate_settings(composed).sweep, composed,
+                            overrides) is None

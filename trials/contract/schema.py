@@ -278,15 +278,17 @@ class LinkConfig:
     #: devices drives g - 1 links at once.
     full_mesh: bool = False
 
+    def links(self, ranks: int) -> int:
+        """Links one device drives at once in an all-reduce over ``ranks`` devices: its
+        switch port, or on a full mesh one to each of its g - 1 peers (HCCL's mesh
+        algorithm inside a 910B node)."""
+        return max(1, ranks - 1) if self.full_mesh else 1
+
     def bus_bandwidth_gbs(self, ranks: int) -> float | None:
         """GB/s an all-reduce over ``ranks`` devices of this level moves per device, its
-        bus bandwidth (nccl-tests' busbw: the all-reduce's 2 (g-1)/g n bytes over its time).
-        Through a switch every device has one port: the link's bandwidth. On a full mesh
-        each device sends to its g - 1 peers over g - 1 links at once (HCCL's mesh
-        algorithm inside a 910B node): g - 1 links' worth."""
-        if self.bandwidth_gbs is None:
-            return None
-        return self.bandwidth_gbs * (max(1, ranks - 1) if self.full_mesh else 1)
+        bus bandwidth (nccl-tests' busbw: the all-reduce's 2 (g-1)/g n bytes over its
+        time): ``links`` x a link's bandwidth."""
+        return None if self.bandwidth_gbs is None else self.bandwidth_gbs * self.links(ranks)
 
 
 @dataclass
