@@ -118,8 +118,8 @@ def collective(efficiency: float) -> str:
     """A fitted collective efficiency; at the fit's bound, what that means."""
     bound = 1.0 / calibration.MIN_COLLECTIVE_FACTOR
     if efficiency >= 0.99 * bound:
-        return (f"{efficiency:.3g} (the fit's bound, the link's full bandwidth: these runs "
-                "show no more cost of it)")
+        return (f"{efficiency:.3g} (the fit's bound, what the collective library achieves on "
+                "the link: these runs show no more cost of it)")
     return f"{efficiency:.3g}"
 
 

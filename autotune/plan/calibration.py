@@ -41,11 +41,12 @@ from trials.contract.schema import Mode
 GIB = memory.GIB
 #: Fewer measured trials than this keep the priors (and their uncertainty).
 MIN_POINTS = 3
-#: Collectives are charged at no more than their links' bandwidth (an efficiency of at
-#: most 1): single-node runs whose collectives a fit cannot see would otherwise make them
-#: free (fitted on vTrain's single-node runs, the data-parallel efficiency sat at a bound of
-#: 100 and ZeRO-3 runs on 384-2,240 GPUs came out 41-82 % fast). Overlap with compute is
-#: modelled where it happens (steptime.exposed_reduction_s), not fitted into the bandwidth.
+#: Collectives are charged at no more than what their library achieves on their links
+#: (``LinkConfig.achieved_gbs``, an efficiency of at most 1): single-node runs whose
+#: collectives a fit cannot see would otherwise make them free (fitted on vTrain's
+#: single-node runs, the data-parallel efficiency sat at a bound of 100 and ZeRO-3 runs on
+#: 384-2,240 GPUs came out 41-82 % fast). Overlap with compute is modelled where it
+#: happens (steptime.exposed_reduction_s), not fitted into the bandwidth.
 MIN_COLLECTIVE_FACTOR = 1.0
 
 
@@ -125,7 +126,8 @@ def _time_prior(name: str, prior: Constants, ceiling: float = 1.0) -> tuple[floa
     beat the device's measured GEMM ceiling (efficiency <= ``ceiling``, the profile's
     ``cost.compute_ceiling``: a fit on small models would otherwise trade a near-perfect
     GEMM efficiency for a large per-layer latency, and plan large models fast); a
-    collective cannot beat its link (efficiency at most 1 / MIN_COLLECTIVE_FACTOR); the
+    collective cannot beat its library's benchmark on its link (efficiency at most
+    1 / MIN_COLLECTIVE_FACTOR); the
     seconds are non-negative."""
     kind, _, which = name.partition(":")
     if kind == "compute":  # which: a dtype

@@ -21,12 +21,14 @@
   memory bandwidth: their bytes over the datasheet's bandwidth, no fitted constant
   (what kernels fall short of it is in the fitted layer latency);
 - collectives: an all-reduce of n bytes over g ranks moves 2 (g-1)/g n bytes per
-  rank at its bus bandwidth (a switch's port, or g - 1 links of a full mesh) x a
-  calibrated collective efficiency (at most 1: no fit may make a collective faster than
-  its links), plus a latency per step (2 (g-1) for a ring, 2 for a mesh). A group
-  that spans nodes reduces hierarchically (inside each node, then across nodes over
-  every GPU's own link). Tensor and data parallel have an efficiency each: their
-  collectives differ in size, dtype, and in how much of them the framework overlaps;
+  rank at its bus bandwidth (a switch's port, or g - 1 links of a full mesh, each at
+  what its collective library achieves: the line rate x the link's measured
+  ``achieved_fraction``) x a calibrated collective efficiency (at most 1: no fit may make
+  a collective faster than its library's benchmark on its links), plus a latency per
+  step (2 (g-1) for a ring, 2 for a mesh). A group that spans nodes reduces
+  hierarchically (inside each node, then across nodes over every GPU's own link).
+  Tensor and data parallel have an efficiency each: their collectives differ in size,
+  dtype, and in how much of them the framework overlaps;
 - tensor parallel: 2 all-reduces of s b h activations in the forward and 2 in the
   backward of every layer and micro-batch (Megatron-LM's f/g operators), 2 more when
   the forward is recomputed (reduce-scatter + all-gather under sequence parallel: the
@@ -95,9 +97,9 @@ def level_allreduce_s(n_bytes: float, ranks: int, link: LinkConfig,
                       collective_efficiency: float) -> float:
     """All-reduce of n bytes over ``ranks`` devices on one level: 2 (g-1)/g n bytes per
     device at the bus bandwidth (``LinkConfig.bus_bandwidth_gbs``: a switch's port, or g - 1
-    links of a full mesh) x a calibrated efficiency, plus the latency of each step: a
-    ring's reduce-scatter and all-gather take g - 1 steps each, a full mesh's one each
-    (every peer reached directly)."""
+    links of a full mesh, each at what its library achieves) x a calibrated efficiency,
+    plus the latency of each step: a ring's reduce-scatter and all-gather take g - 1 steps
+    each, a full mesh's one each (every peer reached directly)."""
     if ranks <= 1 or n_bytes <= 0:
         return 0.0
     bandwidth = link.bus_bandwidth_gbs(ranks) * 1e9 * collective_efficiency
@@ -305,7 +307,7 @@ def cp_collectives_s(d: ModelDims, job: Job, cluster: Cluster,
     hop = kv * job.element_bytes
     in_node, nodes = group_layout(cp, job.mp, cluster)
     link = cluster.hardware.intra_node if nodes == 1 else cluster.hardware.inter_node
-    per_hop = hop / (link.bandwidth_gbs * 1e9 * collective_efficiency) + link.latency_us * 1e-6
+    per_hop = hop / (link.achieved_gbs * 1e9 * collective_efficiency) + link.latency_us * 1e-6
     return stage_layers_max(d, job) * job.micro_batches * passes * (cp - 1) * per_hop
 
 
@@ -325,7 +327,7 @@ def pp_p2p_s(d: ModelDims, job: Job, cluster: Cluster) -> float:
     size = local_seq(d, job) * job.micro_batch_size * d.hidden * job.element_bytes / (
         job.mp if job.sequence_parallel else 1)
     link = link_for_span(job.mp * job.context_parallel * job.dp + 1, cluster)
-    per_send = size / (link.bandwidth_gbs * 1e9) + link.latency_us * 1e-6
+    per_send = size / (link.achieved_gbs * 1e9) + link.latency_us * 1e-6
     return 2 * job.micro_batches * job.virtual_stages * per_send
 
 

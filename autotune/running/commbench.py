@@ -122,9 +122,8 @@ def render(result: dict, hw: HardwareConfig) -> str:
     top = max(result["rows"], key=lambda r: r["busbw_gbs"])
     link, ranks = hw.intra_node, result["ranks"]
     expected = link.bus_bandwidth_gbs(ranks)
-    assumed = "no figure" if expected is None else f"{expected:g} GB/s" + (
-        f" ({link.links(ranks)} links of {link.bandwidth_gbs:g} on its full mesh)"
-        if link.links(ranks) > 1 else "")
+    assumed = ("no figure" if expected is None
+               else f"{expected:.4g} GB/s{assumed_terms(link, ranks)}")
     lines.append(f"peak bus bandwidth {top['busbw_gbs']:.4g} GB/s at "
                  f"{size_label(top['size_kib'])}; the hardware={hw.name} profile assumes "
                  f"{assumed} (intra_node)")
@@ -132,6 +131,17 @@ def render(result: dict, hw: HardwareConfig) -> str:
         lines.append(f"to plan and predict with the measured figure, add {override} (or set it "
                      f"in conf/hardware/{hw.name}.yaml)")
     return "\n".join(lines)
+
+
+def assumed_terms(link: LinkConfig, ranks: int) -> str:
+    """What the profile's bus bandwidth is made of, where it is not one line rate: the full
+    mesh's links, and the share of the line rate its library achieves."""
+    terms = []
+    if link.links(ranks) > 1:
+        terms.append(f"{link.links(ranks)} links of {link.bandwidth_gbs:g} on its full mesh")
+    if link.achieved_fraction != 1.0:
+        terms.append(f"x {link.achieved_fraction:g} its library achieves")
+    return f" ({', '.join(terms)})" if terms else ""
 
 
 #: How far the measured bus bandwidth may sit from the profile's before commbench offers
@@ -143,14 +153,16 @@ def bandwidth_override(measured_gbs: float, link: LinkConfig, ranks: int) -> str
     """The override that puts the measured peak bus bandwidth of ``ranks`` devices into the
     hardware profile (the cost model's all-reduce divides by bus bandwidth,
     ``LinkConfig.bus_bandwidth_gbs``: on a full mesh, the figure is one link's, the bus
-    bandwidth over its ranks - 1 links), when the profile's figure is missing or off by
+    bandwidth over its ranks - 1 links; a link's line rate, which its
+    ``achieved_fraction`` scales), when the profile's figure is missing or off by
     more than OVERRIDE_MISMATCH; None when they agree."""
     expected = link.bus_bandwidth_gbs(ranks)
     if measured_gbs <= 0:
         return None
     if expected and abs(measured_gbs / expected - 1) <= OVERRIDE_MISMATCH:
         return None
-    return f"hardware.intra_node.bandwidth_gbs={measured_gbs / link.links(ranks):.3g}"
+    line_rate = measured_gbs / (link.links(ranks) * link.achieved_fraction)
+    return f"hardware.intra_node.bandwidth_gbs={line_rate:.3g}"
 
 
 # -- reading results back (profiler, report) ---------------------------------------------

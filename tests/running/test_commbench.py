@@ -140,6 +140,21 @@ def test_a_measured_bandwidth_far_from_the_profiles_is_offered_as_an_override():
     mesh = LinkConfig(bandwidth_gbs=2.0, full_mesh=True)
     assert bandwidth_override(5.7, mesh, 4) is None
     assert bandwidth_override(3.0, mesh, 4) == "hardware.intra_node.bandwidth_gbs=1"
+    # A link whose library achieves 0.64 of its line rate (HCCL on a 910B's HCCS): 8 ranks
+    # drive 7 links of 0.64 x 28 GB/s, 125.4 GB/s of bus bandwidth; a measured 62.7 is
+    # offered as the line rate that achieves it, 14 GB/s a link.
+    hccs = LinkConfig(bandwidth_gbs=28.0, full_mesh=True, achieved_fraction=0.64)
+    assert bandwidth_override(125.0, hccs, 8) is None
+    assert bandwidth_override(62.72, hccs, 8) == "hardware.intra_node.bandwidth_gbs=14"
+
+    class Mesh:
+        name, intra_node = "ascend_910b", hccs
+
+    text = render({"rows": [{"size_kib": 1024, "median_s": 0.01, "p10_s": 0.009,
+                             "p90_s": 0.011, "algbw_gbs": 35.8, "busbw_gbs": 62.72}],
+                   "ranks": 8}, Mesh())
+    assert "assumes 125.4 GB/s (7 links of 28 on its full mesh, x 0.64 its library " \
+           "achieves)" in text
 
     class Hardware:
         name, intra_node = "cpu", switch

@@ -277,6 +277,19 @@ class LinkConfig:
     #: device one port: ``bandwidth_gbs`` is then one link's, and a collective over g
     #: devices drives g - 1 links at once.
     full_mesh: bool = False
+    #: The share of ``bandwidth_gbs`` the vendor's collective library moves on this link,
+    #: as its benchmark measures it (nccl-tests' or HCCL's all-reduce bus bandwidth at
+    #: large messages over the line rate: NVLink's protocol overhead, HCCS's). Every
+    #: transfer on the link is charged at the line rate x this; the calibrated collective
+    #: efficiency is relative to it, so no fit makes a collective faster than what its
+    #: library reaches. 1.0 where no benchmark is known (the profile cites each figure).
+    achieved_fraction: float = field(default=1.0, metadata=rule(gt=0, le=1))
+
+    @property
+    def achieved_gbs(self) -> float | None:
+        """GB/s one link moves as its collective library drives it: the line rate x
+        ``achieved_fraction`` (None where the line rate is unknown)."""
+        return None if self.bandwidth_gbs is None else self.bandwidth_gbs * self.achieved_fraction
 
     def links(self, ranks: int) -> int:
         """Links one device drives at once in an all-reduce over ``ranks`` devices: its
@@ -287,8 +300,9 @@ class LinkConfig:
     def bus_bandwidth_gbs(self, ranks: int) -> float | None:
         """GB/s an all-reduce over ``ranks`` devices of this level moves per device, its
         bus bandwidth (nccl-tests' busbw: the all-reduce's 2 (g-1)/g n bytes over its
-        time): ``links`` x a link's bandwidth."""
-        return None if self.bandwidth_gbs is None else self.bandwidth_gbs * self.links(ranks)
+        time): ``links`` x what a link achieves (``achieved_gbs``)."""
+        achieved = self.achieved_gbs
+        return None if achieved is None else achieved * self.links(ranks)
 
 
 @dataclass
@@ -305,9 +319,10 @@ class CostPriors:
     #: measured it: no fit and no prediction puts the step's GEMMs above it. 1.0 where no
     #: benchmark is known, or where the peak itself is measured (the CPU's calibrate-host).
     compute_ceiling: float = field(default=1.0, metadata=rule(gt=0, le=1))
-    #: Achieved / nominal link bandwidth of collectives (the prior of both the tensor- and
-    #: the data-parallel efficiency, which calibration fits apart).
-    collective_efficiency: float = field(default=0.7, metadata=rule(gt=0, le=1))
+    #: A training step's collectives over what the link's library achieves
+    #: (``LinkConfig.achieved_gbs``: its benchmark's bus bandwidth): the prior of both the
+    #: tensor- and the data-parallel efficiency, which calibration fits apart, at most 1.
+    collective_efficiency: float = field(default=1.0, metadata=rule(gt=0, le=1))
     #: Fixed time per layer and micro-batch (forward + backward + recompute): kernel
     #: launches and host work that scale neither with FLOPs nor with bytes moved.
     layer_latency_s: float = field(default=0.0, metadata=rule(ge=0))
