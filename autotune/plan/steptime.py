@@ -37,9 +37,10 @@
   the forward, K, V and their gradients in the backward;
 - pipeline bubble: (p - 1) / (v m + p - 1) of the pipelined time is idle (Narayanan et al.
   2021, section 2.2; v = 1 for plain 1F1B), i.e. a factor (v m + p - 1) / (v m);
-- data parallel: one all-reduce of the stage's gradients (in fp32 or the compute dtype;
-  1.5x the volume under ZeRO-3), exposed in full, or only the part that outlasts the
-  backward when it is bucketed and overlapped.
+- data parallel: one all-reduce of the stage's gradients (in fp32 or the compute dtype),
+  or under sharding a reduce-scatter of them and all-gathers of the parameters in the
+  compute dtype (one under ZeRO-1 and -2, two under ZeRO-3), exposed in full, or only the
+  part that outlasts the backward when it is bucketed and overlapped.
 
 Which link a group uses follows Megatron's rank order (mp fastest, then cp, dp, pp):
 a group stays inside a node while its span fits the node's devices.
@@ -335,18 +336,24 @@ def pp_p2p_s(d: ModelDims, job: Job, cluster: Cluster) -> float:
 #: parameters, megatron/core/distributed/distributed_data_parallel.py): under overlap the
 #: last bucket's reduction is what always remains after the backward.
 GRADIENT_BUCKET_PARAMS = 40e6
-#: ZeRO-3 moves 1.5x a data-parallel all-reduce's volume (parameter all-gather in the
-#: forward and backward, gradient reduce-scatter; Rajbhandari et al. 2020, section 7.2.2).
-ZERO3_VOLUME = 1.5
-
-
 def dp_reduction_bytes(d: ModelDims, job: Job) -> float:
-    """Bytes the data-parallel reduction covers on the slowest stage: its gradients in
-    fp32 or the compute dtype, 1.5x under ZeRO-3 (ZeRO-1 and -2 reduce-scatter and
-    all-gather: the all-reduce's volume)."""
-    size = FP32_BYTES if job.reduce_in_fp32 else job.element_bytes
+    """Bytes of the slowest stage's data-parallel communication per step, as an all-reduce
+    of that many bytes (``allreduce_s`` moves 2 (g-1)/g of them per rank). Without
+    sharding, one all-reduce of the gradients in the reduction dtype (fp32 or the compute
+    dtype). Sharded, each collective moves its own tensor in its own dtype (Rajbhandari et al.
+    2020, section 7.2: a reduce-scatter of the gradients and an all-gather of the updated
+    parameters under ZeRO-1 and -2; under ZeRO-3 the parameters gathered in the forward and
+    again in the backward): a reduce-scatter or an all-gather is half an all-reduce, the
+    gradients in the reduction dtype, the parameters in the compute dtype they are used in
+    (FSDP's ``param_dtype`` and ``reduce_dtype``; Megatron-LM's distributed optimizer
+    gathers its 16-bit parameters). With both in 16 bits ZeRO-3 is 1.5x an all-reduce, the
+    paper's figure; with fp32 gradients it is 1x, not 1.5x an fp32 all-reduce."""
+    reduce_bytes = FP32_BYTES if job.reduce_in_fp32 else job.element_bytes
     params = max(stage_params(d, job, i) for i in range(job.pp))
-    return params * size * (ZERO3_VOLUME if job.shard_level >= 3 else 1.0)
+    if job.shard_level == 0:
+        return params * reduce_bytes
+    gathers = 2 if job.shard_level >= 3 else 1
+    return params * (reduce_bytes + gathers * job.element_bytes) / 2
 
 
 def exposed_reduction_s(reduction_s: float, backward_s: float, job: Job,
@@ -362,8 +369,9 @@ def exposed_reduction_s(reduction_s: float, backward_s: float, job: Job,
 
 def dp_allreduce_s(d: ModelDims, job: Job, cluster: Cluster,
                    collective_efficiency: float, backward_s: float = 0.0) -> float:
-    """The exposed data-parallel gradient reduction (reduce-scatter + all-gather under a
-    shard level: the same volume), over the dp x cp ranks that hold the same parameters."""
+    """The exposed data-parallel communication (dp_reduction_bytes: an all-reduce, or a
+    shard level's reduce-scatter and all-gathers), over the dp x cp ranks that hold the
+    same parameters."""
     reduction = allreduce_s(dp_reduction_bytes(d, job), shard_ranks(job),
                             job.mp, cluster, collective_efficiency)
     params = max(stage_params(d, job, i) for i in range(job.pp))

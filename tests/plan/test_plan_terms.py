@@ -239,8 +239,19 @@ def test_the_reduction_dtype_and_its_overlap_with_the_backward():
     fp32 = job(dp=8, global_batch=8)
     fp16 = dataclasses.replace(fp32, reduce_in_fp32=False)
     assert steptime.dp_reduction_bytes(d, fp16) == steptime.dp_reduction_bytes(d, fp32) / 2
-    assert steptime.dp_reduction_bytes(d, dataclasses.replace(fp32, shard_level=3)) == \
-        pytest.approx(1.5 * steptime.dp_reduction_bytes(d, fp32))
+    # Sharded, each collective moves its own dtype (ZeRO, Rajbhandari et al. 2020, section
+    # 7.2; a reduce-scatter or an all-gather is half an all-reduce): with 16-bit gradients
+    # ZeRO-3's gathers twice and reduce-scatter once are the paper's 1.5x an all-reduce; with
+    # fp32 gradients and 16-bit parameters (FSDP's reduce_dtype and param_dtype) they are
+    # (2 + 2 + 4) / 2 = 4 bytes a parameter, one fp32 all-reduce, not 1.5x one; ZeRO-1 and -2
+    # gather once: (2 + 4) / 2 = 3.
+    params = memory.stage_params(d, fp32)
+    sharded = {level: steptime.dp_reduction_bytes(d, dataclasses.replace(fp32, shard_level=level))
+               for level in (1, 2, 3)}
+    assert sharded == pytest.approx({1: 3 * params, 2: 3 * params, 3: 4 * params})
+    assert steptime.dp_reduction_bytes(d, fp32) == pytest.approx(4 * params)
+    assert steptime.dp_reduction_bytes(d, dataclasses.replace(fp16, shard_level=3)) == \
+        pytest.approx(1.5 * steptime.dp_reduction_bytes(d, fp16))
     reduction = steptime.dp_allreduce_s(d, fp32, cluster, 1.0)
     overlapped = dataclasses.replace(fp32, overlap_grad_reduce=True)
     # A backward longer than the reduction hides all but the last 40 M-parameter bucket.
