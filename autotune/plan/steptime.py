@@ -346,7 +346,10 @@ def dp_reduction_bytes(d: ModelDims, job: Job) -> float:
     again in the backward): a reduce-scatter or an all-gather is half an all-reduce, the
     gradients in the reduction dtype, the parameters in the compute dtype they are used in
     (FSDP's ``param_dtype`` and ``reduce_dtype``; Megatron-LM's distributed optimizer
-    gathers its 16-bit parameters). With both in 16 bits ZeRO-3 is 1.5x an all-reduce, the
+    gathers its 16-bit parameters; MindSpore's parallel optimizer puts its AllGather after
+    the parameter's fp32 -> fp16 Cast, or casts first "for saving communication":
+    ``InsertAllGatherAfterCast``, ``FindChildCastWithFP32ToFP16`` in
+    ``frontend/parallel/step_parallel.cc``). With both in 16 bits ZeRO-3 is 1.5x an all-reduce, the
     paper's figure; with fp32 gradients it is 1x, not 1.5x an fp32 all-reduce."""
     reduce_bytes = FP32_BYTES if job.reduce_in_fp32 else job.element_bytes
     params = max(stage_params(d, job, i) for i in range(job.pp))
