@@ -180,16 +180,17 @@ class Prediction:
 
 
 def check_links(job: Job, cluster: Cluster) -> None:
-    """ConfigError when the profile lacks a bandwidth this job's collectives need."""
+    """ConfigError when the profile lacks a bandwidth this job's collectives need, naming
+    the override that gives it (or the profile's file)."""
     hw = cluster.hardware
-    if job.devices > 1 and hw.intra_node.bandwidth_gbs is None:
-        raise ConfigError(f"hardware profile {hw.name} has no intra_node.bandwidth_gbs: the "
-                          f"cost model needs it for split {job.split}; add it to "
-                          f"conf/hardware/{hw.name}.yaml")
-    if cluster.nodes > 1 and hw.inter_node.bandwidth_gbs is None:
-        raise ConfigError(f"hardware profile {hw.name} has no inter_node.bandwidth_gbs: the "
-                          f"cost model needs it for {cluster.nodes} nodes; add it to "
-                          f"conf/hardware/{hw.name}.yaml")
+    needed = (("intra_node", job.devices > 1, f"split {job.split}"),
+              ("inter_node", cluster.nodes > 1, f"{cluster.nodes} nodes"))
+    for level, needs, what in needed:
+        if needs and getattr(hw, level).bandwidth_gbs is None:
+            raise ConfigError(f"hardware profile {hw.name} has no {level}.bandwidth_gbs: the "
+                              f"cost model needs it for {what}; give it as "
+                              f"hardware.{level}.bandwidth_gbs=<GB/s> or add it to "
+                              f"conf/hardware/{hw.name}.yaml")
 
 
 def predict(d: ModelDims, job: Job, cluster: Cluster, constants: Constants, *,

@@ -109,7 +109,9 @@ def test_plan_answers_about_pinned_splits_and_says_which_global_batch(tmp_path):
     (["workload=llama2_7b", "hardware=ascend_910b", "hardware.intra_node.bandwidth_gbs=null"],
      "has no intra_node.bandwidth_gbs"),
     (["workload=llama2_7b", "hardware=ascend_910b", "plan.nodes=2",
-      "hardware.inter_node.bandwidth_gbs=null"], "has no inter_node.bandwidth_gbs"),
+      "hardware.inter_node.bandwidth_gbs=null"],
+     "has no inter_node.bandwidth_gbs: the cost model needs it for 2 nodes; give it as "
+     "hardware.inter_node.bandwidth_gbs=<GB/s>"),
     (["plan.nodes=0"], "plan.nodes=0 must be >= 1"),
     # Old spellings: the one line names the word every command takes.
     (["plan.precisions=[float16]"], "plan.precisions: 'float16' is not a precision name; "
