@@ -127,8 +127,7 @@ def _time_prior(name: str, prior: Constants, ceiling: float = 1.0) -> tuple[floa
     ``cost.compute_ceiling``: a fit on small models would otherwise trade a near-perfect
     GEMM efficiency for a large per-layer latency, and plan large models fast); a
     collective cannot beat its library's benchmark on its link (efficiency at most
-    1 / MIN_COLLECTIVE_FACTOR); the
-    seconds are non-negative."""
+    1 / MIN_COLLECTIVE_FACTOR); the seconds are non-negative."""
     kind, _, which = name.partition(":")
     if kind == "compute":  # which: a dtype
         return 1.0 / min(prior.compute_efficiency[which], ceiling), 1.0 / ceiling

@@ -336,21 +336,24 @@ def pp_p2p_s(d: ModelDims, job: Job, cluster: Cluster) -> float:
 #: parameters, megatron/core/distributed/distributed_data_parallel.py): under overlap the
 #: last bucket's reduction is what always remains after the backward.
 GRADIENT_BUCKET_PARAMS = 40e6
+
+
 def dp_reduction_bytes(d: ModelDims, job: Job) -> float:
     """Bytes of the slowest stage's data-parallel communication per step, as an all-reduce
     of that many bytes (``allreduce_s`` moves 2 (g-1)/g of them per rank). Without
     sharding, one all-reduce of the gradients in the reduction dtype (fp32 or the compute
-    dtype). Sharded, each collective moves its own tensor in its own dtype (Rajbhandari et al.
-    2020, section 7.2: a reduce-scatter of the gradients and an all-gather of the updated
-    parameters under ZeRO-1 and -2; under ZeRO-3 the parameters gathered in the forward and
-    again in the backward): a reduce-scatter or an all-gather is half an all-reduce, the
-    gradients in the reduction dtype, the parameters in the compute dtype they are used in
-    (FSDP's ``param_dtype`` and ``reduce_dtype``; Megatron-LM's distributed optimizer
-    gathers its 16-bit parameters; MindSpore's parallel optimizer puts its AllGather after
-    the parameter's fp32 -> fp16 Cast, or casts first "for saving communication":
-    ``InsertAllGatherAfterCast``, ``FindChildCastWithFP32ToFP16`` in
-    ``frontend/parallel/step_parallel.cc``). With both in 16 bits ZeRO-3 is 1.5x an all-reduce, the
-    paper's figure; with fp32 gradients it is 1x, not 1.5x an fp32 all-reduce."""
+    dtype). Sharded, each collective moves its own tensor in its own dtype (Rajbhandari et
+    al. 2020, section 7.2: a reduce-scatter of the gradients and an all-gather of the
+    updated parameters under ZeRO-1 and -2; under ZeRO-3 the parameters gathered in the
+    forward and again in the backward): a reduce-scatter or an all-gather is half an
+    all-reduce, the gradients in the reduction dtype, the parameters in the compute dtype
+    they are used in (FSDP's ``param_dtype`` beside its ``reduce_dtype``; Megatron-LM's
+    distributed optimizer gathers its 16-bit parameters; MindSpore's parallel optimizer
+    puts its AllGather after the parameter's fp32 -> fp16 Cast, or casts first "for saving
+    communication": ``InsertAllGatherAfterCast``, ``FindChildCastWithFP32ToFP16`` in
+    ``frontend/parallel/step_parallel.cc``). With both in 16 bits ZeRO-3 is 1.5x an
+    all-reduce, the paper's figure; with fp32 gradients it is 1x, not 1.5x an fp32
+    all-reduce."""
     reduce_bytes = FP32_BYTES if job.reduce_in_fp32 else job.element_bytes
     params = max(stage_params(d, job, i) for i in range(job.pp))
     if job.shard_level == 0:
