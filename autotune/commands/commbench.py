@@ -6,9 +6,11 @@ message sizes (the measurement itself: autotune/running/commbench.py).
 
 Prints each size as it finishes, then the table (median and p10..p90 milliseconds, algbw
 and busbw in GB/s), the peak bus bandwidth beside what the hardware profile assumes for
-that many ranks (on a full-mesh profile, ranks - 1 links), and, where they differ by more
-than a tenth, the override that plans with the measured figure
-(``hardware.intra_node.bandwidth_gbs=...``). Writes ``<out>/commbench-<hardware>-<ranks>r.json``
+that many ranks (on a full-mesh profile, ranks - 1 links; each at the share of its line
+rate the profile says its library achieves, ``intra_node.achieved_fraction``), and, where
+they differ by more than a tenth, the override that plans with the measured figure (the
+line rate that achieves it: ``hardware.intra_node.bandwidth_gbs=...``). Writes
+``<out>/commbench-<hardware>-<ranks>r.json``
 (``commbench.out``, else ``<runs_dir>/commbench``), which ``profile`` reads to judge a
 trial's all-reduce."""
 
