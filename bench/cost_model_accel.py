@@ -16,8 +16,9 @@ the published throughput with the source's own FLOP formula):
       recompute and with sequence parallel + selective recompute (A100, dp = 1).
 [MF]  MindSpore MindFormers, docs/model_cards/llama2.md "模型性能" and configs/llama2/*.yaml
       (commit 9719c5cd2, 2024-10-26; r1.3.0): tokens/s per NPU on Atlas 800T A2 (bf16,
-      s = 4096). The Ascend 910B peak (376 TFLOP/s bf16 in conf/hardware/ascend_910b.yaml)
-      is not from a cited source; errors on these points include that uncertainty.
+      s = 4096). The Ascend 910B's GEMM peak (353.9 TFLOP/s bf16, its cube's, in
+      conf/hardware/ascend_910b.yaml) is from CANN's platform file for the part; which 910B
+      variant each card's runs used is not stated, and these errors include that.
 [Z20] S. Rajbhandari et al., "ZeRO: Memory Optimizations Toward Training Trillion Parameter
       Models", SC'20, arXiv:1910.02054, section 3.1 and Figure 1 (7.5 B parameters, 64 GPUs):
       model states 120 GB (baseline data parallel) and 31.4 GB (optimizer states sharded).

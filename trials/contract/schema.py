@@ -357,7 +357,9 @@ class HardwareConfig:
     #: Devices (or CPU worker processes) available to one job.
     devices: int = field(default=1, metadata=rule(ge=1))
     device_memory_gib: float = field(default=8.0, metadata=rule(gt=0))
-    #: Peak TFLOP/s per dtype (float32, float16, bfloat16); null = calibrate here (CPU).
+    #: Peak TFLOP/s per dtype (float32, float16, bfloat16) of the unit that runs the GEMMs
+    #: (a GPU's tensor cores, an Ascend's cube), dense: the GEMMs' roofline and MFU's
+    #: denominator; null = calibrate here (CPU).
     peak_tflops: dict = field(default_factory=dict)
     #: Compute units a GEMM's output tiles are spread over (an NVIDIA GPU's streaming
     #: multiprocessors, an Ascend's AI cores); null = unknown (a CPU): the cost model then
