@@ -100,12 +100,13 @@ class Sweep:
                                f"orchestrator: {reaped}; their configurations are re-queued")
         seed_baseline(study, context.space)
         if context.model is not None:
-            # Without a peak FLOP/s the model predicts memory only: it proposes no trial,
-            # and the sweep says why (its first launches were the sampler's without a word).
+            # Without a peak FLOP/s the model predicts memory only: it proposes no trial
+            # until it has one, and the sweep says why (its first launches were the
+            # sampler's without a word).
             blind = context.model.peak_problem(context.base.precision.dtype)
             self.console.print(f"cost model: {context.model.constants.source}"
-                               + (f"; it predicts memory only, and proposes no trial: {blind}"
-                                  if blind else ""),
+                               + (f"; until it has a peak FLOP/s it predicts memory only and "
+                                  f"proposes no trial: {blind}" if blind else ""),
                                highlight=False, soft_wrap=True, markup=False)
         study.sampler = sampler(study, context.settings, context.space)
 

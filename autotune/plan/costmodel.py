@@ -78,9 +78,13 @@ class CostModel:
             return None
         hw = self.hardware
         if hw.backend is Backend.CPU:
+            # A trial alone on every core measures it once (trials/calibrate.peak_for):
+            # the line says so, or a sweep that then proposes reads as contradicting it.
             return (f"no verified CPU peak FLOP/s for {dtype.value} is cached on this "
-                    f"machine: run `{autotune_command('calibrate-host')}` on a quiet host, or "
-                    f"give it: 'hardware.peak_tflops={{{dtype.value}: N}}'")
+                    f"machine yet: a trial that runs alone on every core measures it once "
+                    f"(the baseline, when no other process uses the cores), "
+                    f"`{autotune_command('calibrate-host')}` measures it on a quiet host "
+                    f"first, or give it: 'hardware.peak_tflops={{{dtype.value}: N}}'")
         return (f"hardware profile {hw.name} ({hw.backend.value}) has no peak FLOP/s for "
                 f"{dtype.value}: add peak_tflops: {{{dtype.value}: N}} to the profile (the "
                 f"vendor's dense TFLOP/s per device), or override "

@@ -21,7 +21,11 @@ def assert_one_line_error(code: int, err: str, *needles: str) -> None:
 
 
 @pytest.mark.parametrize("override, needles", [
-    ("sweep.n_trails=3", ("Could not override 'sweep.n_trails'", "check its spelling")),
+    # A misspelt key names the existing one nearest to it, among its siblings.
+    ("sweep.n_trails=3", ("Could not override 'sweep.n_trails'",
+                          "check its spelling: did you mean sweep.n_trials?")),
+    ("hardware.peak_tflops.bf16=300", ("did you mean hardware.peak_tflops.bfloat16?",)),
+    ("totally.bogus=1", ("No such key (totally.bogus): check its spelling (--print-config",)),
     ("precision=int8", ("precision/int8", "Available options in 'precision': bf16, fp16, fp32")),
     ("sweep.n_trials=many", ("sweep.n_trials=many", "could not be converted to Integer",
                              "give sweep.n_trials a whole number")),

@@ -113,6 +113,14 @@ def test_plan_answers_about_pinned_splits_and_says_which_global_batch(tmp_path):
      "has no inter_node.bandwidth_gbs: the cost model needs it for 2 nodes; give it as "
      "hardware.inter_node.bandwidth_gbs=<GB/s>"),
     (["plan.nodes=0"], "plan.nodes=0 must be >= 1"),
+    # A peak's null means "measure it here" on the CPU only; elsewhere it is unknown.
+    (["workload=llama2_7b", "hardware=ascend_910b", "hardware.peak_tflops.bfloat16=abc"],
+     "hardware.peak_tflops.bfloat16='abc' must be a positive number of TFLOP/s, or null where "
+     "it is unknown (then no step time is predicted)"),
+    (["hardware.peak_tflops.float32=0"], "must be a positive number of TFLOP/s, or null to "
+     "measure it on this machine"),
+    (["workload=llama2_7b", "hardware=ascend_910b", "hardware.peak_tflops.bf16=300"],
+     "did you mean hardware.peak_tflops.bfloat16?"),
     # Old spellings: the one line names the word every command takes.
     (["plan.precisions=[float16]"], "plan.precisions: 'float16' is not a precision name; "
      "write fp16 (names: fp32, fp16, bf16)"),

@@ -285,4 +285,5 @@ def test_a_cost_model_without_a_peak_says_it_proposes_no_trial(harness, monkeypa
     # sweep names it (its first launches were all the sampler's, without a word).
     assert code == 0
     line = next(x for x in out.splitlines() if x.startswith("cost model:"))
-    assert "predicts memory only, and proposes no trial" in line and "calibrate-host" in line
+    assert "until it has a peak FLOP/s it predicts memory only and proposes no trial" in line
+    assert "the baseline" in line and "calibrate-host" in line

@@ -6,6 +6,7 @@ Shared by the trial program and the orchestrator (plain Python, no MindSpore).
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import functools
 import importlib.util
 import re
@@ -141,11 +142,42 @@ def compose(config_name: str, overrides: list[str], conf_dir: Path = CONF_DIR, *
         if not shape and any(isinstance(e, OmegaConfBaseException) for e in chain(exc)):
             shape = (group_file_problem(parsed, conf_dir, schema)
                      or validation_problem(exc, config_dirs(_searchpath(parsed), conf_dir)))
-        raise ConfigError(shape or one_line(exc)) from exc
+        raise ConfigError(_with_nearest_key(shape or one_line(exc), config_name, overrides,
+                                            conf_dir)) from exc
     finally:
         GlobalHydra.instance().clear()
     check_known_keys(cfg, schema)
     return cfg
+
+
+def _with_nearest_key(message: str, config_name: str, overrides: list[str],
+                      conf_dir: Path) -> str:
+    """``message`` with the existing key closest to the one it says does not exist
+    (``hardware.peak_tflops.bfloat16`` for ``...bf16``), found among that key's siblings
+    in the config composed without the override that named it; as it is when none is
+    close or that config does not compose either."""
+    missing = re.search(r"No such key \(([^)]+)\): check its spelling \(", message)
+    if not missing:
+        return message
+    key = missing.group(1)
+    parent, _, leaf = key.rpartition(".")
+    rest = [o for o in overrides if o.lstrip("+~").partition("=")[0] != key]
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(conf_dir), version_base="1.3"):
+            cfg = hydra_compose(config_name=config_name, overrides=rest)
+    except Exception:  # noqa: BLE001 - another override is wrong too: no suggestion
+        return message
+    finally:
+        GlobalHydra.instance().clear()
+    node = OmegaConf.select(cfg, parent) if parent else cfg
+    names = [str(k) for k in node.keys()] if isinstance(node, DictConfig) else []
+    nearest = difflib.get_close_matches(leaf, names, n=1)
+    if not nearest:
+        return message
+    near = f"{parent}.{nearest[0]}" if parent else nearest[0]
+    return message.replace("check its spelling (", f"check its spelling: did you mean {near}? (",
+                           1)
 
 
 SEARCHPATH = "hydra.searchpath"

@@ -526,8 +526,10 @@ def _check_hardware(hw: HardwareConfig) -> None:
             raise ConfigError(f"hardware.peak_tflops.{dtype}: unknown dtype; {hint}use "
                               f"{', '.join(DType.__members__)}")
         if tflops is not None and (not isinstance(tflops, (int, float)) or tflops <= 0):
+            null = ("to measure it on this machine" if hw.backend is Backend.CPU
+                    else "where it is unknown (then no step time is predicted)")
             raise ConfigError(f"hardware.peak_tflops.{dtype}={tflops!r} must be a positive "
-                              "number of TFLOP/s, or null to calibrate on this machine")
+                              f"number of TFLOP/s, or null {null}")
     for flag, value in hw.supports.items():
         if flag not in CAPABILITY_FLAGS:
             raise ConfigError(f"hardware.supports.{flag}: unknown capability; the profile "
