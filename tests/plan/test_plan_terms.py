@@ -557,17 +557,16 @@ def test_no_fit_puts_the_gemms_above_the_devices_measured_ceiling():
     free = calibration.fit([dataclasses.replace(m, cluster=Cluster(unbounded)) for m in points],
                            Constants.priors(unbounded))
     assert free.compute_efficiency["float16"] == pytest.approx(0.98, rel=1e-3)
-    h100 = to_trial_config(compose("sweep", ["hardware=gpu_h100"], schema=SweepConfig)).hardware
+    h100 = profile("gpu_h100")
     assert fitted.efficiency("float16", h100) == pytest.approx(794.5 / 989, abs=0.005)
     assert fitted.efficiency("float16", hw) == pytest.approx(0.87)
     # The 910B's ceiling: 322.5 TFLOP/s bf16 (a mamf-finder port on a 910B2C) of its cube's
     # 353.9 (24 cores x 16^3 multiply-adds x 1.8 GHz, conf/hardware/ascend_910b.yaml): the
     # A100 fit's 0.87 is under it, and read as it is; the unbounded fit's 0.98 is not.
-    ascend = to_trial_config(compose("sweep", ["hardware=ascend_910b"],
-                                     schema=SweepConfig)).hardware
-    assert ascend.peak_tflops["bfloat16"] == pytest.approx(24 * 16**3 * 2 * 1.8e9 / 1e12, abs=0.05)
-    assert fitted.efficiency("bfloat16", ascend) == pytest.approx(0.87)
-    assert free.efficiency("bfloat16", ascend) == pytest.approx(322.5 / 353.9, abs=0.005)
+    npu = ascend()
+    assert npu.peak_tflops["bfloat16"] == pytest.approx(24 * 16**3 * 2 * 1.8e9 / 1e12, abs=0.05)
+    assert fitted.efficiency("bfloat16", npu) == pytest.approx(0.87)
+    assert free.efficiency("bfloat16", npu) == pytest.approx(322.5 / 353.9, abs=0.005)
 
 
 def test_deepspeeds_bf16_optimizer_keeps_the_bf16_gradients_beside_the_fp32_ones():

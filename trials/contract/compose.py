@@ -11,6 +11,7 @@ import functools
 import importlib.util
 import re
 import typing
+from collections.abc import Callable
 from pathlib import Path
 
 import yaml
@@ -75,8 +76,9 @@ def _accepts_null(exc: BaseException) -> bool:
     return False
 
 
-def one_line(exc: BaseException) -> str:
-    """The useful first line of a Hydra/OmegaConf error (detail may sit in __cause__)."""
+def one_line(exc: BaseException, nearest: Callable[[str], str | None] | None = None) -> str:
+    """The useful first line of a Hydra/OmegaConf error (detail may sit in __cause__);
+    ``nearest`` names the existing key closest to an unknown one (compose passes it)."""
     problem = yaml_problem(exc)
     if problem:
         return problem
@@ -103,9 +105,11 @@ def one_line(exc: BaseException) -> str:
         key = text.partition("'")[2].partition("'")[0]
         full = re.search(r"full_key: (\S+)", str(exc))
         key = full.group(1) if full and text.endswith("is not in struct") else key
+        near = nearest(key) if nearest and key not in RETIRED_KEYS else None
         text += (f" It was retired: {RETIRED_KEYS[key]}; drop it." if key in RETIRED_KEYS
-                 else f" No such key ({key}): check its spelling (--print-config lists "
-                      "every key).")
+                 else f" No such key ({key}): check its spelling"
+                      + (f": did you mean {near}?" if near else "")
+                      + " (--print-config lists every key).")
     else:
         # Hydra lists the group's options one per line after "Available options in 'g':".
         for i, line in enumerate(lines):
@@ -128,56 +132,50 @@ def compose(config_name: str, overrides: list[str], conf_dir: Path = CONF_DIR, *
     option each config group took. The result is checked against ``schema`` once
     more, because Hydra's ``+key=value`` adds keys the schema does not know.
     """
-    GlobalHydra.instance().clear()
     overrides = [_shaped_override(o, schema)
                  for override in overrides for o in expand_override(override)]
     parsed = _parsed(overrides)
     check_searchpath(parsed)
     try:
-        with initialize_config_dir(config_dir=str(conf_dir), version_base="1.3"):
-            cfg = hydra_compose(config_name=config_name, overrides=overrides,
-                                return_hydra_config=with_choices)
+        cfg = _hydra_compose(config_name, overrides, conf_dir, with_choices)
     except Exception as exc:  # Hydra raises several unrelated types for bad input
         shape = syntax_problem(overrides)
         if not shape and any(isinstance(e, OmegaConfBaseException) for e in chain(exc)):
             shape = (group_file_problem(parsed, conf_dir, schema)
                      or validation_problem(exc, config_dirs(_searchpath(parsed), conf_dir)))
-        raise ConfigError(_with_nearest_key(shape or one_line(exc), config_name, overrides,
-                                            conf_dir)) from exc
-    finally:
-        GlobalHydra.instance().clear()
+        nearest = functools.partial(_nearest_key, config_name, overrides, conf_dir)
+        raise ConfigError(shape or one_line(exc, nearest)) from exc
     check_known_keys(cfg, schema)
     return cfg
 
 
-def _with_nearest_key(message: str, config_name: str, overrides: list[str],
-                      conf_dir: Path) -> str:
-    """``message`` with the existing key closest to the one it says does not exist
-    (``hardware.peak_tflops.bfloat16`` for ``...bf16``), found among that key's siblings
-    in the config composed without the override that named it; as it is when none is
-    close or that config does not compose either."""
-    missing = re.search(r"No such key \(([^)]+)\): check its spelling \(", message)
-    if not missing:
-        return message
-    key = missing.group(1)
-    parent, _, leaf = key.rpartition(".")
-    rest = [o for o in overrides if o.lstrip("+~").partition("=")[0] != key]
+def _hydra_compose(config_name: str, overrides: list[str], conf_dir: Path,
+                   with_choices: bool = False) -> DictConfig:
     GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(config_dir=str(conf_dir), version_base="1.3"):
-            cfg = hydra_compose(config_name=config_name, overrides=rest)
-    except Exception:  # noqa: BLE001 - another override is wrong too: no suggestion
-        return message
+            return hydra_compose(config_name=config_name, overrides=overrides,
+                                 return_hydra_config=with_choices)
     finally:
         GlobalHydra.instance().clear()
+
+
+def _nearest_key(config_name: str, overrides: list[str], conf_dir: Path,
+                 key: str) -> str | None:
+    """The existing key closest to ``key``, which does not exist
+    (``hardware.peak_tflops.bfloat16`` for ``...bf16``): among its siblings in the config
+    composed without the override that named it; None when none is close or that config
+    does not compose either. Only an unknown key's error pays for the second compose."""
+    parent, _, leaf = key.rpartition(".")
+    rest = [o for o in overrides if o.lstrip("+~").partition("=")[0] != key]
+    try:
+        cfg = _hydra_compose(config_name, rest, conf_dir)
+    except Exception:  # noqa: BLE001 - another override is wrong too: no suggestion
+        return None
     node = OmegaConf.select(cfg, parent) if parent else cfg
     names = [str(k) for k in node.keys()] if isinstance(node, DictConfig) else []
     nearest = difflib.get_close_matches(leaf, names, n=1)
-    if not nearest:
-        return message
-    near = f"{parent}.{nearest[0]}" if parent else nearest[0]
-    return message.replace("check its spelling (", f"check its spelling: did you mean {near}? (",
-                           1)
+    return (f"{parent}.{nearest[0]}" if parent else nearest[0]) if nearest else None
 
 
 SEARCHPATH = "hydra.searchpath"

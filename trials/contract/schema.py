@@ -359,7 +359,7 @@ class HardwareConfig:
     device_memory_gib: float = field(default=8.0, metadata=rule(gt=0))
     #: Peak TFLOP/s per dtype (float32, float16, bfloat16) of the unit that runs the GEMMs
     #: (a GPU's tensor cores, an Ascend's cube), dense: the GEMMs' roofline and MFU's
-    #: denominator; null = calibrate here (CPU).
+    #: denominator; null = measured on this machine (CPU), else unknown (no step time).
     peak_tflops: dict = field(default_factory=dict)
     #: Compute units a GEMM's output tiles are spread over (an NVIDIA GPU's streaming
     #: multiprocessors, an Ascend's AI cores); null = unknown (a CPU): the cost model then
